@@ -1,0 +1,40 @@
+"""Exceptions and warnings raised by fxstore.
+
+Every error a user can cause is an :class:`FxStoreError`; the CLI turns it into one
+``Error: ...`` line and exit status 1. Anything else escaping fxstore is a bug.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "FxStoreError",
+    "FxStoreWarning",
+    "InvalidInputError",
+    "NoFrontMonthError",
+    "SchemaError",
+    "SymbolNotFoundError",
+]
+
+
+class FxStoreError(Exception):
+    """Root of every error fxstore raises on purpose."""
+
+
+class InvalidInputError(FxStoreError):
+    """An argument, option, file or record the user supplied is not acceptable."""
+
+
+class SchemaError(FxStoreError):
+    """Data does not have the layout, schema or ordering a stage requires."""
+
+
+class SymbolNotFoundError(FxStoreError):
+    """A symbol or instrument the user asked for is not in the data or the store."""
+
+
+class NoFrontMonthError(FxStoreError):
+    """No outright of the requested root can be selected as the front month."""
+
+
+class FxStoreWarning(UserWarning):
+    """Data is damaged but usable: it was kept, counted, and reported."""
