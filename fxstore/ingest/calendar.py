@@ -109,18 +109,22 @@ def _local_ns(day: dt.date, hour: int) -> int:
 
 def session_bounds_ns(day: dt.date) -> tuple[int, int]:
     """UTC ns of the open (17:00 Chicago on D-1) and close (16:00 Chicago on D) of trading day D."""
-    return _local_ns(day - dt.timedelta(days=1), SESSION_OPEN_HOUR), _local_ns(day, SESSION_CLOSE_HOUR)
+    return _local_ns(day - dt.timedelta(days=1), SESSION_OPEN_HOUR), _local_ns(
+        day, SESSION_CLOSE_HOUR
+    )
 
 
 def _utc_offset_ns(ts_ns: int) -> int:
     moment = dt.datetime.fromtimestamp(ts_ns / NS_PER_SECOND, tz=dt.UTC).astimezone(CHICAGO)
     offset = moment.utcoffset()
-    assert offset is not None  # noqa: S101 - zoneinfo always knows Chicago's offset
+    assert offset is not None
     return int(offset.total_seconds()) * NS_PER_SECOND
 
 
 @lru_cache(maxsize=256)
-def _offset_table(first_hour: int, last_hour: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+def _offset_table(
+    first_hour: int, last_hour: int
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """Chicago UTC offsets over UTC hours [first_hour, last_hour]: (change starts, offsets).
 
     DST changes happen on the hour, so the offset is constant within a UTC hour; the table
@@ -147,7 +151,9 @@ def _offset_table(first_hour: int, last_hour: int) -> tuple[npt.NDArray[np.int64
     return np.asarray(starts, dtype=np.int64), np.asarray(offsets, dtype=np.int64)
 
 
-def trading_day_of(ts_ns: npt.NDArray[np.int64] | npt.NDArray[np.uint64]) -> npt.NDArray[np.datetime64]:
+def trading_day_of(
+    ts_ns: npt.NDArray[np.int64] | npt.NDArray[np.uint64],
+) -> npt.NDArray[np.datetime64]:
     """Map UTC timestamps to CME trading days.
 
     Parameters

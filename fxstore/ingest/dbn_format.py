@@ -126,21 +126,20 @@ STYPE_NAMES: Final[dict[int, str]] = {
 }
 STYPE_CODES: Final[dict[str, int]] = {name: code for code, name in STYPE_NAMES.items()}
 
+_HEADER_FIELDS: Final = [
+    ("length", "u1"),
+    ("rtype", "u1"),
+    ("publisher_id", "<u2"),
+    ("instrument_id", "<u4"),
+    ("ts_event", "<u8"),
+]
 #: The 16-byte header every record starts with. `length` counts 4-byte words.
-RECORD_HEADER_DTYPE: Final = np.dtype(
-    [
-        ("length", "u1"),
-        ("rtype", "u1"),
-        ("publisher_id", "<u2"),
-        ("instrument_id", "<u4"),
-        ("ts_event", "<u8"),
-    ]
-)
+RECORD_HEADER_DTYPE: Final = np.dtype(_HEADER_FIELDS)
 
 
 def _mbp10_fields() -> list[tuple[str, str]]:
     fields = [
-        *[(name, str(RECORD_HEADER_DTYPE.fields[name][0].str)) for name in RECORD_HEADER_DTYPE.names or ()],
+        *_HEADER_FIELDS,
         ("price", "<i8"),
         ("size", "<u4"),
         ("action", "S1"),
@@ -166,7 +165,7 @@ def _mbp10_fields() -> list[tuple[str, str]]:
 #: One MBP-10 record (rtype 0x0A), 368 bytes, identical in DBN versions 1-3. Field names are
 #: Databento's, so arrays of this dtype compare field-for-field with `DBNStore.to_ndarray()`.
 MBP10_DTYPE: Final = np.dtype(_mbp10_fields())
-assert MBP10_DTYPE.itemsize == 368  # noqa: S101 - layout invariant checked at import
+assert MBP10_DTYPE.itemsize == 368
 
 
 def symbol_mapping_dtype(version: int) -> np.dtype[np.void]:
@@ -174,7 +173,7 @@ def symbol_mapping_dtype(version: int) -> np.dtype[np.void]:
 
     Version 1 stores two 22-byte symbols; versions 2 and 3 store the stypes and 71-byte symbols.
     """
-    header = [(name, RECORD_HEADER_DTYPE.fields[name][0].str) for name in RECORD_HEADER_DTYPE.names or ()]
+    header = list(_HEADER_FIELDS)
     if version == 1:
         body = [
             ("stype_in_symbol", "S22"),
@@ -318,7 +317,9 @@ def decode_metadata(version: int, body: bytes, where: str) -> DbnMetadata:
             (start_date, end_date) = cur.take("<II")
             symbol = cur.cstr(cstr_len)
             mappings.append(
-                SymbolInterval(raw_symbol, _date_from_int(start_date), _date_from_int(end_date), symbol)
+                SymbolInterval(
+                    raw_symbol, _date_from_int(start_date), _date_from_int(end_date), symbol
+                )
             )
     if schema_code != SCHEMA_MIXED and schema_code not in SCHEMA_NAMES:
         raise SchemaError(f"{where}: unknown DBN schema code {schema_code} in the metadata header.")
@@ -329,7 +330,9 @@ def decode_metadata(version: int, body: bytes, where: str) -> DbnMetadata:
         start=start,
         end=None if end == UNDEF_TIMESTAMP else end,
         limit=limit,
-        stype_in=None if stype_in_code == 0xFF else STYPE_NAMES.get(stype_in_code, str(stype_in_code)),
+        stype_in=None
+        if stype_in_code == 0xFF
+        else STYPE_NAMES.get(stype_in_code, str(stype_in_code)),
         stype_out=STYPE_NAMES.get(stype_out_code, str(stype_out_code)),
         ts_out=bool(ts_out),
         symbols=symbols,

@@ -1,0 +1,98 @@
+"""Where things live: store root, validated keys, atomic writes and lock files.
+
+This is the only module that knows the on-disk layout (DESIGN.md, "Store layout")::
+
+    <root>/bars/<SYMBOL>/<instrument-key>/<bar-key>/<YYYY-MM-DD>.parquet + manifest.json
+    <root>/fxcache/<SYMBOL>/<featureset-hash>/<shard>.arrow             + manifest.json
+    <root>/runs/<run-id>/
+    <root>/synth/<SYMBOL>/                                               built-in market (DBN)
+
+Keys are validated (``[A-Za-z0-9._-]+``, never ``.`` or ``..``) so no symbol name can escape
+the root. Writes go to a temporary name in the destination folder, are fsynced and renamed
+into place: a killed run leaves no partial file visible.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import IO, Final
+
+from fxstore.errors import InvalidInputError
+
+__all__ = [
+    "DEFAULT_ROOT",
+    "atomic_path",
+    "atomic_write_bytes",
+    "atomic_write_json",
+    "validate_key",
+]
+
+DEFAULT_ROOT: Final = Path("data")
+_KEY_RE: Final = re.compile(r"[A-Za-z0-9._-]+")
+
+
+def validate_key(value: str, param: str) -> str:
+    """Return `value` if it is a safe path component of the store, else raise InvalidInputError.
+
+    Examples
+    --------
+    >>> validate_key("ES.FUT", "symbol")
+    'ES.FUT'
+    """
+    if not _KEY_RE.fullmatch(value) or value in (".", ".."):
+        raise InvalidInputError(
+            f"`{param}` may hold only letters, digits, '.', '_' and '-' (and is not '.' or '..'), "
+            f"was {value!r}."
+        )
+    return value
+
+
+def _fsync_dir(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def atomic_path(path: Path) -> Iterator[Path]:
+    """Yield a temporary path beside `path`; on success it is fsynced and renamed to `path`.
+
+    On any exception the temporary file is removed and `path` is left as it was.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        yield tmp
+        with open(tmp, "rb+") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+        _fsync_dir(path.parent)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_stream(path: Path, write: Callable[[IO[bytes]], None]) -> None:
+    """Create `path` atomically from what `write` writes into the open binary file."""
+    with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+        write(fh)
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write `data` to `path` atomically."""
+    atomic_write_stream(path, lambda fh: fh.write(data) and None)
+
+
+def atomic_write_json(path: Path, obj: object) -> None:
+    """Write `obj` as indented, key-sorted JSON to `path` atomically."""
+    atomic_write_bytes(path, (json.dumps(obj, indent=2, sort_keys=True) + "\n").encode())
