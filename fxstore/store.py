@@ -15,7 +15,10 @@ into place: a killed run leaves no partial file visible.
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import hashlib
 import json
+import logging
 import os
 import re
 import tempfile
@@ -30,8 +33,16 @@ __all__ = [
     "atomic_path",
     "atomic_write_bytes",
     "atomic_write_json",
+    "atomic_write_stream",
+    "bars_dir",
+    "file_sha256",
+    "key_lock",
+    "read_json",
+    "synth_dir",
     "validate_key",
 ]
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_ROOT: Final = Path("data")
 _KEY_RE: Final = re.compile(r"[A-Za-z0-9._-]+")
@@ -90,9 +101,70 @@ def atomic_write_stream(path: Path, write: Callable[[IO[bytes]], None]) -> None:
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write `data` to `path` atomically."""
-    atomic_write_stream(path, lambda fh: fh.write(data) and None)
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(data)
 
 
 def atomic_write_json(path: Path, obj: object) -> None:
     """Write `obj` as indented, key-sorted JSON to `path` atomically."""
     atomic_write_bytes(path, (json.dumps(obj, indent=2, sort_keys=True) + "\n").encode())
+
+
+def read_json(path: Path) -> dict[str, object]:
+    """Read a JSON object written by fxstore (a manifest); InvalidInputError if unreadable."""
+    try:
+        obj = json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise InvalidInputError(
+            f"{path}: cannot read it as JSON ({err}); delete it and re-run with --force."
+        ) from err
+    if not isinstance(obj, dict):
+        raise InvalidInputError(
+            f"{path}: expected a JSON object; delete it and re-run with --force."
+        )
+    return obj
+
+
+def file_sha256(path: Path, block: int = 1 << 20) -> str:
+    """Hex SHA-256 of the file at `path`, read in blocks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while data := fh.read(block):
+            digest.update(data)
+    return digest.hexdigest()
+
+
+@contextlib.contextmanager
+def key_lock(folder: Path) -> Iterator[None]:
+    """Hold an exclusive lock on `folder` (its ``.lock`` file) while writing there.
+
+    Two writers on one key are serialised: the second waits. The lock is an OS file lock,
+    released when the process ends, so a killed run never leaves a stale lock behind.
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / ".lock", "a+b") as fh:
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            logger.warning("waiting for another fxstore process writing %s", folder)
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
+def synth_dir(root: Path, symbol: str) -> Path:
+    """Folder of the built-in synthetic market of parent `symbol` (e.g. "ES.FUT")."""
+    return root / "synth" / validate_key(symbol, "symbol")
+
+
+def bars_dir(root: Path, symbol: str, instrument_key: str, bar_key: str) -> Path:
+    """Folder of one bar series: ``bars/<SYMBOL>/<instrument-key>/<bar-key>``."""
+    return (
+        root
+        / "bars"
+        / validate_key(symbol, "symbol")
+        / validate_key(instrument_key, "instrument-key")
+        / validate_key(bar_key, "bar-key")
+    )
