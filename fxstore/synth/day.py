@@ -1,0 +1,255 @@
+"""One trading day of the synthetic market: its plan, and the kernel run that fills records.
+
+:func:`plan_day` fixes everything about a day that does not need the kernels (instruments,
+shares, carry, anchors, session segments, random keys); :class:`DaySimulation` then drives
+:func:`fxstore.synth.events.fill_records` chunk by chunk into a reusable record buffer.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Final
+
+import numpy as np
+import numpy.typing as npt
+
+from fxstore.config import SynthConfig
+from fxstore.ingest.calendar import CHICAGO, NS_PER_DAY, session_bounds_ns
+from fxstore.ingest.dbn_format import MBP10_DTYPE, N_LEVELS
+from fxstore.synth.book import init_book, new_books, record_views
+from fxstore.synth.contracts import Instrument, instruments_on
+from fxstore.synth.events import DayConsts, DayState, Segment, advance_walk, fill_records
+from fxstore.synth.prices import SESSION_MINUTES, carry_multiplier, intensity_per_minute
+from fxstore.synth.rng import normal_at, stream_keys
+
+__all__ = ["DayPlan", "DaySimulation", "DayVolume", "SegmentPlan", "plan_day"]
+
+logger = logging.getLogger(__name__)
+
+#: Most a single record may move the fair value (standard deviation, ticks).
+MAX_TICK_VOL_PER_RECORD: Final = 0.08
+#: Records are kept this far inside the session bounds, so ts_event stays inside too.
+_EDGE_NS: Final = 1_000_000
+_NS_PER_MINUTE: Final = 60_000_000_000
+_TAG_DAY: Final = 0xDA7
+#: Planted-signal loading: at strength 1 the signal explains half of the long-run variance.
+_SIGNAL_GAIN: Final = 2.0
+_DEPTH: Final = {"front": N_LEVELS, "next": N_LEVELS, "deferred": 7, "spread": 5}
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentPlan:
+    """A stretch of a session with fixed instrument shares."""
+
+    start_ns: int
+    end_ns: int
+    n_records: int
+    #: Share of each of the day's instruments (same order), summing to 1.
+    shares: tuple[float, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DayPlan:
+    """Everything about one trading day that is fixed before its records are made."""
+
+    trading_day: dt.date
+    instruments: tuple[Instrument, ...]
+    open_ns: int
+    close_ns: int
+    n_records: int
+    segments: tuple[SegmentPlan, ...]
+    #: Index fair value (points) at this day's open and at the next trading day's open.
+    anchor: float
+    anchor_next: float
+
+
+@dataclass(frozen=True, slots=True)
+class DayVolume:
+    """What one instrument did on one trading day."""
+
+    trading_day: dt.date
+    raw_symbol: str
+    instrument_id: int
+    #: Contracts traded (sum of 'T' record sizes).
+    volume: int
+    n_trades: int
+    n_records: int
+
+
+def sigma_per_record(config: SynthConfig) -> float:
+    """Standard deviation (ticks) of the fair value's move per record."""
+    daily_ticks = config.daily_volatility * config.base_price / config.tick_size
+    return min(MAX_TICK_VOL_PER_RECORD, daily_ticks / math.sqrt(config.events_per_day))
+
+
+def daily_log_vol(config: SynthConfig) -> float:
+    """Standard deviation of the log change of the index from one open to the next."""
+    ticks = sigma_per_record(config) * math.sqrt(config.events_per_day)
+    return ticks * config.tick_size / config.base_price
+
+
+def _local_ns(day: dt.date, hour: int, minute: int) -> int:
+    moment = dt.datetime(day.year, day.month, day.day, hour, minute, tzinfo=CHICAGO)
+    return int(moment.timestamp()) * 1_000_000_000
+
+
+def _split_records(total: int, weights: list[float]) -> list[int]:
+    counts = [max(1, round(total * w / sum(weights))) for w in weights[:-1]]
+    return [*counts, total - sum(counts)]
+
+
+def plan_day(config: SynthConfig, day: dt.date, anchor: float, anchor_next: float) -> DayPlan:
+    """Plan trading `day`: instruments, shares and the session split at expiry cutoffs."""
+    instruments = instruments_on(
+        config.root, day, config.carry_points_per_quarter, carry_multiplier(config.seed, day)
+    )
+    open_ns, close_ns = session_bounds_ns(day)
+    start, end = open_ns + _EDGE_NS, close_ns - _EDGE_NS
+    shares = [inst.share for inst in instruments]
+    bounds = [(start, end, shares)]
+    if any(inst.stops_at_open for inst in instruments):
+        cutoff = _local_ns(day, 8, 30)
+        after = [0.0 if inst.stops_at_open else inst.share for inst in instruments]
+        after = [s / sum(after) for s in after]
+        bounds = [(start, cutoff, shares), (cutoff, end, after)]
+    masses = [_activity_between(open_ns, a, b) for a, b, _ in bounds]
+    counts = _split_records(config.events_per_day, masses)
+    segments = tuple(
+        SegmentPlan(a, b, n, tuple(s)) for (a, b, s), n in zip(bounds, counts, strict=True)
+    )
+    return DayPlan(
+        trading_day=day,
+        instruments=instruments,
+        open_ns=open_ns,
+        close_ns=close_ns,
+        n_records=config.events_per_day,
+        segments=segments,
+        anchor=anchor,
+        anchor_next=anchor_next,
+    )
+
+
+def _activity_cum(open_ns: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+    """Minute knots of a session (UTC ns) and the cumulative activity at each."""
+    knots = open_ns + np.arange(SESSION_MINUTES + 1, dtype=np.int64) * _NS_PER_MINUTE
+    cum = np.concatenate([[0.0], np.cumsum(intensity_per_minute())])
+    return knots, cum
+
+
+def _activity_between(open_ns: int, a: int, b: int) -> float:
+    knots, cum = _activity_cum(open_ns)
+    return float(np.interp(b, knots, cum) - np.interp(a, knots, cum))
+
+
+def _segment(plan: DayPlan, seg: SegmentPlan, rec_start: int) -> Segment:
+    """The kernel's view of one segment: record range, cumulative shares, time quantiles."""
+    knots, cum = _activity_cum(plan.open_ns)
+    inside = (knots > seg.start_ns) & (knots < seg.end_ns)
+    seg_knots = np.concatenate([[seg.start_ns], knots[inside], [seg.end_ns]]).astype(np.int64)
+    seg_cum = np.interp(seg_knots.astype(np.float64), knots.astype(np.float64), cum)
+    seg_cdf = (seg_cum - seg_cum[0]) / (seg_cum[-1] - seg_cum[0])
+    midnight = (seg.start_ns // NS_PER_DAY + 1) * NS_PER_DAY
+    cum_share = np.cumsum(np.asarray(seg.shares, dtype=np.float64))
+    cum_share /= cum_share[-1]
+    return Segment(
+        rec_start=rec_start,
+        rec_end=rec_start + seg.n_records,
+        cum_share=cum_share,
+        knots_ns=seg_knots,
+        knots_cdf=seg_cdf,
+        split_ns=midnight if midnight < seg.end_ns else -1,
+    )
+
+
+class DaySimulation:
+    """Runs the kernels over one planned day: iterate :meth:`iter_chunks`, then :meth:`volumes`.
+
+    Examples
+    --------
+    >>> sim = DaySimulation(config, plan)  # doctest: +SKIP
+    >>> for records in sim.iter_chunks(np.empty(65_536, MBP10_DTYPE)):  # doctest: +SKIP
+    ...     sink.write(records)
+    """
+
+    def __init__(self, config: SynthConfig, plan: DayPlan) -> None:
+        self._plan = plan
+        keys = stream_keys(config.seed, plan.trading_day.toordinal(), _TAG_DAY, n_keys=4)
+        n_instruments = len(plan.instruments)
+        tick = config.tick_size
+        phi = 0.5 ** (1.0 / config.signal_half_life)
+        load = config.signal_strength * _SIGNAL_GAIN
+        s0 = normal_at(keys[3], 0)
+        shares = np.array([i.share for i in plan.instruments])
+        consts = DayConsts(
+            n_records=plan.n_records,
+            anchor=plan.anchor / tick,
+            bridge_slope=0.0,
+            sigma=sigma_per_record(config) / math.sqrt(1.0 + load * load),
+            kappa=load * math.sqrt((1.0 - phi) / (1.0 + phi)),
+            phi=phi,
+            bias=config.signal_strength,
+            key_fair=keys[0],
+            key_signal=keys[1],
+            key_event=keys[2],
+            tick_fixed=config.tick_fixed,
+            instrument_id=np.array([i.instrument_id for i in plan.instruments], dtype=np.int64),
+            beta=np.array([0.0 if i.is_spread else 1.0 for i in plan.instruments]),
+            offset=np.array([i.carry / tick for i in plan.instruments]),
+            sweep_weight=np.sqrt(shares / shares.max()),
+        )
+        # The bridge: end the walk exactly at the next day's anchor (see fxstore.synth.events).
+        walk = np.array([0.0, s0])
+        advance_walk(walk, 0, plan.n_records, consts)
+        slope = ((plan.anchor_next - plan.anchor) / tick - walk[0]) / plan.n_records
+        self._day = consts._replace(bridge_slope=slope)
+        zeros = np.zeros(n_instruments, dtype=np.int64)
+        self._state = DayState(
+            ints=np.array([0, plan.open_ns], dtype=np.int64),
+            walk=np.array([0.0, s0]),
+            ctr=np.zeros(1, dtype=np.int64),
+            seq=zeros.copy(),
+            volume=zeros.copy(),
+            n_trades=zeros.copy(),
+            n_records=zeros.copy(),
+            header=np.zeros(6, dtype=np.int64),
+        )
+        self._books = new_books(np.array([_DEPTH[i.role] for i in plan.instruments]))
+        for j in range(n_instruments):
+            fair = self._day.beta[j] * self._day.anchor + self._day.offset[j]
+            init_book(self._books, j, math.floor(fair), self._day.key_event, self._state.ctr)
+
+    def iter_chunks(self, buffer: npt.NDArray[np.void]) -> Iterator[npt.NDArray[np.void]]:
+        """Yield the day's records in order, as leading slices of `buffer`.
+
+        `buffer` is a C-contiguous MBP10_DTYPE array of at least 16 records; each slice is
+        overwritten by the next one, so consume it before advancing. Slices end on packet
+        boundaries; ts_recv is strictly increasing across them.
+        """
+        if buffer.dtype != MBP10_DTYPE or len(buffer) < 16 or not buffer.flags.c_contiguous:
+            raise ValueError("buffer must be a C-contiguous MBP10_DTYPE array of >= 16 records")
+        rec = record_views(buffer)
+        rec_start = 0
+        for seg_plan in self._plan.segments:
+            seg = _segment(self._plan, seg_plan, rec_start)
+            while (n := fill_records(rec, self._books, self._day, seg, self._state)) > 0:
+                yield buffer[:n]
+            rec_start = seg.rec_end
+
+    def volumes(self) -> tuple[DayVolume, ...]:
+        """Per instrument of the day: volume, trades and records made so far."""
+        st = self._state
+        return tuple(
+            DayVolume(
+                trading_day=self._plan.trading_day,
+                raw_symbol=inst.raw_symbol,
+                instrument_id=inst.instrument_id,
+                volume=int(st.volume[j]),
+                n_trades=int(st.n_trades[j]),
+                n_records=int(st.n_records[j]),
+            )
+            for j, inst in enumerate(self._plan.instruments)
+        )

@@ -1,0 +1,196 @@
+"""generate_market end to end: files, metadata, Databento's decoder, sessions, layout, bytes."""
+
+from __future__ import annotations
+
+import datetime as dt
+import warnings
+from pathlib import Path
+
+import databento as db
+import numpy as np
+import pytest
+
+from fxstore.config import SynthConfig
+from fxstore.errors import InvalidInputError
+from fxstore.ingest.calendar import is_trading_day, session_bounds_ns, trading_day_of
+from fxstore.ingest.dbn_format import MBP10_DTYPE
+from fxstore.synth import generate_market
+from fxstore.synth.writer import DbnFileWriter
+from tests.synth.conftest import Market, make_market
+from tests.synth.dbn_io import file_day, read_dbn
+
+SMALL = {"events_per_day": 3_000}
+
+
+def _utc_date(ts: np.ndarray) -> np.ndarray:
+    return ts.astype(np.int64).astype("datetime64[ns]").astype("datetime64[D]")
+
+
+# --- files and metadata ---------------------------------------------------------------
+
+
+def test_generate_market_one_file_per_trading_day(roll_market: Market) -> None:
+    names = [p.name for p in roll_market.summary.files]
+    days = roll_market.summary.trading_days
+    assert names == [f"glbx-mdp3-{d:%Y%m%d}.mbp-10.dbn.zst" for d in days]
+    assert len(days) == 16 and all(is_trading_day(d) for d in days)
+    assert sorted(p.name for p in roll_market.summary.files[0].parent.iterdir()) == names
+
+
+def test_generate_market_metadata_header_is_parent_query(roll_market: Market) -> None:
+    for path, meta, recs in roll_market.files:
+        assert (meta.version, meta.dataset, meta.schema) == (3, "GLBX.MDP3", "mbp-10")
+        assert (meta.stype_in, meta.stype_out, meta.symbols) == ("parent", "instrument_id", ("ES.FUT",))
+        assert meta.limit == 0 and not meta.ts_out
+        assert (meta.start, meta.end) == session_bounds_ns(file_day(path))
+        mapped = {int(m.symbol) for m in meta.mappings}
+        assert set(np.unique(recs["instrument_id"]).tolist()) <= mapped
+
+
+def test_generate_market_mappings_cover_record_dates(roll_market: Market) -> None:
+    for _, meta, recs in roll_market.files:
+        dates = _utc_date(recs["ts_recv"])
+        for m in meta.mappings:
+            mine = dates[recs["instrument_id"] == int(m.symbol)]
+            assert np.all(mine >= np.datetime64(m.start_date)), m
+            assert np.all(mine < np.datetime64(m.end_date)), m
+
+
+def test_generate_market_databento_reads_same_records_and_metadata(roll_market: Market) -> None:
+    for path, meta, recs in roll_market.files[:6]:
+        store = db.DBNStore.from_file(path)
+        assert store.metadata.dataset == "GLBX.MDP3" and str(store.metadata.schema) == "mbp-10"
+        assert str(store.metadata.stype_in) == "parent" and store.metadata.symbols == ["ES.FUT"]
+        assert set(store.metadata.mappings) == {m.raw_symbol for m in meta.mappings}
+        theirs = store.to_ndarray()
+        assert len(theirs) == len(recs)
+        for name in MBP10_DTYPE.names or ():
+            np.testing.assert_array_equal(theirs[name], recs[name], err_msg=name)
+
+
+def test_generate_market_databento_symbology_maps_every_record(roll_market: Market) -> None:
+    for path, meta, _ in roll_market.files[:6]:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # pandas deprecation noise inside databento
+            df = db.DBNStore.from_file(path).to_df(map_symbols=True)
+        assert df["symbol"].notna().all(), path.name
+        raw = {m.symbol: m.raw_symbol for m in meta.mappings}
+        assert (df["instrument_id"].astype(str).map(raw) == df["symbol"]).all()
+
+
+# --- sessions ---------------------------------------------------------------------------
+
+
+def test_generate_market_records_inside_their_session(roll_market: Market) -> None:
+    for path, _, recs in roll_market.files:
+        day = file_day(path)
+        open_ns, close_ns = session_bounds_ns(day)
+        for field in ("ts_recv", "ts_event"):
+            ts = recs[field].astype(np.int64)
+            assert ts.min() >= open_ns and ts.max() < close_ns, (path.name, field)
+        assert np.all(trading_day_of(recs["ts_recv"]) == np.datetime64(day))
+
+
+def test_generate_market_over_holiday_skips_it(tmp_path: Path) -> None:
+    # Thu 2024-03-28, Good Friday, the weekend, Mon 2024-04-01 (session opens Sun 17:00 CT).
+    cfg = SynthConfig(start=dt.date(2024, 3, 28), end=dt.date(2024, 4, 1), **SMALL)
+    market = make_market(cfg, tmp_path)
+    assert [file_day(p) for p, _, _ in market.files] == [dt.date(2024, 3, 28), dt.date(2024, 4, 1)]
+    monday = market.files[1][2]["ts_recv"].astype(np.int64)
+    assert monday.min() >= session_bounds_ns(dt.date(2024, 4, 1))[0]
+
+
+def test_generate_market_activity_is_u_shaped(roll_market: Market) -> None:
+    def per_hour(recs: np.ndarray, open_ns: int, start_min: int) -> int:
+        minute = (recs["ts_recv"].astype(np.int64) - open_ns) // 60_000_000_000
+        return int(np.count_nonzero((minute >= start_min) & (minute < start_min + 60)))
+
+    counts = {"night": 0, "open": 0, "midday": 0, "close": 0}
+    starts = {"night": 7 * 60, "open": 15 * 60 + 30, "midday": 18 * 60, "close": 21 * 60}
+    for path, _, recs in roll_market.files:  # minutes after 17:00 CT of the previous day
+        open_ns = session_bounds_ns(file_day(path))[0]
+        for name, start in starts.items():
+            counts[name] += per_hour(recs, open_ns, start)
+    assert counts["open"] > 2 * counts["midday"] > 2 * counts["night"]
+    assert counts["close"] > counts["midday"]
+
+
+def test_generate_market_utc_split_holds_same_records_by_utc_date(
+    tmp_path: Path, roll_market: Market
+) -> None:
+    cfg = SynthConfig(start=dt.date(2024, 3, 1), end=dt.date(2024, 3, 22), split="utc-day",
+                      events_per_day=roll_market.config.events_per_day)  # fmt: skip
+    market = make_market(cfg, tmp_path)
+    for path, meta, recs in market.files:
+        assert np.all(_utc_date(recs["ts_recv"]) == np.datetime64(file_day(path))), path.name
+        assert recs["flags"][-1] & 0x80
+        assert {m.start_date for m in meta.mappings} == {file_day(path)}
+    assert file_day(market.files[0][0]) == dt.date(2024, 2, 29)  # Friday's session opens Thu
+    np.testing.assert_array_equal(market.records, roll_market.records)
+
+
+# --- determinism and atomic writes -------------------------------------------------------
+
+
+def _bytes(paths: tuple[Path, ...]) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in paths}
+
+
+def test_generate_market_same_seed_same_bytes(tmp_path: Path) -> None:
+    cfg = SynthConfig(start=dt.date(2024, 6, 3), end=dt.date(2024, 6, 4), seed=3, **SMALL)
+    first = _bytes(generate_market(cfg, tmp_path / "a").files)
+    second = _bytes(generate_market(cfg, tmp_path / "b").files)
+    assert first == second
+
+
+def test_generate_market_one_day_alone_same_bytes_as_in_range(tmp_path: Path) -> None:
+    long = SynthConfig(start=dt.date(2024, 6, 3), end=dt.date(2024, 6, 5), seed=3, **SMALL)
+    alone = SynthConfig(start=dt.date(2024, 6, 4), end=dt.date(2024, 6, 4), seed=3, **SMALL)
+    in_range = _bytes(generate_market(long, tmp_path / "long").files)
+    single = _bytes(generate_market(alone, tmp_path / "alone").files)
+    assert list(single) == ["glbx-mdp3-20240604.mbp-10.dbn.zst"]
+    assert single["glbx-mdp3-20240604.mbp-10.dbn.zst"] == in_range["glbx-mdp3-20240604.mbp-10.dbn.zst"]
+
+
+def test_generate_market_other_seed_other_records(tmp_path: Path) -> None:
+    day = dt.date(2024, 6, 4)
+    a = generate_market(SynthConfig(start=day, end=day, seed=3, **SMALL), tmp_path / "a")
+    b = generate_market(SynthConfig(start=day, end=day, seed=4, **SMALL), tmp_path / "b")
+    ra, rb = read_dbn(a.files[0])[1], read_dbn(b.files[0])[1]
+    assert not np.array_equal(ra["ts_recv"], rb["ts_recv"])
+    assert not np.array_equal(ra["bid_px_00"], rb["bid_px_00"])
+
+
+def test_generate_market_killed_mid_file_leaves_no_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = {"n": 0}
+    real_write = DbnFileWriter.write
+
+    def failing_write(self: DbnFileWriter, records: np.ndarray) -> None:
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise KeyboardInterrupt  # as if the run were killed while writing
+        real_write(self, records)
+
+    monkeypatch.setattr(DbnFileWriter, "write", failing_write)
+    monkeypatch.setattr("fxstore.synth.market._CHUNK_RECORDS", 1_000)
+    cfg = SynthConfig(start=dt.date(2024, 6, 4), end=dt.date(2024, 6, 4), **SMALL)
+    with pytest.raises(KeyboardInterrupt):
+        generate_market(cfg, tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_generate_market_reports_progress_and_summary(tmp_path: Path) -> None:
+    seen: list[dt.date] = []
+    cfg = SynthConfig(start=dt.date(2024, 6, 3), end=dt.date(2024, 6, 4), **SMALL)
+    summary = generate_market(cfg, tmp_path, on_progress=seen.append)
+    assert seen == [dt.date(2024, 6, 3), dt.date(2024, 6, 4)] == list(summary.trading_days)
+    assert summary.n_records == 2 * 3_000 == sum(len(read_dbn(p)[1]) for p in summary.files)
+    assert summary.elapsed_s > 0
+
+
+def test_generate_market_no_trading_day_raises(tmp_path: Path) -> None:
+    cfg = SynthConfig(start=dt.date(2024, 6, 8), end=dt.date(2024, 6, 9), **SMALL)  # a weekend
+    with pytest.raises(InvalidInputError, match="No CME trading day"):
+        generate_market(cfg, tmp_path)
