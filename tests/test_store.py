@@ -14,7 +14,9 @@ def test_validate_key_valid_keys_pass(key: str) -> None:
     assert validate_key(key, "symbol") == key
 
 
-@pytest.mark.parametrize("key", ["", ".", "..", "../etc", "ES/FUT", "ES FUT", "/abs", "a\\\\b", "é"])
+@pytest.mark.parametrize(
+    "key", ["", ".", "..", "../etc", "ES/FUT", "ES FUT", "/abs", "a\\\\b", "é"]
+)
 def test_validate_key_unsafe_keys_raise_naming_param(key: str) -> None:
     with pytest.raises(InvalidInputError, match="`symbol` may hold only"):
         validate_key(key, "symbol")
@@ -48,5 +50,5 @@ def test_read_json_corrupt_file_raises_with_path(tmp_path: Path) -> None:
     target = tmp_path / "manifest.json"
     target.write_text("{not json")
 
-    with pytest.raises(InvalidInputError, match="manifest.json: cannot read it as JSON"):
+    with pytest.raises(InvalidInputError, match=r"manifest\.json: cannot read it as JSON"):
         read_json(target)

@@ -20,8 +20,9 @@ import numpy as np
 import numpy.typing as npt
 
 from fxstore.errors import InvalidInputError, NoFrontMonthError
+from fxstore.ingest._dbn_symbology import Symbology
 from fxstore.ingest.activity import DailyActivity, count_by_instrument, iter_day_runs
-from fxstore.ingest.calendar import third_friday
+from fxstore.ingest.calendar import session_bounds_ns, third_friday
 from fxstore.ingest.contracts import Contract, parse_outright
 
 __all__ = [
@@ -32,6 +33,7 @@ __all__ = [
     "iter_selected",
     "parse_instrument_mode",
     "select_front_month",
+    "symbols_listed",
 ]
 
 _ID_MODE: Final = re.compile(r"id=(\d{1,10})")
@@ -108,6 +110,25 @@ class RollEntry:
     def is_roll(self) -> bool:
         """Whether the choice changed to a new contract on this day (set by the schedule)."""
         return self.reason in ("volume", "expired")
+
+
+def symbols_listed(symbology: Symbology, day: dt.date) -> dict[int, str]:
+    """instrument_id → raw symbol of every instrument the symbology lists during trading day `day`.
+
+    A mapping counts when its validity overlaps the session (17:00 Chicago on D-1 to 16:00
+    on D); where several do, the one that started last wins.
+    """
+    open_ns, close_ns = session_bounds_ns(day)
+    listed: dict[int, str] = {}
+    for instrument_id in symbology.instrument_ids():
+        spans = [
+            s
+            for s in symbology.spans(instrument_id)
+            if s.start_ns < close_ns and open_ns < s.end_ns
+        ]
+        if spans:
+            listed[instrument_id] = max(spans, key=lambda s: s.start_ns).symbol
+    return listed
 
 
 def _outrights(day: dt.date, symbols: Mapping[int, str], root: str) -> dict[Contract, int]:

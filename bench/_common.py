@@ -1,0 +1,65 @@
+"""Shared helpers of the benchmark scripts: timing, machine facts, result files."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def machine() -> dict[str, object]:
+    """Facts about the machine a result was measured on."""
+    cpu = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {
+        "hostname_kind": os.environ.get("FXSTORE_BENCH_MACHINE", "dev-cpu"),
+        "platform": platform.platform(),
+        "cpu": cpu,
+        "logical_cpus": os.cpu_count(),
+        "python": sys.version.split()[0],
+    }
+
+
+def median_seconds(func: Callable[[], object], repeat: int) -> tuple[float, list[float]]:
+    """Run `func` `repeat` times; return the median wall time and all times."""
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        func()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), times
+
+
+def run_shell_seconds(command: str) -> float:
+    """Wall time of one shell command (must succeed)."""
+    start = time.perf_counter()
+    subprocess.run(command, shell=True, check=True)
+    return time.perf_counter() - start
+
+
+def write_result(name: str, payload: dict[str, object]) -> Path:
+    """Write `payload` (plus machine facts and the command line) to results/<name>.json."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    payload = {
+        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "machine": machine(),
+        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        **payload,
+    }
+    path = RESULTS / f"{name}.json"
+    path.write_text(json.dumps(payload, indent=2) + "\n")
+    return path

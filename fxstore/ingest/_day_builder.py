@@ -1,0 +1,212 @@
+"""Worker side of ingest: stream a group of DBN files and build each trading day's bars.
+
+A group is a run of files no trading day crosses out of, so groups are independent and run
+in a process pool. Per day the worker keeps the records of the candidate instruments (one
+in id mode; every outright of the root listed that day in front-month mode, since which one
+is the front month depends on earlier groups; the chosen one when the selector runs in the
+same process), counts every instrument's activity, and builds bars once the day is over.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+from fxstore.config import BarConfig
+from fxstore.errors import SchemaError
+from fxstore.ingest.activity import count_by_instrument, iter_day_runs
+from fxstore.ingest.bars import build_bars
+from fxstore.ingest.calendar import session_bounds_ns
+from fxstore.ingest.contracts import parse_outright
+from fxstore.ingest.dbn import DbnSource, open_dbn
+from fxstore.ingest.dbn_format import MBP10_DTYPE
+from fxstore.ingest.instruments import InstrumentSelection, symbols_listed
+
+#: Instrument ids to keep on a day, given the symbols listed that day; None keeps all.
+Chooser = Callable[[dt.date, dict[int, str]], set[int] | None]
+
+
+@dataclass(frozen=True, slots=True)
+class GroupTask:
+    """One unit of parallel work: files whose trading days no other group has."""
+
+    paths: tuple[Path, ...]
+    #: Trading days the files may hold (from their metadata spans); None: any.
+    days: frozenset[dt.date] | None
+    selection: InstrumentSelection
+    root: str | None
+    bars: BarConfig
+    chunk_records: int
+
+
+@dataclass(slots=True)
+class DayResult:
+    """What one trading day produced: activity of every instrument, bars of the candidates."""
+
+    day: dt.date
+    #: instrument_id → raw symbol of every instrument the symbology lists that day.
+    listed: dict[int, str]
+    #: instrument_id → (records, traded volume) of every instrument with records that day.
+    activity: dict[int, tuple[int, int]] = field(default_factory=dict)
+    #: instrument_id → that day's bars (candidates only).
+    bars: dict[int, pa.Table] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class GroupResult:
+    """A finished group: its days in order, and facts about its input files."""
+
+    days: list[DayResult]
+    #: (file name, size in bytes, sha256) of each file of the group.
+    inputs: list[tuple[str, int, str]]
+    n_records: int
+    n_dropped_bytes: int
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(1 << 22):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def outright_chooser(root: str) -> Chooser:
+    """Keep every outright of `root` listed that day (front-month mode, in parallel)."""
+
+    def choose(day: dt.date, listed: dict[int, str]) -> set[int] | None:
+        return {i for i, sym in listed.items() if parse_outright(sym, root, day) is not None}
+
+    return choose
+
+
+def selection_chooser(selection: InstrumentSelection, root: str | None) -> Chooser:
+    """The chooser of a parallel group for `selection`."""
+    if selection.mode == "all":
+        return lambda _day, _listed: None
+    if selection.mode == "id":
+        wanted = {int(selection.instrument_id or 0)}
+        return lambda _day, _listed: wanted
+    return outright_chooser(root or "")
+
+
+_RAW = np.dtype((np.void, MBP10_DTYPE.itemsize))
+
+
+class _RecordBuffer:
+    """One instrument's records of one day, gathered with a single copy per record."""
+
+    def __init__(self, capacity: int) -> None:
+        self._data = np.empty(max(capacity, 1024), dtype=MBP10_DTYPE)
+        self._size = 0
+
+    def _reserve(self, extra: int) -> npt.NDArray[np.void]:
+        need = self._size + extra
+        if need > len(self._data):
+            grown = np.empty(max(need, 2 * len(self._data)), dtype=MBP10_DTYPE)
+            grown[: self._size].view(_RAW)[:] = self._data[: self._size].view(_RAW)
+            self._data = grown
+        out = self._data[self._size : need]
+        self._size = need
+        return out
+
+    def extend(self, run: npt.NDArray[np.void], mask: npt.NDArray[np.bool_] | None, n: int) -> None:
+        """Append the `n` records of `run` where `mask` holds (all of them when mask is None)."""
+        # Copy as opaque 368-byte items: numpy copies structured items field by field,
+        # which is 15-25x slower than moving raw bytes.
+        out = self._reserve(n).view(_RAW)
+        out[:] = run.view(_RAW) if mask is None else run.view(_RAW)[mask]
+
+    @property
+    def records(self) -> npt.NDArray[np.void]:
+        return self._data[: self._size]
+
+
+def _build_day(day: DayResult, kept: dict[int, _RecordBuffer], bars: BarConfig) -> None:
+    open_ns, close_ns = session_bounds_ns(day.day)
+    for instrument_id, buffer in sorted(kept.items()):
+        records = buffer.records
+        contract = day.listed.get(instrument_id, f"id{instrument_id}")
+        day.bars[instrument_id] = build_bars(
+            records,
+            bars,
+            trading_day=day.day,
+            contract=contract,
+            session_open_ns=open_ns,
+            session_close_ns=close_ns,
+        )
+
+
+def _iter_days(
+    source: DbnSource,
+    task: GroupTask,
+    chooser: Chooser,
+    on_day_end: Callable[[DayResult], None] | None,
+) -> Iterator[DayResult]:
+    """Stream the group's records; yield each trading day once it is over and built."""
+    current: DayResult | None = None
+    wanted: set[int] | None = None
+    kept: dict[int, _RecordBuffer] = {}
+    for chunk in source.iter_chunks(chunk_records=task.chunk_records):
+        for day, run in iter_day_runs(chunk.records):
+            if current is None or day != current.day:
+                if current is not None:
+                    _build_day(current, kept, task.bars)
+                    if on_day_end:
+                        on_day_end(current)
+                    yield current
+                if task.days is not None and day not in task.days:
+                    raise SchemaError(
+                        f"{chunk.path}: holds records of trading day {day}, outside the span "
+                        "its metadata header declares; re-run with --workers 1."
+                    )
+                current, kept = DayResult(day, symbols_listed(source.symbology, day)), {}
+                wanted = chooser(day, current.listed)
+            counts = count_by_instrument(run)
+            for key, (n, v) in counts.items():
+                old = current.activity.get(key, (0, 0))
+                current.activity[key] = (old[0] + n, old[1] + v)
+                if wanted is None or key in wanted:
+                    if key not in kept:
+                        kept[key] = _RecordBuffer(task.chunk_records * 8)
+                    mask = None if n == len(run) else run["instrument_id"] == key
+                    kept[key].extend(run, mask, n)
+    if current is not None:
+        _build_day(current, kept, task.bars)
+        if on_day_end:
+            on_day_end(current)
+        yield current
+
+
+def build_group(
+    task: GroupTask,
+    *,
+    choose: Chooser | None = None,
+    on_day: Callable[[DayResult], None] | None = None,
+) -> GroupResult:
+    """Build every trading day of one group (in a worker process, or in-process).
+
+    Parameters
+    ----------
+    task
+        The group's files and settings.
+    choose
+        Which instruments to build each day; default: by ``task.selection`` (every listed
+        outright of the root in front-month mode). An in-process run passes the front-month
+        selector here, so one core builds only what the output needs.
+    on_day
+        Called with each day as soon as it is built (in-process writing).
+    """
+    source = open_dbn(list(task.paths))
+    chooser = choose or selection_chooser(task.selection, task.root)
+    days = list(_iter_days(source, task, chooser, on_day))
+    inputs = [(p.name, p.stat().st_size, _sha256(p)) for p in task.paths]
+    stats = source.stats
+    return GroupResult(days, inputs, stats.n_records, stats.n_dropped_bytes)

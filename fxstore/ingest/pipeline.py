@@ -1,0 +1,457 @@
+"""`fxstore ingest`: DBN MBP-10 files → instrument selection → bars → Parquet bar store.
+
+Output: ``bars/<SYMBOL>/<instrument-key>/<bar-key>/<YYYY-MM-DD>.parquet`` (zstd, one per
+trading day, written atomically) and a ``manifest.json`` with the inputs and their
+checksums, the full config, the roll schedule and per-day bar counts and checksums.
+
+Trading days are independent (each day's bars depend only on its records and the config),
+so groups of files that no trading day crosses are built in a process pool. In
+front-month mode a worker builds every outright listed that day and the parent picks the
+front month in trading-day order with the same causal selector a one-core run uses, so the
+files are byte-identical for any worker count, chunk size or split of the input into files.
+After each group the parent saves its progress; a killed run resumes from there.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import logging
+import multiprocessing
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from fxstore import __version__
+from fxstore.config import IngestConfig
+from fxstore.ingest._day_builder import Chooser, DayResult, GroupResult, GroupTask, build_group
+from fxstore.ingest.bars import BAR_SCHEMA
+from fxstore.ingest.calendar import is_trading_day, trading_day_of
+from fxstore.ingest.contracts import root_of_parent
+from fxstore.ingest.dbn import DbnFile, open_dbn
+from fxstore.ingest.instruments import FrontMonthSelector, RollEntry, parse_instrument_mode
+from fxstore.store import (
+    atomic_path,
+    atomic_write_json,
+    bars_dir,
+    file_sha256,
+    key_lock,
+    read_json,
+)
+
+__all__ = ["IngestSummary", "ingest", "plan_groups"]
+
+logger = logging.getLogger(__name__)
+
+#: JSON data of manifests and progress files.
+Json = dict[str, Any]
+
+_PROGRESS = ".progress.json"
+_MANIFEST = "manifest.json"
+
+
+@dataclass(frozen=True, slots=True)
+class IngestSummary:
+    """What :func:`ingest` did."""
+
+    out_dir: Path
+    n_days: int
+    days_written: int
+    #: Days not rebuilt: unchanged since the last run, or finished before it was killed.
+    days_skipped: int
+    #: MBP-10 records read, and those of the kept instrument(s).
+    n_records: int
+    n_kept: int
+    n_bars: int
+    schedule: tuple[RollEntry, ...]
+    elapsed_s: float
+    #: True when inputs and config were unchanged and nothing had to be done.
+    up_to_date: bool
+
+    @property
+    def bars_per_day(self) -> float:
+        """Bars per trading day with bars."""
+        return self.n_bars / self.n_days if self.n_days else 0.0
+
+
+def _file_days(file: DbnFile) -> tuple[dt.date, dt.date] | None:
+    """First and last trading day a file's records can belong to (None: no records)."""
+    if file.first_ts_recv is None:
+        return None
+    end = file.metadata.end
+    last_ts = max(file.first_ts_recv, end - 1) if end is not None else 2**63 - 1
+    first, last = trading_day_of(np.array([file.first_ts_recv, last_ts], dtype=np.int64))
+    return first.item(), last.item()
+
+
+def plan_groups(files: Sequence[DbnFile]) -> list[list[DbnFile]]:
+    """Split files (in ts_recv order) into groups that share no trading day.
+
+    A file's days run from its first record's to its metadata end's; files whose day spans
+    touch are grouped, so a session split over two files (Databento's UTC-day batches) is
+    built by one worker.
+    """
+    groups: list[list[DbnFile]] = []
+    last_day: dt.date | None = None
+    for file in files:
+        span = _file_days(file)
+        if span is None:
+            continue
+        if groups and last_day is not None and span[0] <= last_day:
+            groups[-1].append(file)
+        else:
+            groups.append([file])
+        last_day = span[1] if last_day is None else max(last_day, span[1])
+    return groups
+
+
+def _fingerprint(config: IngestConfig, files: Sequence[DbnFile]) -> str:
+    stat = [(f.path.name, f.size_bytes, f.path.stat().st_mtime_ns) for f in files]
+    blob = json.dumps({"config": config.to_json(), "inputs": stat, "version": __version__})
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+class _DayWriter:
+    """Picks each day's bars (front month, one id, or all) and writes them, in day order."""
+
+    def __init__(self, out_dir: Path, config: IngestConfig) -> None:
+        self.out_dir = out_dir
+        self.config = config
+        self.selection = parse_instrument_mode(config.instrument_mode)
+        root = root_of_parent(config.symbol) if self.selection.mode == "front-month" else None
+        self.selector = FrontMonthSelector(root) if root is not None else None
+        self.entries: list[Json] = []
+        self._begun: tuple[dt.date, int | None] | None = None
+        self.metadata = {
+            b"fxstore": json.dumps(
+                {"version": __version__, "stage": "ingest", "config": config.to_json()},
+                sort_keys=True,
+            ).encode()
+        }
+
+    def begin(self, day: dt.date, listed: dict[int, str]) -> set[int]:
+        """Choose the front month of `day` before its records are read (in-process runs)."""
+        assert self.selector is not None
+        chosen = self.selector.start_day(day, listed)
+        self._begun = (day, chosen)
+        return set() if chosen is None else {chosen}
+
+    def _pick(self, day: DayResult) -> tuple[pa.Table, str, int]:
+        """The day's output table, its contract(s) and how many records were kept for it."""
+        if self.selector is not None:
+            if self._begun is not None and self._begun[0] == day.day:
+                chosen = self._begun[1]
+            else:
+                chosen = self.selector.start_day(day.day, day.listed)
+            self._begun = None
+            self.selector.end_day({i: v for i, (_, v) in day.activity.items()})
+            if chosen is None:
+                return BAR_SCHEMA.empty_table(), "", 0
+            kept = day.activity.get(chosen, (0, 0))[0]
+            table = day.bars.get(chosen, BAR_SCHEMA.empty_table())
+            return table, day.listed.get(chosen, ""), kept
+        kept = sum(day.activity.get(i, (0, 0))[0] for i in day.bars)
+        tables = [day.bars[i] for i in sorted(day.bars)]
+        if not tables:
+            return BAR_SCHEMA.empty_table(), "", kept
+        table = pa.concat_tables(tables)
+        if len(tables) > 1:
+            table = table.sort_by([("ts_close", "ascending"), ("instrument_id", "ascending")])
+        return table, ",".join(sorted({day.listed.get(i, "?") for i in day.bars})), kept
+
+    def write(self, day: DayResult) -> Json:
+        """Write one day's file (if it has bars); return its manifest entry."""
+        table, contract, kept = self._pick(day)
+        entry: Json = {
+            "trading_day": day.day.isoformat(),
+            "contract": contract,
+            "n_bars": table.num_rows,
+            "n_records": sum(n for n, _ in day.activity.values()),
+            "n_kept": kept,
+            "activity": {str(i): list(nv) for i, nv in sorted(day.activity.items())},
+            "listed": {str(i): s for i, s in sorted(day.listed.items())},
+        }
+        path = self.out_dir / f"{day.day.isoformat()}.parquet"
+        if not table.num_rows:
+            path.unlink(missing_ok=True)  # a stale file of an earlier config or input
+        else:
+            with atomic_path(path) as tmp:
+                pq.write_table(
+                    table.replace_schema_metadata(self.metadata), tmp, compression="zstd"
+                )
+            entry |= {"file": path.name, "sha256": file_sha256(path)}
+            entry |= _quality(table)
+        self.entries.append(entry)
+        return entry
+
+    def replay(self, entry: Json) -> None:
+        """Account for a day finished by an earlier run (keeps the selector's state right)."""
+        if self.selector is not None:
+            day = dt.date.fromisoformat(str(entry["trading_day"]))
+            listed = {int(k): str(v) for k, v in entry["listed"].items()}
+            activity = {int(k): int(v[1]) for k, v in entry["activity"].items()}
+            self.selector.start_day(day, listed)
+            self.selector.end_day(activity)
+        self.entries.append(entry)
+
+
+def _quality(table: pa.Table) -> dict[str, int]:
+    """Per-day data-quality counts from the bars (DESIGN: counted, never dropped)."""
+    return {
+        name: int(pc.sum(table[name]).as_py() or 0)
+        for name in ("n_bad_ts_recv", "n_maybe_bad_book", "n_crossed", "n_tick_rule")
+    } | {"n_bars_maybe_bad_book": int(pc.sum(table["has_maybe_bad_book"]).as_py() or 0)}
+
+
+def _load_progress(out_dir: Path, fingerprint: str) -> Json:
+    """Finished groups of an interrupted run with the same inputs and config."""
+    path = out_dir / _PROGRESS
+    if not path.exists():
+        return {}
+    progress = read_json(path)
+    if progress.get("fingerprint") != fingerprint:
+        return {}
+    groups = progress.get("groups", {})
+    return groups if isinstance(groups, dict) else {}
+
+
+def _is_up_to_date(out_dir: Path, fingerprint: str) -> Json | None:
+    path = out_dir / _MANIFEST
+    if not path.exists():
+        return None
+    manifest = read_json(path)
+    days = manifest.get("days", [])
+    files_ok = isinstance(days, list) and all(
+        (out_dir / str(d["file"])).exists() for d in days if isinstance(d, dict) and "file" in d
+    )
+    return manifest if manifest.get("fingerprint") == fingerprint and files_ok else None
+
+
+def _group_key(group: Sequence[DbnFile]) -> str:
+    return group[0].path.name
+
+
+def _run_groups(
+    tasks: list[tuple[str, GroupTask]],
+    workers: int,
+    choose: Chooser | None,
+    on_day: Callable[[DayResult], None] | None,
+) -> Iterator[tuple[str, GroupResult]]:
+    """Build groups in order: in-process (writing each day as it is built), or in a pool."""
+    if workers <= 1 or len(tasks) <= 1:
+        for key, task in tasks:
+            yield key, build_group(task, choose=choose, on_day=on_day)
+        return
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(min(workers, len(tasks))) as pool:
+        for key, result in zip(
+            (k for k, _ in tasks), pool.imap(build_group, [t for _, t in tasks]), strict=True
+        ):
+            yield key, result
+
+
+def ingest(
+    config: IngestConfig,
+    paths: Sequence[Path],
+    store_root: Path,
+    *,
+    on_start: Callable[[int], None] | None = None,
+    on_progress: Callable[[dt.date], None] | None = None,
+) -> IngestSummary:
+    """Build the bar store of `config.symbol` from DBN MBP-10 files.
+
+    Parameters
+    ----------
+    config
+        Symbol, instrument mode, bar type, workers.
+    paths
+        .dbn / .dbn.zst files and/or batch-download folders.
+    store_root
+        The store root; bars go to ``bars/<symbol>/<instrument-key>/<bar-key>/``.
+    on_start
+        Called once with the number of trading days the input files may hold.
+    on_progress
+        Called with each trading day once its file is written (or found finished).
+
+    Raises
+    ------
+    InvalidInputError, SchemaError
+        Bad paths or files (nothing is written), see :func:`fxstore.ingest.dbn.open_dbn`.
+    NoFrontMonthError
+        Front-month mode and no outright of the symbol's root in the input.
+    """
+    started = time.perf_counter()
+    selection = parse_instrument_mode(config.instrument_mode)
+    root = root_of_parent(config.symbol) if selection.mode == "front-month" else None
+    source = open_dbn(list(paths))
+    out_dir = bars_dir(store_root, config.symbol, selection.key, config.bars.key)
+    fingerprint = _fingerprint(config, source.files)
+    with key_lock(out_dir):
+        manifest = None if config.force else _is_up_to_date(out_dir, fingerprint)
+        if manifest is not None:
+            return _summary_from_manifest(out_dir, manifest, started)
+        done = {} if config.force else _load_progress(out_dir, fingerprint)
+        writer = _DayWriter(out_dir, config)
+        groups = plan_groups(source.files)
+        if on_start is not None:
+            on_start(_count_trading_days(groups))
+        tasks = []
+        for group in groups:
+            span = [_file_days(f) for f in group]
+            days = {d for s in span if s for d in _days_between(*s)}
+            task = GroupTask(
+                paths=tuple(f.path for f in group),
+                days=frozenset(days) if len(groups) > 1 else None,
+                selection=selection,
+                root=root,
+                bars=config.bars,
+                chunk_records=config.chunk_records,
+            )
+            tasks.append((_group_key(group), task))
+        inputs, n_records, n_skipped = _build_all(
+            config, writer, tasks, done, fingerprint, on_progress
+        )
+        _write_manifest(out_dir, config, writer, inputs, fingerprint)
+        (out_dir / _PROGRESS).unlink(missing_ok=True)
+    n_bars = sum(int(str(e["n_bars"])) for e in writer.entries)
+    n_days = sum(1 for e in writer.entries if int(str(e["n_bars"])) > 0)
+    return IngestSummary(
+        out_dir=out_dir,
+        n_days=n_days,
+        days_written=len(writer.entries) - n_skipped,
+        days_skipped=n_skipped,
+        n_records=n_records,
+        n_kept=sum(int(e.get("n_kept", 0)) for e in writer.entries),
+        n_bars=n_bars,
+        schedule=tuple(writer.selector.schedule) if writer.selector else (),
+        elapsed_s=time.perf_counter() - started,
+        up_to_date=False,
+    )
+
+
+def _count_trading_days(groups: Sequence[Sequence[DbnFile]]) -> int:
+    """Trading days the groups' files may hold (for a progress bar)."""
+    days: set[dt.date] = set()
+    for group in groups:
+        for file in group:
+            span = _file_days(file)
+            if span is not None:
+                days.update(d for d in _days_between(*span) if is_trading_day(d))
+    return len(days)
+
+
+def _days_between(first: dt.date, last: dt.date) -> list[dt.date]:
+    return [first + dt.timedelta(days=i) for i in range((last - first).days + 1)]
+
+
+def _build_all(
+    config: IngestConfig,
+    writer: _DayWriter,
+    tasks: list[tuple[str, GroupTask]],
+    done: Json,
+    fingerprint: str,
+    on_progress: Callable[[dt.date], None] | None,
+) -> tuple[list[list[object]], int, int]:
+    """Replay finished groups, build the rest in order, save progress after each group.
+
+    Returns the inputs (name, size, sha256), the records read and the days replayed.
+    """
+    progress: Json = {}
+    inputs: list[list[object]] = []
+    n_records = 0
+    pending = list(tasks)
+    while pending and pending[0][0] in done:  # only a finished prefix can be trusted
+        key, _ = pending.pop(0)
+        saved: Json = done[key]
+        for entry in saved["days"]:
+            writer.replay(entry)
+            if on_progress:
+                on_progress(dt.date.fromisoformat(entry["trading_day"]))
+        inputs += saved["inputs"]
+        n_records += int(saved["n_records"])
+        progress[key] = saved
+    n_replayed = len(writer.entries)
+
+    def write(day: DayResult) -> None:
+        writer.write(day)
+        day.bars.clear()  # written: free the memory
+        if on_progress:
+            on_progress(day.day)
+
+    in_process = config.workers <= 1 or len(pending) <= 1
+    choose = writer.begin if in_process and writer.selector is not None else None
+    for key, result in _run_groups(pending, config.workers, choose, write if in_process else None):
+        if not in_process:
+            for day in result.days:
+                write(day)
+        n_written = len(result.days)
+        progress[key] = {
+            "days": writer.entries[len(writer.entries) - n_written :],
+            "inputs": [list(i) for i in result.inputs],
+            "n_records": result.n_records,
+        }
+        inputs += [list(i) for i in result.inputs]
+        n_records += result.n_records
+        atomic_write_json(
+            writer.out_dir / _PROGRESS, {"fingerprint": fingerprint, "groups": progress}
+        )
+    return inputs, n_records, n_replayed
+
+
+def _write_manifest(
+    out_dir: Path,
+    config: IngestConfig,
+    writer: _DayWriter,
+    inputs: list[list[object]],
+    fingerprint: str,
+) -> None:
+    schedule = writer.selector.schedule if writer.selector else []
+    atomic_write_json(
+        out_dir / _MANIFEST,
+        {
+            "stage": "ingest",
+            "fxstore_version": __version__,
+            "fingerprint": fingerprint,
+            "config": config.to_json(),
+            "bar_key": config.bars.key,
+            "inputs": [{"name": n, "size": s, "sha256": h} for n, s, h in inputs],
+            "roll_schedule": [
+                {
+                    "trading_day": e.trading_day.isoformat(),
+                    "contract": e.contract,
+                    "instrument_id": e.instrument_id,
+                    "prior_volume_share": e.prior_volume_share,
+                    "volume_share": e.volume_share,
+                    "reason": e.reason,
+                }
+                for e in schedule
+            ],
+            "days": writer.entries,
+            "n_bars": sum(int(str(e["n_bars"])) for e in writer.entries),
+        },
+    )
+
+
+def _summary_from_manifest(out_dir: Path, manifest: Json, started: float) -> IngestSummary:
+    days = [d for d in manifest.get("days", []) if isinstance(d, dict)]
+    n_bars = sum(int(d["n_bars"]) for d in days)
+    return IngestSummary(
+        out_dir=out_dir,
+        n_days=sum(1 for d in days if int(d["n_bars"]) > 0),
+        days_written=0,
+        days_skipped=len(days),
+        n_records=sum(int(d["n_records"]) for d in days),
+        n_kept=sum(int(d.get("n_kept", 0)) for d in days),
+        n_bars=n_bars,
+        schedule=(),
+        elapsed_s=time.perf_counter() - started,
+        up_to_date=True,
+    )

@@ -1,0 +1,190 @@
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from fxstore.config import BarConfig, IngestConfig
+from fxstore.errors import SchemaError
+from fxstore.ingest import pipeline
+from fxstore.ingest.calendar import session_bounds_ns
+from fxstore.ingest.pipeline import IngestSummary, ingest
+from fxstore.ingest.scan import scan_dbn
+from tests.conftest import SynthMarket
+
+PEER = Path(__file__).parents[1] / "data" / "peer-dbn"
+FRONT = IngestConfig(symbol="ES.FUT", bars=BarConfig(target_bars_per_day=20))
+
+
+def _digests(out_dir: Path) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in out_dir.glob("*.parquet")}
+
+
+@pytest.fixture(scope="module")
+def front_run(
+    two_roll_market: SynthMarket, tmp_path_factory: pytest.TempPathFactory
+) -> IngestSummary:
+    return ingest(FRONT, [two_roll_market.folder], tmp_path_factory.mktemp("store"))
+
+
+def test_ingest_front_month_writes_one_file_per_trading_day(
+    front_run: IngestSummary, two_roll_market: SynthMarket
+) -> None:
+    files = sorted(p.stem for p in front_run.out_dir.glob("*.parquet"))
+
+    assert files == [d.isoformat() for d in two_roll_market.summary.trading_days]
+    assert front_run.n_days == len(files)
+    assert front_run.out_dir.parts[-3:-1] == ("ES.FUT", "mbp10_front_month")
+
+
+def test_ingest_front_month_bars_follow_roll_schedule(
+    front_run: IngestSummary, two_roll_market: SynthMarket
+) -> None:
+    schedule = scan_dbn([two_roll_market.folder], symbol="ES.FUT").schedule
+    manifest = json.loads((front_run.out_dir / "manifest.json").read_text())
+
+    assert [e["contract"] for e in manifest["roll_schedule"]] == [e.contract for e in schedule]
+    for entry in schedule:
+        bars = pl.read_parquet(front_run.out_dir / f"{entry.trading_day}.parquet")
+        assert bars["contract"].unique().to_list() == [entry.contract]
+        assert bars["instrument_id"].unique().to_list() == [entry.instrument_id]
+
+
+def test_ingest_bars_never_span_a_session(front_run: IngestSummary) -> None:
+    for path in front_run.out_dir.glob("*.parquet"):
+        bars = pl.read_parquet(path)
+        open_ns, close_ns = session_bounds_ns(bars["trading_day"][0])
+        assert bars["ts_open"].min() >= open_ns
+        assert bars["ts_close"].max() < close_ns
+        assert (bars["ts_open"][1:] >= bars["ts_close"][:-1]).all()
+
+
+def test_ingest_manifest_records_inputs_config_and_days(
+    front_run: IngestSummary, two_roll_market: SynthMarket
+) -> None:
+    manifest = json.loads((front_run.out_dir / "manifest.json").read_text())
+
+    assert {i["name"] for i in manifest["inputs"]} == {
+        p.name for p in two_roll_market.summary.files
+    }
+    assert all(len(i["sha256"]) == 64 for i in manifest["inputs"])
+    assert manifest["config"] == FRONT.to_json()
+    day = manifest["days"][0]
+    path = front_run.out_dir / day["file"]
+    assert day["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
+    assert day["n_bars"] == pl.read_parquet(path).height
+    assert sum(d["n_bars"] for d in manifest["days"]) == front_run.n_bars
+
+
+@pytest.mark.parametrize(
+    "variant", ["workers=2", "chunk_records=777", "one file", "utc-day files", "reversed files"]
+)
+def test_ingest_output_is_byte_identical_for_any_split_or_worker_count(
+    variant: str,
+    front_run: IngestSummary,
+    two_roll_market: SynthMarket,
+    two_roll_market_utc: SynthMarket,
+    two_roll_single_file: Path,
+    tmp_path: Path,
+) -> None:
+    config, paths = FRONT, [two_roll_market.folder]
+    if variant == "workers=2":
+        config = dataclasses.replace(FRONT, workers=2)
+    elif variant == "chunk_records=777":
+        config = dataclasses.replace(FRONT, chunk_records=777)
+    elif variant == "one file":
+        paths = [two_roll_single_file]
+    elif variant == "utc-day files":
+        paths, config = [two_roll_market_utc.folder], dataclasses.replace(FRONT, workers=2)
+    else:
+        paths = sorted(two_roll_market.folder.glob("*.dbn.zst"), reverse=True)
+
+    summary = ingest(config, paths, tmp_path)
+
+    assert _digests(summary.out_dir) == _digests(front_run.out_dir)
+
+
+def test_ingest_rerun_unchanged_is_up_to_date_and_force_rebuilds(
+    two_roll_market: SynthMarket, tmp_path: Path
+) -> None:
+    first = ingest(FRONT, [two_roll_market.folder], tmp_path)
+
+    again = ingest(FRONT, [two_roll_market.folder], tmp_path)
+    forced = ingest(dataclasses.replace(FRONT, force=True), [two_roll_market.folder], tmp_path)
+
+    assert again.up_to_date and again.days_written == 0
+    assert not forced.up_to_date and forced.days_written == first.days_written
+
+
+def test_ingest_changed_config_writes_under_new_bar_key(
+    front_run: IngestSummary, two_roll_market: SynthMarket, tmp_path: Path
+) -> None:
+    config = dataclasses.replace(FRONT, bars=BarConfig("tick", threshold=50))
+
+    summary = ingest(config, [two_roll_market.folder], tmp_path)
+
+    assert summary.out_dir.name != front_run.out_dir.name
+    assert summary.out_dir.name.startswith("tick-t50")
+
+
+def test_ingest_killed_run_leaves_no_partial_file_and_resumes(
+    two_roll_market: SynthMarket,
+    front_run: IngestSummary,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls = {"n": 0}
+    real_write = pipeline._DayWriter.write
+
+    def dying_write(self: pipeline._DayWriter, day: pipeline.DayResult) -> pipeline.Json:
+        calls["n"] += 1
+        if calls["n"] == 30:
+            raise KeyboardInterrupt  # killed mid-run
+        return real_write(self, day)
+
+    monkeypatch.setattr(pipeline._DayWriter, "write", dying_write)
+    with pytest.raises(KeyboardInterrupt):
+        ingest(FRONT, [two_roll_market.folder], tmp_path)
+    out_dir = tmp_path / front_run.out_dir.relative_to(front_run.out_dir.parents[3])
+    assert not list(out_dir.glob("*.tmp")) and not list(out_dir.glob(".*.tmp"))
+    assert not (out_dir / "manifest.json").exists()
+    monkeypatch.setattr(pipeline._DayWriter, "write", real_write)
+
+    resumed = ingest(FRONT, [two_roll_market.folder], tmp_path)
+
+    assert resumed.days_skipped == 29
+    assert _digests(resumed.out_dir) == _digests(front_run.out_dir)
+
+
+@pytest.mark.parametrize("mode", ["all", "id=5482", "front-month"])
+def test_ingest_peer_files_go_through_without_error(mode: str, tmp_path: Path) -> None:
+    config = IngestConfig(symbol="ES.FUT", instrument_mode=mode)
+    paths = [PEER / "test_data.mbp-10.v1.dbn.zst", PEER / "GLBX.MDP3.test_data.mbp-10.dbn.zst"]
+
+    summary = ingest(config, paths, tmp_path)
+
+    assert summary.n_records == 6
+    assert (summary.out_dir / "manifest.json").exists()
+
+
+def test_ingest_trades_file_fails_and_writes_nothing(tmp_path: Path) -> None:
+    with pytest.raises(SchemaError, match="trades"):
+        ingest(FRONT, [PEER / "GLBX.MDP3.test_data.trades.dbn.zst"], tmp_path)
+
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_ingest_all_mode_keeps_every_instrument(
+    two_roll_market: SynthMarket, tmp_path: Path
+) -> None:
+    config = dataclasses.replace(FRONT, instrument_mode="all")
+
+    summary = ingest(config, [two_roll_market.folder], tmp_path)
+
+    bars = pl.read_parquet(summary.out_dir / "2024-03-11.parquet")
+    assert set(bars["contract"].unique()) == {"ESH4", "ESM4", "ESU4", "ESH4-ESM4"}
+    assert summary.n_kept == summary.n_records

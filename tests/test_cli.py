@@ -1,0 +1,106 @@
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from fxstore.cli import cli
+
+PEER = Path(__file__).parent / "data" / "peer-dbn"
+
+
+def _commands() -> list[str]:
+    return sorted(cli.commands)
+
+
+@pytest.mark.parametrize("command", _commands())
+def test_every_command_has_help_with_example(command: str) -> None:
+    result = CliRunner().invoke(cli, [command, "--help"], catch_exceptions=False)
+
+    assert result.exit_code == 0
+    assert "Example" in result.output
+
+
+@pytest.mark.parametrize("flag", ["-h", "--help"])
+def test_cli_help_lists_commands(flag: str) -> None:
+    result = CliRunner().invoke(cli, [flag], catch_exceptions=False)
+
+    assert result.exit_code == 0
+    for command in ("synth", "scan", "demo"):
+        assert command in result.output
+
+
+def test_scan_peer_file_prints_symbol_and_front_month() -> None:
+    path = PEER / "GLBX.MDP3.test_data.mbp-10.dbn.zst"
+
+    result = CliRunner().invoke(
+        cli, ["scan", str(path), "--symbol", "ES.FUT"], catch_exceptions=False
+    )
+
+    assert result.exit_code == 0
+    assert "GLBX.MDP3" in result.output
+    assert "ESH1" in result.output
+    assert "Front month of ES" in result.output
+
+
+def test_scan_json_reports_activity_and_schedule() -> None:
+    path = PEER / "GLBX.MDP3.test_data.mbp-10.dbn.zst"
+
+    result = CliRunner().invoke(cli, ["scan", str(path), "--json", "--symbol", "ES.FUT"])
+
+    report = json.loads(result.output)
+    assert report["n_records"] == 4
+    assert report["activity"] == [
+        {
+            "trading_day": "2020-12-28",
+            "instrument_id": 5482,
+            "symbol": "ESH1",
+            "n_records": 4,
+            "volume": 0,
+        }
+    ]
+    assert report["front_month"][0]["contract"] == "ESH1"
+
+
+def test_scan_trades_file_fails_with_one_error_line() -> None:
+    path = PEER / "GLBX.MDP3.test_data.trades.dbn.zst"
+
+    result = CliRunner().invoke(cli, ["scan", str(path)])
+
+    assert result.exit_code == 1
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith("Error: ")
+    assert "trades" in lines[0] and path.name in lines[0]
+
+
+def test_scan_missing_path_fails_naming_it(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.dbn.zst"
+
+    result = CliRunner().invoke(cli, ["scan", str(missing)])
+
+    assert result.exit_code == 1
+    assert result.output.startswith("Error: ")
+    assert "nope.dbn.zst" in result.output
+
+
+def test_scan_symbol_without_outrights_fails_naming_root(tmp_path: Path) -> None:
+    path = shutil.copy(PEER / "GLBX.MDP3.test_data.mbp-10.dbn.zst", tmp_path)
+
+    result = CliRunner().invoke(cli, ["scan", str(path), "--symbol", "NQ.FUT"])
+
+    assert result.exit_code == 1
+    assert "Error: " in result.output and "'NQ'" in result.output
+
+
+@pytest.mark.parametrize("symbol", ["../ES.FUT", "ES/X"])
+def test_scan_unsafe_symbol_fails(symbol: str) -> None:
+    path = PEER / "GLBX.MDP3.test_data.mbp-10.dbn.zst"
+
+    result = CliRunner().invoke(cli, ["scan", str(path), "--symbol", symbol])
+
+    assert result.exit_code == 1
+    assert "Error: `symbol`" in result.output
