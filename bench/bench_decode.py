@@ -70,11 +70,12 @@ def databento_to_df(path: Path) -> int:
 def peak_rss_mb(path: Path) -> float:
     """Peak RSS (MiB) of a fresh process decoding `path` with the front-month filter."""
     code = (
-        "import sys, resource; sys.path.insert(0, 'bench');"
+        "import sys; sys.path.insert(0, 'bench');"
         "from bench_decode import fxstore_front_month; from pathlib import Path;"
         f"fxstore_front_month(Path({str(path)!r}));"
-        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
+        "print([l for l in open('/proc/self/status') if l.startswith('VmHWM')][0].split()[1])"
     )
+    # VmHWM, not ru_maxrss: ru_maxrss survives exec and would count this parent's memory.
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
     return int(out.stdout.split()[-1]) / 1024
 

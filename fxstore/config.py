@@ -322,9 +322,9 @@ class IngestConfig:
     workers: int = 1
     """Processes building trading days in parallel (the output is the same for any count)."""
 
-    chunk_records: int = 1 << 15
-    """MBP-10 records decoded per chunk; memory per worker is a few chunks plus one day of
-    the kept instrument's records."""
+    chunk_records: int = 1 << 12
+    """MBP-10 records decoded per chunk (the reader's fastest block size); memory per worker
+    is a few chunks plus one day of the kept instrument's records."""
 
     force: bool = False
     """Rebuild every day even when its inputs and config are unchanged."""

@@ -32,6 +32,57 @@ def _njit(func: _F) -> _F:
 
 
 @_njit
+def decode_records(
+    ts_recv: npt.NDArray[np.uint64],
+    action: npt.NDArray[np.uint8],
+    side: npt.NDArray[np.uint8],
+    flags: npt.NDArray[np.uint8],
+    price: I64,
+    size: npt.NDArray[np.uint32],
+    codes: tuple[int, int, int, int, int],
+) -> tuple[
+    I64, Bools, Bools, npt.NDArray[np.int8], I64, npt.NDArray[np.uint32], npt.NDArray[np.uint8], int
+]:
+    """Read the record fields the bar kernels need in one pass into contiguous columns.
+
+    Parameters
+    ----------
+    ts_recv, action, side, flags, price, size
+        Shape (n,), any strides: the fields of the structured records, read in place.
+    codes
+        ``(trade action, buy side, sell side, F_LAST bit, UNDEF_PRICE)``: the format's codes.
+
+    Returns
+    -------
+    tuple
+        ``(ts, is_trade, is_last, aggressor, price, size, flags, n_damaged)``, shape (n,)
+        each but the count: int64 ``ts_recv``; trades (action 'T' with a defined price and
+        size > 0); F_LAST set; aggressor +1 (side 'B'), -1 (side 'A'), 0 (unknown); contiguous
+        copies of `price`, `size` and `flags`; how many 'T' records were damaged (undefined
+        price or size 0).
+    """
+    trade_action, buy_side, sell_side, last_flag, undef_price = codes
+    n = ts_recv.shape[0]
+    ts = np.empty(n, dtype=np.int64)
+    is_trade = np.empty(n, dtype=np.bool_)
+    is_last = np.empty(n, dtype=np.bool_)
+    aggressor = np.empty(n, dtype=np.int8)
+    price_out = np.empty(n, dtype=np.int64)
+    size_out = np.empty(n, dtype=np.uint32)
+    flags_out = np.empty(n, dtype=np.uint8)
+    n_damaged = 0
+    for i in range(n):  # branch-free: this loop reads every record of the day
+        px, qty, flag, code = price[i], size[i], flags[i], side[i]
+        ts[i], price_out[i], size_out[i], flags_out[i] = ts_recv[i], px, qty, flag
+        is_last[i] = (flag & last_flag) != 0
+        is_t = action[i] == trade_action
+        is_trade[i] = is_t & (px != undef_price) & (qty > 0)
+        n_damaged += is_t != is_trade[i]  # a 'T' that is not a usable trade
+        aggressor[i] = (code == buy_side) - (code == sell_side)
+    return ts, is_trade, is_last, aggressor, price_out, size_out, flags_out, n_damaged
+
+
+@_njit
 def sign_trades(
     is_trade: Bools, aggressor: npt.NDArray[np.int8], price: I64
 ) -> npt.NDArray[np.int8]:
@@ -269,7 +320,7 @@ def imbalance_bar_ranges(
 
 
 @_njit
-def aggregate_trades(
+def aggregate_records(
     start: I64,
     end: I64,
     is_trade: Bools,
@@ -278,23 +329,28 @@ def aggregate_trades(
     price: I64,
     size: npt.NDArray[np.uint32],
     signed: F64,
+    flags: npt.NDArray[np.uint8],
+    flag_bits: tuple[int, int],
 ) -> tuple[I64, I64, F64]:
-    """Sum each bar's trades.
+    """Sum each bar's trades and count its flagged records.
 
     Returns
     -------
     tuple
         ``(prices, counts, sums)``. `prices` int64 (n_bars, 4): open, high, low, close in fixed
-        point. `counts` int64 (n_bars, 5): volume, buy volume, sell volume, trades, trades
-        signed by the tick rule (aggressor unknown). `sums` float64 (n_bars, 2): Σ price·size
-        in fixed point × contracts, and θ = Σ b·v. A bar without trades keeps zeros.
+        point. `counts` int64 (n_bars, 7): volume, buy volume, sell volume, trades, trades with
+        no aggressor side (signed by the tick rule), and records carrying each of the two
+        `flag_bits` (F_BAD_TS_RECV, F_MAYBE_BAD_BOOK). `sums` float64 (n_bars, 2): Σ price·size
+        (fixed point × contracts) and θ = Σ b·v. A bar without trades keeps zero prices.
     """
     n_bars = start.shape[0]
     prices = np.zeros((n_bars, 4), dtype=np.int64)
-    counts = np.zeros((n_bars, 5), dtype=np.int64)
+    counts = np.zeros((n_bars, 7), dtype=np.int64)
     sums = np.zeros((n_bars, 2), dtype=np.float64)
     for b in range(n_bars):
         for i in range(start[b], end[b] + 1):
+            counts[b, 5] += (flags[i] & flag_bits[0]) != 0
+            counts[b, 6] += (flags[i] & flag_bits[1]) != 0
             if not is_trade[i]:
                 continue
             px, qty = price[i], np.int64(size[i])
@@ -304,10 +360,8 @@ def aggregate_trades(
             prices[b, 2] = min(prices[b, 2], px)
             prices[b, 3] = px
             counts[b, 0] += qty
-            if sign[i] > 0:
-                counts[b, 1] += qty
-            elif sign[i] < 0:
-                counts[b, 2] += qty
+            counts[b, 1] += qty if sign[i] > 0 else 0
+            counts[b, 2] += qty if sign[i] < 0 else 0
             counts[b, 3] += 1
             counts[b, 4] += aggressor[i] == 0
             sums[b, 0] += float(px) * float(qty)

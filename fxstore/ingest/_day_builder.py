@@ -21,7 +21,7 @@ import pyarrow as pa
 
 from fxstore.config import BarConfig
 from fxstore.errors import SchemaError
-from fxstore.ingest.activity import count_by_instrument, iter_day_runs
+from fxstore.ingest.activity import DaySplitter, count_by_instrument
 from fxstore.ingest.bars import build_bars
 from fxstore.ingest.calendar import session_bounds_ns
 from fxstore.ingest.contracts import parse_outright
@@ -154,8 +154,9 @@ def _iter_days(
     current: DayResult | None = None
     wanted: set[int] | None = None
     kept: dict[int, _RecordBuffer] = {}
+    splitter = DaySplitter()
     for chunk in source.iter_chunks(chunk_records=task.chunk_records):
-        for day, run in iter_day_runs(chunk.records):
+        for day, run in splitter.split(chunk.records):
             if current is None or day != current.day:
                 if current is not None:
                     _build_day(current, kept, task.bars)

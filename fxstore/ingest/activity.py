@@ -8,7 +8,6 @@ header columns), so its cost stays small next to decompression.
 from __future__ import annotations
 
 import datetime as dt
-import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final
@@ -17,9 +16,16 @@ import numba
 import numpy as np
 import numpy.typing as npt
 
-from fxstore.ingest.calendar import trading_day_of
+from fxstore.ingest.calendar import session_bounds_ns, trading_day_of
 
-__all__ = ["ActivityCounter", "DailyActivity", "count_by_instrument", "iter_day_runs"]
+__all__ = [
+    "ActivityCounter",
+    "DailyActivity",
+    "DaySplitter",
+    "count_by_instrument",
+    "iter_day_runs",
+    "take_records",
+]
 
 _ACTION_TRADE: Final = ord("T")
 
@@ -74,25 +80,63 @@ def _to_date(day: np.datetime64) -> dt.date:
     return value
 
 
+class DaySplitter:
+    """Splits record chunks (in ts_recv order) into runs of one CME trading day.
+
+    It remembers the last trading day's UTC span [17:00 Chicago on D-1, 17:00 on D), so a
+    chunk inside it costs two comparisons instead of time-zone arithmetic.
+    """
+
+    def __init__(self) -> None:
+        self._day: dt.date | None = None
+        self._lo = 0
+        self._hi = 0
+
+    def _span_of(self, ts_ns: int) -> None:
+        day = _to_date(trading_day_of(np.array([ts_ns], dtype=np.uint64))[0])
+        self._day = day
+        self._lo = session_bounds_ns(day)[0]
+        self._hi = session_bounds_ns(day + dt.timedelta(days=1))[0]
+
+    def split(
+        self, records: npt.NDArray[np.void]
+    ) -> Iterator[tuple[dt.date, npt.NDArray[np.void]]]:
+        """Yield (trading day, records view) runs of `records`, in order."""
+        ts_recv = records["ts_recv"]
+        start = 0
+        while start < len(records):
+            first = int(ts_recv[start])
+            if self._day is None or not self._lo <= first < self._hi:
+                self._span_of(first)
+            assert self._day is not None
+            if int(ts_recv[-1]) < self._hi:
+                stop = len(records)
+            else:
+                stop = start + int(np.searchsorted(ts_recv[start:], np.uint64(self._hi)))
+            yield self._day, records[start:stop]
+            start = stop
+
+
 def iter_day_runs(
     records: npt.NDArray[np.void],
 ) -> Iterator[tuple[dt.date, npt.NDArray[np.void]]]:
     """Split `records` (sorted by ts_recv) into runs of one trading day: (day, records view).
 
-    The common case, a chunk inside one session, costs two timestamp conversions.
+    For a stream of chunks, keep one :class:`DaySplitter` instead: it caches the day's span.
     """
-    if len(records) == 0:
-        return
-    ts_recv = records["ts_recv"]
-    first_last = trading_day_of(np.array([ts_recv[0], ts_recv[-1]], dtype=np.uint64))
-    if first_last[0] == first_last[-1]:
-        yield _to_date(first_last[0]), records
-        return
-    per_record = trading_day_of(ts_recv)
-    cut = np.flatnonzero(per_record[1:] != per_record[:-1]) + 1
-    starts = [0, *cut.tolist(), len(records)]
-    for lo, hi in itertools.pairwise(starts):
-        yield _to_date(per_record[lo]), records[lo:hi]
+    yield from DaySplitter().split(records)
+
+
+def take_records(
+    records: npt.NDArray[np.void], mask: npt.NDArray[np.bool_]
+) -> npt.NDArray[np.void]:
+    """The records where `mask` holds, as a new array.
+
+    Records move as opaque items: numpy copies structured items field by field, which is
+    15-25x slower than moving their raw bytes.
+    """
+    raw = np.dtype((np.void, records.dtype.itemsize))
+    return records.view(raw)[mask].view(records.dtype)
 
 
 def count_by_instrument(records: npt.NDArray[np.void]) -> dict[int, tuple[int, int]]:
@@ -136,10 +180,11 @@ class ActivityCounter:
 
     def __init__(self) -> None:
         self._rows: dict[tuple[dt.date, int], list[int]] = {}
+        self._splitter = DaySplitter()
 
     def update(self, records: npt.NDArray[np.void]) -> None:
         """Count `records` (MBP10_DTYPE, sorted by ts_recv) into the running totals."""
-        for day, run in iter_day_runs(records):
+        for day, run in self._splitter.split(records):
             for key, (n, v) in count_by_instrument(run).items():
                 row = self._rows.setdefault((day, key), [0, 0])
                 row[0] += n

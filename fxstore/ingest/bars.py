@@ -18,17 +18,43 @@ Trade sign b
     the side is unknown ('N') the tick rule applies (see ``sign_trades``); such trades are
     counted in ``n_tick_rule``. b = 0 only for an unsigned trade with no earlier trade that day
     (the opening auction print); it is in neither ``buy_volume`` nor ``sell_volume``.
+Signed flow b·v
+    v is 1 for tick bars, the size for volume and time bars, price × size × multiplier for
+    dollar bars; ``imbalance`` is θ = Σ b·v over the bar's trades.
 Bar boundaries
     A bar closes only at a record carrying F_LAST, where the book is consistent: a threshold
     crossed mid-packet closes the bar at the packet's F_LAST record, and the book at close is
-    that record's. The last bar of the day ends at the day's last record and may be partial
-    (``is_partial``). Only bars with at least one trade are emitted: time intervals without
-    trades are skipped, and records outside every bar (skipped intervals, a trade-less tail)
-    count in no bar's ``n_events`` or OFI.
+    that record's. The day's last bar ends at the day's last record, its book being the last
+    consistent one; ``is_partial`` marks it when the day ended before its own rule closed it
+    (threshold not reached; a time interval cut by the session close). Only bars with a trade
+    are emitted: time intervals without trades are skipped, and records outside every bar
+    (skipped intervals, a trade-less tail) count in no bar's ``n_events`` or OFI.
 Timestamps
     ``ts_open`` / ``ts_close`` are the ``ts_recv`` of the bar's first and last record, so
     ``ts_open <= ts_close <= next ts_open`` (strict ``<`` whenever packets have distinct
     ``ts_recv``). A time bar's content is known once its interval ends.
+
+Imbalance bars
+--------------
+López de Prado (AFML 2.3.2): θ accumulates until |θ| >= E0[T]·|E0[b·v]|. Left alone, E0[T]
+(the EWMA of past bars' trade counts) feeds on itself and bars collapse to a trade or blow up
+to one a day; fxstore adds causal guards that use only the day's own records:
+
+- T*, the trades a bar should hold for the day to make ``target_bars_per_day`` bars, is the
+  larger of the day's average trade rate so far and the recent rate (about one target bar's
+  duration, exponentially weighted), times session length / target.
+- The day's first bar is a time warm-up: it closes session length / target after the first trade.
+- E0[T] is clipped to [T*/band, T*·band].
+- The threshold is floored at sqrt(T*·var), the standard deviation of θ over T* trades, var
+  being the larger of the per-trade variance of b·v and the per-trade variance of θ realised over
+  past bars (which counts runs of same-side trades): balanced flow, E0[b·v] ≈ 0, then still
+  needs about T* trades.
+- Every bar holds between ceil(T*/band) and ceil(T*·band) trades, so bars per day stay within
+  about [target/band, target·band] whatever the flow. The guards are a backstop: in the tests'
+  nine regimes (quiet to busy, one-sided, ES intraday profile, sweeps, heavy-tailed sizes) a
+  day stays within a factor of about 2 of the target.
+
+Everything is fixed when a bar opens; ``threshold`` holds its threshold (null for the warm-up).
 """
 
 from __future__ import annotations
@@ -136,23 +162,24 @@ class _Columns:
     flags: npt.NDArray[np.uint8]
 
 
-def _validate_records(records: np.ndarray, where: str) -> None:
+def _check_dtype(records: np.ndarray, where: str) -> None:
     if not isinstance(records, np.ndarray) or records.ndim != 1 or records.dtype != MBP10_DTYPE:
         got = getattr(records, "dtype", type(records).__name__)
         raise SchemaError(f"{where}: records must be a 1-d array of MBP10_DTYPE, got {got}.")
-    if records.size == 0:
-        return
-    ts = records["ts_recv"]
+
+
+def _check_order_and_instrument(records: np.ndarray, ts: npt.NDArray[np.int64], where: str) -> None:
     back = np.flatnonzero(ts[1:] < ts[:-1])
     if back.size:
         raise SchemaError(
             f"{where}: records must be sorted by ts_recv; record {back[0] + 1} goes back in time."
         )
-    ids = np.unique(records["instrument_id"])
-    if ids.size > 1:
-        shown = ", ".join(str(i) for i in ids[:5])
+    ids = records["instrument_id"]
+    if ids.size and (ids != ids[0]).any():
+        unique = np.unique(ids)
+        shown = ", ".join(str(i) for i in unique[:5])
         raise InvalidInputError(
-            f"{where}: records hold {ids.size} instruments ({shown}); pass one instrument's."
+            f"{where}: records hold {unique.size} instruments ({shown}); pass one instrument's."
         )
 
 
@@ -175,34 +202,30 @@ def _trade_weight(
     return size.astype(np.float64)  # volume bars, and the signed volume of time bars
 
 
-def _extract_columns(records: np.ndarray, config: BarConfig) -> _Columns:
-    price = records["price"].astype(np.int64)
-    size = records["size"].astype(np.uint32)
-    is_t = records["action"].view(np.uint8) == ord("T")
-    is_trade = is_t & (price != UNDEF_PRICE) & (size > 0)
-    n_damaged = int(np.count_nonzero(is_t & ~is_trade))
+def _extract_columns(records: np.ndarray, config: BarConfig, where: str) -> _Columns:
+    """Check `records`, decode the fields the kernels read (one pass) and sign the trades."""
+    _check_dtype(records, where)
+    codes = (ord("T"), ord("B"), ord("A"), F_LAST, UNDEF_PRICE)
+    ts, is_trade, is_last, aggressor, price, size, flags, n_damaged = kernels.decode_records(
+        records["ts_recv"],
+        records["action"].view(np.uint8),
+        records["side"].view(np.uint8),
+        records["flags"],
+        records["price"],
+        records["size"],
+        codes,
+    )
+    _check_order_and_instrument(records, ts, where)
     if n_damaged:
         warnings.warn(
             FxStoreWarning(f"skipped {n_damaged} trade records with an undefined price or size 0."),
             stacklevel=3,
         )
-    side = records["side"].view(np.uint8)
-    aggressor = (side == ord("B")).astype(np.int8) - (side == ord("A")).astype(np.int8)
     sign = kernels.sign_trades(is_trade, aggressor, price)
     weight = np.zeros(price.shape[0])
     weight[is_trade] = _trade_weight(config, price[is_trade], size[is_trade])
-    flags = records["flags"].astype(np.uint8)
     return _Columns(
-        ts=records["ts_recv"].astype(np.int64),
-        is_trade=is_trade,
-        is_last=(flags & F_LAST) != 0,
-        aggressor=aggressor,
-        sign=sign,
-        price=price,
-        size=size,
-        signed=sign * weight,
-        weight=weight,
-        flags=flags,
+        ts, is_trade, is_last, aggressor, sign, price, size, sign * weight, weight, flags
     )
 
 
@@ -249,9 +272,8 @@ def find_bar_ranges(
 
     Parameters and errors are those of :func:`build_bars`.
     """
-    _validate_records(records, "find_bar_ranges")
     _validate_session(session_open_ns, session_close_ns)
-    cols = _extract_columns(records, config)
+    cols = _extract_columns(records, config, "find_bar_ranges")
     return _ranges(cols, config, session_open_ns, session_close_ns)
 
 
@@ -269,14 +291,8 @@ def _level_view(records: np.ndarray, prefix: str) -> np.ndarray:
     )
 
 
-def _count_in_ranges(mask: np.ndarray, ranges: BarRanges) -> npt.NDArray[np.int64]:
-    """How many records of each bar have `mask` set."""
-    cumulative = np.concatenate(([0], np.cumsum(mask, dtype=np.int64)))
-    return cumulative[ranges.end + 1] - cumulative[ranges.start]
-
-
 def _trade_columns(cols: _Columns, ranges: BarRanges, multiplier: float) -> dict[str, np.ndarray]:
-    prices, counts, sums = kernels.aggregate_trades(
+    prices, counts, sums = kernels.aggregate_records(
         ranges.start,
         ranges.end,
         cols.is_trade,
@@ -285,6 +301,8 @@ def _trade_columns(cols: _Columns, ranges: BarRanges, multiplier: float) -> dict
         cols.price,
         cols.size,
         cols.signed,
+        cols.flags,
+        (F_BAD_TS_RECV, F_MAYBE_BAD_BOOK),
     )
     notional = sums[:, 0] / FIXED_PRICE_SCALE  # Σ price·size in index points × contracts
     with np.errstate(invalid="ignore", divide="ignore"):  # only trade-less bars, never emitted
@@ -303,6 +321,9 @@ def _trade_columns(cols: _Columns, ranges: BarRanges, multiplier: float) -> dict
         "dollar_volume": notional * multiplier,
         "imbalance": sums[:, 1],
         "n_tick_rule": counts[:, 4],
+        "n_bad_ts_recv": counts[:, 5],
+        "n_maybe_bad_book": counts[:, 6],
+        "has_maybe_bad_book": counts[:, 6] > 0,
     }
 
 
@@ -380,15 +401,13 @@ def build_bars(
     >>> bars = build_bars(records, config, trading_day=day, contract="ESZ4",
     ...                   session_open_ns=t0, session_close_ns=t1)  # doctest: +SKIP
     """
-    _validate_records(records, "build_bars")
     _validate_session(session_open_ns, session_close_ns)
     if not contract:
         raise InvalidInputError(f"`contract` must be a non-empty raw symbol, was {contract!r}.")
-    cols = _extract_columns(records, config)
+    cols = _extract_columns(records, config, "build_bars")
     ranges = _ranges(cols, config, session_open_ns, session_close_ns)
     n_bars = ranges.start.shape[0]
     instrument_id = int(records["instrument_id"][0]) if records.size else 0
-    n_maybe_bad = _count_in_ranges((cols.flags & F_MAYBE_BAD_BOOK) != 0, ranges)
     columns: dict[str, np.ndarray | pa.Array] = {
         "ts_open": cols.ts[ranges.start],
         "ts_close": cols.ts[ranges.end],
@@ -397,9 +416,6 @@ def build_bars(
         "contract": pa.array([contract] * n_bars, pa.string()),
         "threshold": pa.array(ranges.threshold, mask=np.isnan(ranges.threshold)),
         "is_partial": ranges.is_partial,
-        "n_bad_ts_recv": _count_in_ranges((cols.flags & F_BAD_TS_RECV) != 0, ranges),
-        "n_maybe_bad_book": n_maybe_bad,
-        "has_maybe_bad_book": n_maybe_bad > 0,
         **_trade_columns(cols, ranges, config.multiplier),
         **_book_columns(records, cols, ranges),
     }

@@ -20,10 +20,15 @@ import numpy as np
 import numpy.typing as npt
 
 from fxstore.errors import InvalidInputError, NoFrontMonthError
-from fxstore.ingest._dbn_symbology import Symbology
-from fxstore.ingest.activity import DailyActivity, count_by_instrument, iter_day_runs
+from fxstore.ingest.activity import (
+    DailyActivity,
+    DaySplitter,
+    count_by_instrument,
+    take_records,
+)
 from fxstore.ingest.calendar import session_bounds_ns, third_friday
 from fxstore.ingest.contracts import Contract, parse_outright
+from fxstore.ingest.dbn import Symbology
 
 __all__ = [
     "FrontMonthSelector",
@@ -288,9 +293,10 @@ def iter_selected(
     """
     if selection.mode != "front-month":
         wanted = selection.instrument_id
+        splitter = DaySplitter()
         for chunk in chunks:
-            for day, run in iter_day_runs(chunk):
-                kept = run if wanted is None else run[run["instrument_id"] == wanted]
+            for day, run in splitter.split(chunk):
+                kept = run if wanted is None else take_records(run, run["instrument_id"] == wanted)
                 if len(kept):
                     yield day, kept
         return
@@ -308,8 +314,9 @@ def _iter_front_month(
     current_day: dt.date | None = None
     chosen: int | None = None
     volume: dict[int, int] = {}
+    splitter = DaySplitter()
     for chunk in chunks:
-        for day, run in iter_day_runs(chunk):
+        for day, run in splitter.split(chunk):
             if day != current_day:
                 if current_day is not None:
                     selector.end_day(volume)
@@ -318,7 +325,7 @@ def _iter_front_month(
             for key, (_, traded) in count_by_instrument(run).items():
                 volume[key] = volume.get(key, 0) + traded
             if chosen is not None:
-                kept = run[run["instrument_id"] == chosen]
+                kept = take_records(run, run["instrument_id"] == chosen)
                 if len(kept):
                     yield day, kept
     if current_day is not None:

@@ -5,6 +5,25 @@ outrights and a calendar spread rolling on CME's calendar, consistent 10-level b
 CME sessions with U-shaped activity, and an optional planted order-flow signal. Files are
 real DBN version 3, zstd-compressed, readable by ``databento.DBNStore.from_file``.
 
+Record conventions
+------------------
+* Instruments: front, next and deferred quarterly outrights ("ESH4") and the front-next
+  spread ("ESH4-ESM4", price = front - next, usually negative). Ids: see
+  :mod:`fxstore.synth.contracts` (ESH4 -> 432403, ESH4-ESM4 -> 1432403).
+* Every record carries the instrument's book after the event in levels 00-09; empty
+  levels are UNDEF_PRICE with size and count 0. ``depth`` is the level the event touched.
+* A packet is one exchange event; only its last record has F_LAST (128). A trade packet is
+  'T' (side = aggressor: 'B' buyer-initiated at the best ask, 'A' seller-initiated at the
+  best bid; price and size of the fill; the book before the fill) followed by the fill on
+  the resting side: 'M' when the level shrinks, 'C' when it is used up, same price and size.
+  A price move is one packet: stale levels traded through ('T' + 'C') or pulled ('C'),
+  then 'A' records for the new best bid/ask.
+* ``size`` of 'A'/'C'/'M' is the quantity added / removed / changed at the level. Level
+  updates ('A', 'C', 'M') carry F_MBP; trades do not.
+* ts_recv strictly increases through a file (records of a packet 1 ns apart); all records
+  of a packet share ts_event (< ts_recv by 10-45 us) and ts_in_delta (8-22 us).
+* ``sequence`` counts 1, 2, 3... per instrument per trading day; publisher_id 1 (GLBX.MDP3).
+
 Examples
 --------
 >>> import datetime as dt

@@ -70,15 +70,25 @@ _W_SEQUENCE: Final = _at("sequence", 4)
 _Q_TS_EVENT: Final = _at("ts_event", 8)
 _Q_PRICE: Final = _at("price", 8)
 _Q_TS_RECV: Final = _at("ts_recv", 8)
-_Q_PX: Final = np.array(
-    [[_at(f"{s}_px_{lv:02d}", 8) for lv in range(N_LEVELS)] for s in ("bid", "ask")]
-)
-_W_SZ: Final = np.array(
-    [[_at(f"{s}_sz_{lv:02d}", 4) for lv in range(N_LEVELS)] for s in ("bid", "ask")]
-)
-_W_CT: Final = np.array(
-    [[_at(f"{s}_ct_{lv:02d}", 4) for lv in range(N_LEVELS)] for s in ("bid", "ask")]
-)
+# Level l of side s (0 bid, 1 ask): price at 8-byte word _Q_PX0 + s + 4l, size and count at
+# 4-byte words _W_SZ0 + s + 8l and _W_CT0 + s + 8l (DBN interleaves bid/ask per level).
+_Q_PX0: Final = _at("bid_px_00", 8)
+_W_SZ0: Final = _at("bid_sz_00", 4)
+_W_CT0: Final = _at("bid_ct_00", 4)
+
+
+def _check_level_layout() -> None:
+    for level in range(N_LEVELS):
+        for side, name in enumerate(("bid", "ask")):
+            if (
+                _at(f"{name}_px_{level:02d}", 8) != _Q_PX0 + side + 4 * level
+                or _at(f"{name}_sz_{level:02d}", 4) != _W_SZ0 + side + 8 * level
+                or _at(f"{name}_ct_{level:02d}", 4) != _W_CT0 + side + 8 * level
+            ):
+                raise AssertionError("MBP10_DTYPE levels are not in DBN's interleaved layout")
+
+
+_check_level_layout()
 _PUBLISHER_GLBX: Final = 1  # GLBX.MDP3
 
 
@@ -228,14 +238,15 @@ def emit(
     for side in range(2):
         n = books.nlev[j, side]
         for level in range(N_LEVELS):
+            q, w = _Q_PX0 + side + 4 * level, side + 8 * level
             if level < n:
-                rec.i64[i, _Q_PX[side, level]] = books.px[j, side, level] * tick
-                rec.u32[i, _W_SZ[side, level]] = books.sz[j, side, level]
-                rec.u32[i, _W_CT[side, level]] = books.ct[j, side, level]
+                rec.i64[i, q] = books.px[j, side, level] * tick
+                rec.u32[i, _W_SZ0 + w] = books.sz[j, side, level]
+                rec.u32[i, _W_CT0 + w] = books.ct[j, side, level]
             else:
-                rec.i64[i, _Q_PX[side, level]] = _UNDEF
-                rec.u32[i, _W_SZ[side, level]] = 0
-                rec.u32[i, _W_CT[side, level]] = 0
+                rec.i64[i, q] = _UNDEF
+                rec.u32[i, _W_SZ0 + w] = 0
+                rec.u32[i, _W_CT0 + w] = 0
 
 
 @njit_inner

@@ -36,7 +36,8 @@ MAX_TICK_VOL_PER_RECORD: Final = 0.08
 _EDGE_NS: Final = 1_000_000
 _NS_PER_MINUTE: Final = 60_000_000_000
 _TAG_DAY: Final = 0xDA7
-#: Planted-signal loading: at strength 1 the signal explains half of the long-run variance.
+#: Planted-signal loading at strength 1: the signal then drives load²/(1+load²) = 80% of the
+#: fair value's variance over horizons beyond its half-life.
 _SIGNAL_GAIN: Final = 2.0
 _DEPTH: Final = {"front": N_LEVELS, "next": N_LEVELS, "deferred": 7, "spread": 5}
 
@@ -184,6 +185,8 @@ class DaySimulation:
         load = config.signal_strength * _SIGNAL_GAIN
         s0 = normal_at(keys[3], 0)
         shares = np.array([i.share for i in plan.instruments])
+        # sigma and kappa keep the variance per record at sigma_per_record² whatever the
+        # strength: the signal's share grows, the total does not (and the bridge stays fair).
         consts = DayConsts(
             n_records=plan.n_records,
             anchor=plan.anchor / tick,

@@ -9,14 +9,16 @@ with ``e_r`` white noise and ``s`` the planted AR(1) signal (unit variance). The
 packet picks one instrument (by its share in the current segment) whose target book is a
 1-tick market at ``floor(beta * F + offset)``:
 
-* out of line with its target, the book catches up in one packet: aggressive trades sweep
-  the stale levels (a 'T' then a 'C' per level), then 'A' records add the new best levels;
+* out of line with its target, the book catches up in one packet: each stale best level
+  is traded through ('T' then 'C') or pulled ('C'), then 'A' records add the new best
+  levels (up to MAX_SWEEP levels a packet; a bigger jump takes several packets);
 * in line, one noise event: a trade ('T' + 'M' that depletes, never empties, the best
   level), an add, a cancel or a modify. Noise never moves the best prices, so the mid only
   moves with the fair value: with no signal the mid is a martingale that flow cannot predict.
 
-The signal tilts noise-trade aggressor sides (P(buy) = (1 + strength * tanh(s)) / 2) and the
-fair-value steps (kappa), so signed flow now predicts the price move that follows.
+The signal tilts noise-trade aggressor sides, P(buy) = (1 + strength * tanh(1.5 s)) / 2, and
+the fair-value steps (kappa, see :class:`fxstore.synth.day.DaySimulation`), so signed flow
+then predicts the price move that follows.
 """
 
 from __future__ import annotations

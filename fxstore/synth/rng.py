@@ -51,7 +51,8 @@ def njit_inner(func: _F) -> _F:
     Skipping the CPython wrapper (argument unboxing) roughly halves compile time for
     kernels that take named tuples of arrays.
     """
-    return cast(_F, numba.njit(cache=True, no_cpython_wrapper=True)(func))
+    options: dict[str, Any] = {"cache": True, "no_cpython_wrapper": True}  # not in numba's stubs
+    return cast(_F, numba.njit(**options)(func))
 
 
 @njit_inner

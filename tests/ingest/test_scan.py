@@ -4,7 +4,14 @@ import datetime as dt
 from pathlib import Path
 
 from fxstore.ingest.contracts import Contract, parse_outright
-from fxstore.ingest.instruments import contract_expiry
+from fxstore.ingest.dbn import open_dbn
+from fxstore.ingest.instruments import (
+    FrontMonthSelector,
+    InstrumentSelection,
+    contract_expiry,
+    iter_selected,
+    symbols_listed,
+)
 from fxstore.ingest.scan import ScanReport, scan_dbn
 from tests.conftest import SynthMarket
 
@@ -99,3 +106,46 @@ def test_scan_to_json_marks_rolls(two_roll_market: SynthMarket) -> None:
     assert [e["contract"] for e in rolls] == ["ESM4", "ESU4"]
     text = report.format_text()
     assert "ESM4" in text and "volume" in text
+
+
+def test_iter_selected_front_month_streams_same_schedule_as_scan(
+    two_roll_market: SynthMarket,
+) -> None:
+    source = open_dbn([two_roll_market.folder])
+    selector = FrontMonthSelector("ES")
+
+    kept = list(
+        iter_selected(
+            (c.records for c in source.iter_chunks(chunk_records=500)),
+            InstrumentSelection("front-month"),
+            symbols_on=lambda d: symbols_listed(source.symbology, d),
+            selector=selector,
+        )
+    )
+
+    schedule = scan_dbn([two_roll_market.folder], symbol="ES.FUT").schedule
+    assert selector.schedule == list(schedule)
+    chosen = {e.trading_day: e.instrument_id for e in schedule}
+    assert all((records["instrument_id"] == chosen[day]).all() for day, records in kept)
+    n_kept = sum(len(records) for _, records in kept)
+    truth = {
+        (v.trading_day, v.instrument_id): v.n_records for v in two_roll_market.summary.day_volumes
+    }
+    assert n_kept == sum(truth[(day, iid)] for day, iid in chosen.items())
+
+
+def test_iter_selected_id_mode_keeps_only_that_instrument(two_roll_market: SynthMarket) -> None:
+    source = open_dbn([two_roll_market.folder])
+    esm4 = next(
+        v.instrument_id for v in two_roll_market.summary.day_volumes if v.raw_symbol == "ESM4"
+    )
+
+    kept = list(
+        iter_selected((c.records for c in source.iter_chunks()), InstrumentSelection("id", esm4))
+    )
+
+    n_truth = sum(
+        v.n_records for v in two_roll_market.summary.day_volumes if v.instrument_id == esm4
+    )
+    assert sum(len(r) for _, r in kept) == n_truth
+    assert all((r["instrument_id"] == esm4).all() for _, r in kept)

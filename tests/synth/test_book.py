@@ -78,8 +78,18 @@ def test_emit_thin_book_writes_undef_beyond_last_level() -> None:
     header = np.array([42, 1_000, 2_000, 500, 7, TICK], dtype=np.int64)
     emit(record_views(buf), 0, books, 0, header, ord("A"), ord("B"), 3, 98, 4, F_MBP)
     rec = buf[0]
-    assert (rec["length"], rec["rtype"], rec["publisher_id"], rec["instrument_id"]) == (92, 10, 1, 42)
-    assert (rec["ts_event"], rec["ts_recv"], rec["ts_in_delta"], rec["sequence"]) == (1000, 2000, 500, 7)
+    assert (rec["length"], rec["rtype"], rec["publisher_id"], rec["instrument_id"]) == (
+        92,
+        10,
+        1,
+        42,
+    )
+    assert (rec["ts_event"], rec["ts_recv"], rec["ts_in_delta"], rec["sequence"]) == (
+        1000,
+        2000,
+        500,
+        7,
+    )
     assert (rec["action"], rec["side"], rec["depth"], rec["flags"]) == (b"A", b"B", 3, F_MBP)
     assert rec["price"] == 98 * TICK and rec["size"] == 4
     assert rec["bid_px_00"] == 100 * TICK and rec["ask_px_00"] == 101 * TICK
@@ -176,7 +186,7 @@ def test_records_trade_at_opposite_best_then_fill_record(recs: npt.NDArray[np.vo
 
 def test_records_trade_leaves_book_unchanged(roll_market: Market) -> None:
     names = [n for n in MBP10_DTYPE.names or () if n.startswith(("bid_", "ask_"))]
-    for path, _, recs in roll_market.files:
+    for _, _, recs in roll_market.files:
         by_inst = recs[np.argsort(recs["instrument_id"], kind="stable")]
         t = np.flatnonzero(by_inst["action"] == b"T")
         t = t[(t > 0) & (by_inst["instrument_id"][t - 1] == by_inst["instrument_id"][t])]

@@ -56,7 +56,9 @@ def test_synth_config_valid_values_accepted(overrides: dict[str, Any]) -> None:
 
 
 @pytest.mark.parametrize(("overrides", "message"), INVALID)
-def test_synth_config_invalid_value_raises_naming_field(overrides: dict[str, Any], message: str) -> None:
+def test_synth_config_invalid_value_raises_naming_field(
+    overrides: dict[str, Any], message: str
+) -> None:
     with pytest.raises(InvalidInputError) as err:
         SynthConfig(**{"start": START, "end": END, **overrides})
     assert message in str(err.value)

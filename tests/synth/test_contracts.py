@@ -62,8 +62,11 @@ def test_instruments_on_normal_day_front_next_deferred_spread() -> None:
 def test_instruments_on_expiry_day_front_and_spread_stop_at_open() -> None:
     insts = instruments_on("ES", dt.date(2024, 3, 15), 20.0, 1.0)
     assert [(i.raw_symbol, i.stops_at_open) for i in insts] == [
-        ("ESH4", True), ("ESM4", False), ("ESU4", False), ("ESH4-ESM4", True),
-    ]  # fmt: skip
+        ("ESH4", True),
+        ("ESM4", False),
+        ("ESU4", False),
+        ("ESH4-ESM4", True),
+    ]
     assert insts[0].carry == 0.0  # the expiring contract converges to the index
 
 

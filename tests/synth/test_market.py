@@ -40,7 +40,11 @@ def test_generate_market_one_file_per_trading_day(roll_market: Market) -> None:
 def test_generate_market_metadata_header_is_parent_query(roll_market: Market) -> None:
     for path, meta, recs in roll_market.files:
         assert (meta.version, meta.dataset, meta.schema) == (3, "GLBX.MDP3", "mbp-10")
-        assert (meta.stype_in, meta.stype_out, meta.symbols) == ("parent", "instrument_id", ("ES.FUT",))
+        assert (meta.stype_in, meta.stype_out, meta.symbols) == (
+            "parent",
+            "instrument_id",
+            ("ES.FUT",),
+        )
         assert meta.limit == 0 and not meta.ts_out
         assert (meta.start, meta.end) == session_bounds_ns(file_day(path))
         mapped = {int(m.symbol) for m in meta.mappings}
@@ -118,8 +122,12 @@ def test_generate_market_activity_is_u_shaped(roll_market: Market) -> None:
 def test_generate_market_utc_split_holds_same_records_by_utc_date(
     tmp_path: Path, roll_market: Market
 ) -> None:
-    cfg = SynthConfig(start=dt.date(2024, 3, 1), end=dt.date(2024, 3, 22), split="utc-day",
-                      events_per_day=roll_market.config.events_per_day)  # fmt: skip
+    cfg = SynthConfig(
+        start=dt.date(2024, 3, 1),
+        end=dt.date(2024, 3, 22),
+        split="utc-day",
+        events_per_day=roll_market.config.events_per_day,
+    )
     market = make_market(cfg, tmp_path)
     for path, meta, recs in market.files:
         assert np.all(_utc_date(recs["ts_recv"]) == np.datetime64(file_day(path))), path.name
@@ -149,7 +157,18 @@ def test_generate_market_one_day_alone_same_bytes_as_in_range(tmp_path: Path) ->
     in_range = _bytes(generate_market(long, tmp_path / "long").files)
     single = _bytes(generate_market(alone, tmp_path / "alone").files)
     assert list(single) == ["glbx-mdp3-20240604.mbp-10.dbn.zst"]
-    assert single["glbx-mdp3-20240604.mbp-10.dbn.zst"] == in_range["glbx-mdp3-20240604.mbp-10.dbn.zst"]
+    assert (
+        single["glbx-mdp3-20240604.mbp-10.dbn.zst"] == in_range["glbx-mdp3-20240604.mbp-10.dbn.zst"]
+    )
+
+
+def test_generate_market_chunk_size_does_not_change_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cfg = SynthConfig(start=dt.date(2024, 6, 4), end=dt.date(2024, 6, 4), seed=3, **SMALL)
+    default = _bytes(generate_market(cfg, tmp_path / "a").files)
+    monkeypatch.setattr("fxstore.synth.market._CHUNK_RECORDS", 97)
+    assert _bytes(generate_market(cfg, tmp_path / "b").files) == default
 
 
 def test_generate_market_other_seed_other_records(tmp_path: Path) -> None:

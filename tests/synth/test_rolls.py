@@ -11,7 +11,11 @@ from fxstore.synth import outright_id, spread_id
 from tests.synth.conftest import Market
 from tests.synth.dbn_io import file_day
 
-ESH4, ESM4, ESU4 = outright_id("ES", 2024, 3), outright_id("ES", 2024, 6), outright_id("ES", 2024, 9)
+ESH4, ESM4, ESU4 = (
+    outright_id("ES", 2024, 3),
+    outright_id("ES", 2024, 6),
+    outright_id("ES", 2024, 9),
+)
 ESZ4 = outright_id("ES", 2024, 12)
 SPREAD_H4M4, SPREAD_M4U4 = spread_id("ES", 2024, 3), spread_id("ES", 2024, 6)
 EXPIRY = dt.date(2024, 3, 15)
@@ -34,7 +38,9 @@ def test_roll_volume_crossover_on_roll_date(roll_market: Market) -> None:
     assert roll == dt.date(2024, 3, 11)
     assert abs(days.index(first_next) - days.index(roll)) <= 1
     assert all(volume[d].get(ESM4, 0) > volume[d].get(ESH4, 0) for d in days if d > roll)
-    assert all(volume[d][ESH4] > 5 * volume[d].get(ESM4, 0) for d in days if d <= dt.date(2024, 3, 4))
+    assert all(
+        volume[d][ESH4] > 5 * volume[d].get(ESM4, 0) for d in days if d <= dt.date(2024, 3, 4)
+    )
 
 
 def test_roll_summary_volumes_match_records(roll_market: Market) -> None:
@@ -101,3 +107,20 @@ def test_roll_instrument_ids_stable_across_files(roll_market: Market) -> None:
             seen.setdefault(m.raw_symbol, set()).add(m.symbol)
     assert all(len(ids) == 1 for ids in seen.values())
     assert seen["ESH4"] == {str(ESH4)} and seen["ESH4-ESM4"] == {str(SPREAD_H4M4)}
+
+
+def test_roll_deferred_volume_about_one_percent(roll_market: Market) -> None:
+    totals = roll_market.summary.volume_by_symbol()
+    outrights = sum(v for k, v in totals.items() if "-" not in k)
+    deferred = sum(
+        row.volume
+        for row in roll_market.summary.day_volumes
+        if row.raw_symbol == ("ESU4" if row.trading_day <= EXPIRY else "ESZ4")
+    )
+    assert 0.003 < deferred / outrights < 0.03
+    assert roll_market.summary.volumes_on(dt.date(2024, 3, 18)).keys() == {
+        "ESM4",
+        "ESU4",
+        "ESZ4",
+        "ESM4-ESU4",
+    }

@@ -39,10 +39,15 @@ def _flow_and_next_move(recs: npt.NDArray[np.void]) -> tuple[np.ndarray, np.ndar
 
 
 def _flow_return_corr(strength: float, out_dir: Path) -> tuple[float, int]:
-    cfg = SynthConfig(start=dt.date(2024, 5, 6), end=dt.date(2024, 5, 15), events_per_day=50_000,
-                      seed=11, signal_strength=strength)  # fmt: skip
-    xs, ys = zip(*(_flow_and_next_move(read_dbn(p)[1]) for p in generate_market(cfg, out_dir).files),
-                 strict=True)  # fmt: skip
+    cfg = SynthConfig(
+        start=dt.date(2024, 5, 6),
+        end=dt.date(2024, 5, 15),
+        events_per_day=50_000,
+        seed=11,
+        signal_strength=strength,
+    )
+    pairs = [_flow_and_next_move(read_dbn(p)[1]) for p in generate_market(cfg, out_dir).files]
+    xs, ys = zip(*pairs, strict=True)
     x, y = np.concatenate(xs), np.concatenate(ys)
     ok = np.isfinite(y)
     return float(np.corrcoef(x[ok], y[ok])[0, 1]), int(ok.sum())
@@ -62,8 +67,8 @@ def test_signal_zero_flow_does_not_predict_next_move(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("strength", [0.0, 0.8])
 def test_signal_flow_moves_price_same_interval(tmp_path: Path, strength: float) -> None:
-    cfg = SynthConfig(start=dt.date(2024, 5, 6), end=dt.date(2024, 5, 6), events_per_day=50_000,
-                      seed=11, signal_strength=strength)  # fmt: skip
+    day = dt.date(2024, 5, 6)
+    cfg = SynthConfig(start=day, end=day, events_per_day=50_000, seed=11, signal_strength=strength)
     recs = read_dbn(generate_market(cfg, tmp_path).files[0])[1]
     flow, move = _flow_and_next_move(recs)
     same = np.corrcoef(flow[1:], move[:-1])[0, 1]  # flow of interval t+1 vs its own move
