@@ -35,7 +35,7 @@ from fxstore.ingest.instruments import (
 )
 from fxstore.synth import generate_market
 
-DAY = dt.date(2024, 3, 12)  # the day after the March 2024 roll date: both contracts busy
+DAY = dt.date(2024, 3, 5)  # a week before the March 2024 roll: the front month dominates
 
 
 def make_day(folder: Path, records: int, seed: int = 11) -> Path:

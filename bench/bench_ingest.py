@@ -28,7 +28,7 @@ from _common import median_seconds, run_shell_seconds, write_result
 from fxstore.config import BarConfig, IngestConfig, SynthConfig
 from fxstore.synth import generate_market
 
-DAY = dt.date(2024, 3, 12)
+DAY = dt.date(2024, 3, 5)  # a week before the March 2024 roll: the front month dominates
 CONFIG = IngestConfig(symbol="ES.FUT", bars=BarConfig("dollar_imbalance"), workers=1, force=True)
 
 

@@ -36,6 +36,7 @@ __all__ = [
     "atomic_write_stream",
     "bars_dir",
     "file_sha256",
+    "fsync_dir",
     "key_lock",
     "read_json",
     "synth_dir",
@@ -64,7 +65,8 @@ def validate_key(value: str, param: str) -> str:
     return value
 
 
-def _fsync_dir(folder: Path) -> None:
+def fsync_dir(folder: Path) -> None:
+    """Make a rename inside `folder` durable (fsync the directory entry)."""
     fd = os.open(folder, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -87,7 +89,7 @@ def atomic_path(path: Path) -> Iterator[Path]:
         with open(tmp, "rb+") as fh:
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-        _fsync_dir(path.parent)
+        fsync_dir(path.parent)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise

@@ -101,11 +101,22 @@ _RAW = np.dtype((np.void, MBP10_DTYPE.itemsize))
 
 
 class _RecordBuffer:
-    """One instrument's records of one day, gathered with a single copy per record."""
+    """One instrument's records of one day, gathered with a single copy per record.
+
+    The buffer is reused day after day: touching fresh memory (page faults) costs more
+    than copying into memory already mapped, so it only grows, by doubling.
+    """
 
     def __init__(self, capacity: int) -> None:
         self._data = np.empty(max(capacity, 1024), dtype=MBP10_DTYPE)
         self._size = 0
+
+    def clear(self) -> None:
+        """Start a new day (keeps the memory)."""
+        self._size = 0
+
+    def __len__(self) -> int:
+        return self._size
 
     def _reserve(self, extra: int) -> npt.NDArray[np.void]:
         need = self._size + extra
@@ -132,6 +143,8 @@ class _RecordBuffer:
 def _build_day(day: DayResult, kept: dict[int, _RecordBuffer], bars: BarConfig) -> None:
     open_ns, close_ns = session_bounds_ns(day.day)
     for instrument_id, buffer in sorted(kept.items()):
+        if not len(buffer):
+            continue
         records = buffer.records
         contract = day.listed.get(instrument_id, f"id{instrument_id}")
         day.bars[instrument_id] = build_bars(
@@ -168,7 +181,9 @@ def _iter_days(
                         f"{chunk.path}: holds records of trading day {day}, outside the span "
                         "its metadata header declares; re-run with --workers 1."
                     )
-                current, kept = DayResult(day, symbols_listed(source.symbology, day)), {}
+                current = DayResult(day, symbols_listed(source.symbology, day))
+                for buffer in kept.values():
+                    buffer.clear()
                 wanted = chooser(day, current.listed)
             counts = count_by_instrument(run)
             for key, (n, v) in counts.items():

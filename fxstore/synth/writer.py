@@ -25,6 +25,7 @@ from fxstore.ingest.dbn_format import (
     SymbolInterval,
     encode_metadata,
 )
+from fxstore.store import fsync_dir
 from fxstore.synth.contracts import Instrument
 
 __all__ = ["DATASET", "DbnFileWriter", "dbn_file_name", "mbp10_metadata", "utc_date_of"]
@@ -105,7 +106,7 @@ class DbnFileWriter:
         os.fsync(self._file.fileno())
         self._file.close()
         os.replace(self._tmp, self.path)
-        _fsync_dir(self.path.parent)
+        fsync_dir(self.path.parent)
         logger.info("wrote %s (%d records)", self.path.name, self.n_records)
         return self.path
 
@@ -126,11 +127,3 @@ class DbnFileWriter:
     ) -> None:
         if exc_type is not None:
             self.abort()
-
-
-def _fsync_dir(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

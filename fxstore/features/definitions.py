@@ -1,0 +1,366 @@
+"""Feature sets: named, parameterised instances of the kinds, their settings, hash and TOML form.
+
+A feature set is code (:func:`default_featureset`) or a TOML file that picks and
+parameterises definitions (``fxstore precompute --features FILE``)::
+
+    [settings]                # optional; these are the defaults
+    tick_size = 0.25          # index points per tick (ES)
+    vol_window = 200          # bars of the volatility normaliser
+    vol_floor = 1e-6
+    adjust = "none"           # or "difference": adds back-adjusted mkt_close_adj
+
+    [[features]]              # omitted: the default features
+    name = "ret_4"            # a default feature, as defined in code
+    [[features]]
+    name = "ret_8"            # a new one: a kind and its parameters
+    kind = "log_return"
+    horizon = 8
+
+    [[targets]]               # omitted: the default targets; `targets = []`: none
+    name = "fwd_4"
+    kind = "forward_return"
+    horizon = 4
+
+The fxcache key is :meth:`FeatureSet.hash`: 16 hex digits of the SHA-256 of the canonical
+JSON of :meth:`FeatureSet.definition` (names, kinds, every parameter, settings, the
+definitions' version and each kind's version, and the bar series it is computed from), so
+changing any of them writes to a new key and old and new shards never mix.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Final, Literal, get_args
+
+from fxstore.errors import InvalidInputError
+from fxstore.features.registry import KINDS, Kind, Param, ParamValue
+
+__all__ = [
+    "DEFINITIONS_VERSION",
+    "FeatureDef",
+    "FeatureSet",
+    "Settings",
+    "default_featureset",
+    "load_featureset",
+    "parse_featureset",
+]
+
+#: Version of the definitions as a whole (conventions shared by every kind: returns within a
+#: contract, the volatility normaliser, warm-up rules). Bump it when they change.
+DEFINITIONS_VERSION: Final = 1
+AdjustMode = Literal["none", "difference"]
+_NAME_RE: Final = re.compile(r"[A-Za-z0-9_]+")
+
+
+def _check_float(name: str, value: object, *, low: float, inclusive: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise InvalidInputError(f"`{name}` must be a finite number, was {value!r}.")
+    if value < low or (value == low and not inclusive):
+        raise InvalidInputError(f"`{name}` must be {'>=' if inclusive else '>'} {low}, was {value}.")
+    return float(value)
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Settings shared by every definition of a feature set."""
+
+    tick_size: float = 0.25
+    """Minimum price increment in index points (ES: 0.25); spread, microprice and VWAP
+    distance are in ticks."""
+
+    vol_window: int = 200
+    """Bars of the volatility normaliser sigma_t (rolling RMS of within-contract one-bar log
+    returns); every vol-normalised value is defined from bar `vol_window` on."""
+
+    vol_floor: float = 1e-6
+    """Lower bound of sigma_t (log-return units), so a market that did not move for
+    `vol_window` bars does not divide by zero."""
+
+    adjust: AdjustMode = "none"
+    """'difference' adds the market column ``mkt_close_adj``: the close back-adjusted by
+    differences so it has no jump at a roll (it uses later rolls: not point in time, never
+    a feature input)."""
+
+    def __post_init__(self) -> None:
+        _check_float("tick_size", self.tick_size, low=0.0)
+        if isinstance(self.vol_window, bool) or not isinstance(self.vol_window, int):
+            raise InvalidInputError(f"`vol_window` must be a whole number, was {self.vol_window!r}.")
+        if self.vol_window < 2:
+            raise InvalidInputError(f"`vol_window` must be >= 2 bars, was {self.vol_window}.")
+        _check_float("vol_floor", self.vol_floor, low=0.0)
+        if self.adjust not in get_args(AdjustMode):
+            raise InvalidInputError(
+                f"`adjust` must be 'none' or 'difference', was {self.adjust!r}."
+            )
+
+    def to_json(self) -> dict[str, ParamValue]:
+        """The settings as JSON data."""
+        return {
+            "tick_size": float(self.tick_size),
+            "vol_window": self.vol_window,
+            "vol_floor": float(self.vol_floor),
+            "adjust": self.adjust,
+        }
+
+
+def _check_param(where: str, name: str, spec: Param, value: object) -> ParamValue:
+    """Return `value` as the parameter's type, or raise InvalidInputError saying why not."""
+    if spec.type is str:
+        if not isinstance(value, str) or (spec.choices and value not in spec.choices):
+            choices = " or ".join(repr(c) for c in spec.choices)
+            raise InvalidInputError(f"{where}: `{name}` must be {choices}, was {value!r}.")
+        return value
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise InvalidInputError(f"{where}: `{name}` must be a number, was {value!r}.")
+    if spec.type is int and value != int(value):
+        raise InvalidInputError(f"{where}: `{name}` must be a whole number, was {value!r}.")
+    number: int | float = int(value) if spec.type is int else float(value)
+    if (spec.low is not None and number < spec.low) or (
+        spec.high is not None and number > spec.high
+    ):
+        high = f" and <= {spec.high:g}" if spec.high is not None else ""
+        raise InvalidInputError(
+            f"{where}: `{name}` must be >= {spec.low:g}{high}, was {value!r}."
+        )
+    return number
+
+
+@dataclass(frozen=True, slots=True)
+class FeatureDef:
+    """One named instance of a kind, e.g. ``FeatureDef("ret_4", "log_return", {"horizon": 4})``.
+
+    Parameters left out take the kind's defaults; `params` is stored complete and sorted.
+    The column is ``f_<name>`` for a feature, ``target_<name>`` for a target.
+    """
+
+    name: str
+    kind: str
+    params: Mapping[str, ParamValue] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not _NAME_RE.fullmatch(self.name):
+            raise InvalidInputError(
+                f"feature name must hold only letters, digits and '_', was {self.name!r}."
+            )
+        where = f"feature {self.name!r}"
+        if self.kind not in KINDS:
+            known = ", ".join(sorted(KINDS))
+            raise InvalidInputError(f"{where}: unknown kind {self.kind!r}; known: {known}.")
+        spec = KINDS[self.kind]
+        unknown = sorted(set(self.params) - set(spec.params))
+        if unknown:
+            known = ", ".join(spec.params) or "none"
+            raise InvalidInputError(
+                f"{where}: kind {self.kind!r} has no parameter {unknown[0]!r}; it has: {known}."
+            )
+        where = f"{where} ({self.kind})"
+        params = {
+            name: _check_param(where, name, p, self.params.get(name, p.default))
+            for name, p in sorted(spec.params.items())
+        }
+        object.__setattr__(self, "params", MappingProxyType(params))
+
+    @property
+    def spec(self) -> Kind:
+        """The kind this feature instantiates."""
+        return KINDS[self.kind]
+
+    def to_json(self) -> dict[str, object]:
+        """Name, kind, the kind's version and every parameter, as JSON data."""
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "kind_version": self.spec.version,
+            "params": dict(self.params),
+        }
+
+
+def _check_group(defs: Sequence[FeatureDef], group: str, is_target: bool) -> None:
+    seen: set[str] = set()
+    for item in defs:
+        if not isinstance(item, FeatureDef):
+            raise InvalidInputError(f"{group} must hold FeatureDef items, got {item!r}.")
+        if item.spec.is_target and not is_target:
+            raise InvalidInputError(
+                f"feature {item.name!r}: kind {item.kind!r} looks ahead; make it a target."
+            )
+        if is_target and not item.spec.is_target:
+            raise InvalidInputError(
+                f"target {item.name!r}: kind {item.kind!r} is not a target kind "
+                f"(targets: {', '.join(k for k, v in KINDS.items() if v.is_target)})."
+            )
+        if item.name in seen:
+            raise InvalidInputError(f"{group[:-1]} name {item.name!r} is used twice.")
+        seen.add(item.name)
+
+
+@dataclass(frozen=True, slots=True)
+class FeatureSet:
+    """The features and targets precompute writes, and their shared settings."""
+
+    features: tuple[FeatureDef, ...]
+    """Feature definitions, in column order (at least one)."""
+
+    targets: tuple[FeatureDef, ...] = ()
+    """Target definitions (forward-looking, never model inputs), in column order."""
+
+    settings: Settings = field(default_factory=Settings)
+    """Tick size, volatility normaliser, price adjustment."""
+
+    def __post_init__(self) -> None:
+        if not self.features:
+            raise InvalidInputError("a feature set needs at least one feature.")
+        _check_group(self.features, "features", is_target=False)
+        _check_group(self.targets, "targets", is_target=True)
+
+    @property
+    def warmup_rows(self) -> int:
+        """Leading bars where some feature or target is not defined yet (they are dropped)."""
+        window = self.settings.vol_window
+        return max(d.spec.warmup(d.params, window) for d in (*self.features, *self.targets))
+
+    @property
+    def max_target_horizon(self) -> int:
+        """Bars the longest target looks ahead (the trailing bars without it are dropped)."""
+        return max((d.spec.lookahead(d.params) for d in self.targets), default=0)
+
+    def definition(self, *, instrument_key: str, bar_key: str) -> dict[str, object]:
+        """The canonical JSON data the hash covers: versions, settings, definitions, source."""
+        return {
+            "version": DEFINITIONS_VERSION,
+            "settings": self.settings.to_json(),
+            "features": [d.to_json() for d in self.features],
+            "targets": [d.to_json() for d in self.targets],
+            "bars": {"instrument_key": instrument_key, "bar_key": bar_key},
+        }
+
+    def hash(self, *, instrument_key: str, bar_key: str) -> str:
+        """16 hex digits of the SHA-256 of the canonical :meth:`definition` (the fxcache key)."""
+        blob = json.dumps(
+            self.definition(instrument_key=instrument_key, bar_key=bar_key),
+            sort_keys=True,
+            separators=(",", ":"),
+        )
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def _defs(entries: Sequence[tuple[str, str, dict[str, ParamValue]]]) -> tuple[FeatureDef, ...]:
+    return tuple(FeatureDef(name, kind, params) for name, kind, params in entries)
+
+
+_DEFAULT_FEATURES: Final = _defs(
+    [
+        *((f"ret_{h}", "log_return", {"horizon": h}) for h in (1, 4, 16, 64)),
+        *((f"rv_{n}", "realised_vol", {"window": n}) for n in (16, 64)),
+        *((f"ofi_{lv}", "ofi_level", {"level": lv, "window": 100}) for lv in range(10)),
+        ("ofi_all", "ofi_multi", {"levels": 10, "window": 100}),
+        *((f"book_imb_{n}", "book_imbalance", {"levels": n}) for n in (1, 5, 10)),
+        ("spread", "spread_ticks", {}),
+        ("microprice", "microprice_offset", {}),
+        ("depth", "depth", {"levels": 10, "window": 100}),
+        ("trade_imb", "trade_imbalance", {}),
+        ("intensity", "trade_intensity", {"window": 100}),
+        ("duration", "bar_duration", {"window": 100}),
+        ("vwap_dist", "vwap_distance", {}),
+        ("tod_sin", "time_of_day", {"fn": "sin"}),
+        ("tod_cos", "time_of_day", {"fn": "cos"}),
+        ("session_start", "session_start", {}),
+    ],
+)
+_DEFAULT_TARGETS: Final = _defs(
+    [(f"fwd_{h}", "forward_return", {"horizon": h}) for h in (1, 4, 16)]
+)
+
+
+def default_featureset() -> FeatureSet:
+    """The default feature set: 30 features and 3 targets (see ``fxstore info``)."""
+    return FeatureSet(_DEFAULT_FEATURES, _DEFAULT_TARGETS, Settings())
+
+
+def _parse_group(
+    entries: object, defaults: tuple[FeatureDef, ...], group: str, where: str
+) -> tuple[FeatureDef, ...]:
+    if entries is None:
+        return defaults
+    if not isinstance(entries, list):
+        raise InvalidInputError(f"{where}: `{group}` must be an array of tables ([[{group}]]).")
+    by_name = {d.name: d for d in defaults}
+    out = []
+    for i, entry in enumerate(entries, 1):
+        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+            raise InvalidInputError(f"{where}: [[{group}]] entry {i} needs a `name`.")
+        params = {k: v for k, v in entry.items() if k not in ("name", "kind")}
+        name, kind = entry["name"], entry.get("kind")
+        if kind is None:
+            if name not in by_name:
+                known = ", ".join(by_name) or "none"
+                raise InvalidInputError(
+                    f"{where}: [[{group}]] {name!r} is not a default {group[:-1]} (known: "
+                    f"{known}); give it a `kind`."
+                )
+            kind, params = by_name[name].kind, {**by_name[name].params, **params}
+        try:
+            out.append(FeatureDef(name, str(kind), params))
+        except InvalidInputError as err:
+            raise InvalidInputError(f"{where}: {err}") from err
+    return tuple(out)
+
+
+def parse_featureset(doc: Mapping[str, object], where: str = "feature set") -> FeatureSet:
+    """Build a feature set from parsed TOML (or JSON) data; see the module docstring.
+
+    Raises
+    ------
+    InvalidInputError
+        Unknown tables, keys, kinds or parameters, or values out of range; the message
+        names `where` and the entry.
+    """
+    unknown = sorted(set(doc) - {"settings", "features", "targets"})
+    if unknown:
+        raise InvalidInputError(
+            f"{where}: unknown key {unknown[0]!r}; expected [settings], [[features]], [[targets]]."
+        )
+    settings_doc = doc.get("settings", {})
+    if not isinstance(settings_doc, dict):
+        raise InvalidInputError(f"{where}: [settings] must be a table.")
+    known = set(Settings.__dataclass_fields__)
+    extra = sorted(set(settings_doc) - known)
+    if extra:
+        raise InvalidInputError(
+            f"{where}: unknown setting {extra[0]!r}; known: {', '.join(sorted(known))}."
+        )
+    try:
+        settings = Settings(**settings_doc)
+        features = _parse_group(doc.get("features"), _DEFAULT_FEATURES, "features", where)
+        targets = _parse_group(doc.get("targets"), _DEFAULT_TARGETS, "targets", where)
+        return FeatureSet(features, targets, settings)
+    except InvalidInputError as err:
+        message = str(err)
+        raise InvalidInputError(
+            message if message.startswith(where) else f"{where}: {message}"
+        ) from err
+
+
+def load_featureset(path: Path) -> FeatureSet:
+    """Read a feature-set TOML file (see the module docstring).
+
+    Raises
+    ------
+    InvalidInputError
+        The file is missing, is not TOML, or does not define a valid feature set.
+    """
+    try:
+        doc = tomllib.loads(Path(path).read_text())
+    except OSError as err:
+        raise InvalidInputError(f"{path}: cannot read the feature-set file ({err}).") from err
+    except tomllib.TOMLDecodeError as err:
+        raise InvalidInputError(f"{path}: not valid TOML ({err}).") from err
+    return parse_featureset(doc, str(path))

@@ -1,0 +1,513 @@
+"""Open a symbol's fxcache and put it on the GPU: the one data path of every trainer.
+
+Each selected shard (an Arrow IPC file holding one record batch; DESIGN.md, "fxcache") is
+memory-mapped read-only. Columns come out zero-copy: numpy views of the mapping on a CPU, or on
+a GPU CuPy arrays over the same pages, registered with CUDA as pinned, device-mapped, read-only
+host memory. :meth:`FxCacheView.features_to_device` copies features and targets in one bulk pass
+into float32 matrices in device memory, which is where random access belongs: gathers through
+mapped host memory are ~100x slower than from device memory.
+
+Lifetimes: a view is a context manager. Closing it drops its references; every array it handed
+out holds a reference to its shard's mapping (and CUDA registration), so such an array stays
+valid after the close, and the mapping is unregistered and unmapped, exactly once, when the last
+array that needs it dies. With no array left, closing releases everything at once.
+
+DLPack: numpy and CuPy arrays export ``__dlpack__``, so ``torch.from_dlpack(x)`` and
+``jax.dlpack.from_dlpack(x)`` take the matrices without a copy.
+
+Examples
+--------
+>>> with open_fxcache("data", "ES.FUT", start=t0, end=t1) as view:  # doctest: +SKIP
+...     x, y = view.features_to_device()
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import itertools
+import logging
+import mmap
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Final, Literal, TypeAlias, TypeVar
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+from fxstore.errors import InvalidInputError, SchemaError, SymbolNotFoundError
+from fxstore.store import read_json, validate_key
+
+if TYPE_CHECKING:
+    from fxstore.train._cuda_host import HostRegistration
+
+__all__ = ["DeviceName", "FxCacheView", "ShardView", "TimeBound", "open_fxcache"]
+
+logger = logging.getLogger(__name__)
+
+DeviceName: TypeAlias = Literal["auto", "cpu", "cuda"]
+#: int nanoseconds UTC, a timezone-aware datetime, a numpy datetime64 (read as UTC), or None.
+TimeBound: TypeAlias = int | dt.datetime | np.datetime64 | None
+#: numpy on a CPU; cupy.ndarray on a GPU (CuPy has no type stubs: typed as its numpy twin).
+Array: TypeAlias = npt.NDArray[np.generic]
+FloatMatrix: TypeAlias = npt.NDArray[np.float32]
+
+FORMAT: Final = "fxcache/1"
+#: Leading columns of every shard, in file order; features (f_*) and targets follow, float32.
+LEADING_COLUMNS: Final[tuple[tuple[str, type[np.generic]], ...]] = (
+    ("ts_close", np.int64),
+    ("trading_day", np.int32),
+    ("is_roll", np.uint8),
+    ("session_start", np.uint8),
+    ("mkt_close", np.float64),
+    ("mkt_half_spread", np.float64),
+)
+_BLOCK_ROWS: Final = 1 << 15  # CPU copy block: its rows of X stay in cache while columns land
+_REDO: Final = "re-run `fxstore precompute --force`"
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True, slots=True)
+class _ShardEntry:
+    file: str
+    rows: int
+    ts_start: int
+    ts_end: int
+    sha256: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Manifest:
+    symbol: str
+    features: tuple[str, ...]
+    targets: tuple[str, ...]
+    columns: dict[str, np.dtype[np.generic]]  # every column of a shard, in file order
+    shards: tuple[_ShardEntry, ...]
+    raw: dict[str, object]
+
+
+@dataclass(frozen=True, slots=True)
+class ShardView:
+    """The selected rows of one shard, as zero-copy column arrays."""
+
+    file: str
+    """Shard file name (``YYYY-MM.arrow``)."""
+    row_offset: int
+    """Index of this shard's first selected row in the whole view."""
+    n_rows: int
+    columns: Mapping[str, Array]
+    """Column name -> 1-D read-only array of `n_rows` items, in file order."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Part:
+    offsets: Mapping[str, int]  # byte offset of each column's data in the file
+    registration: HostRegistration | None  # set on a GPU
+    row_start: int  # first selected row in the file
+    view: ShardView
+
+
+def _fxcache_dir(root: Path, *keys: str) -> Path:
+    """``<root>/fxcache[/<symbol>[/<featureset-hash>]]``; to move to fxstore.store."""
+    return root.joinpath("fxcache", *(validate_key(k, "fxcache key") for k in keys))
+
+
+def _find_folder(root: Path, symbol: str, featureset: str | None) -> Path:
+    """The fxcache folder of `symbol` and `featureset` (the only one when None)."""
+    base = _fxcache_dir(root, symbol)
+    hashes = sorted(m.parent.name for m in base.glob("*/manifest.json"))
+    if not hashes:
+        top = _fxcache_dir(root)
+        known = sorted(p.name for p in top.iterdir() if p.is_dir()) if top.is_dir() else []
+        raise SymbolNotFoundError(
+            f"No fxcache for symbol {symbol!r} in {root}; known: {', '.join(known) or 'none'}. "
+            f"Run `fxstore precompute` for it first."
+        )
+    if featureset is None and len(hashes) == 1:
+        return base / hashes[0]
+    if featureset is not None and featureset in hashes:
+        return base / featureset
+    raise InvalidInputError(
+        f"`featureset` of {symbol!r} must be one of {', '.join(hashes)}, was {featureset!r}."
+    )
+
+
+def _field(obj: object, key: str, kind: type[_T], path: Path) -> _T:
+    value = obj.get(key) if isinstance(obj, dict) else None
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+        raise SchemaError(f"{path}: `{key}` is missing or not a {kind.__name__}; {_REDO}.")
+    return value
+
+
+def _names(obj: object, key: str, prefix: str, path: Path) -> tuple[str, ...]:
+    names = tuple(_field(obj, key, list, path))
+    if not all(isinstance(n, str) and n.startswith(prefix) for n in names):
+        raise SchemaError(f"{path}: columns.{key} must be names starting {prefix!r}; {_REDO}.")
+    return names
+
+
+def _read_manifest(folder: Path, symbol: str) -> _Manifest:
+    """Read and check ``manifest.json`` of an fxcache folder."""
+    path = folder / "manifest.json"
+    raw = read_json(path)
+    if raw.get("format") != FORMAT or raw.get("symbol") != symbol:
+        raise SchemaError(
+            f"{path}: format {raw.get('format')!r} of symbol {raw.get('symbol')!r}, expected "
+            f"{FORMAT!r} of {symbol!r}; {_REDO}."
+        )
+    cols = _field(raw, "columns", dict, path)
+    features, targets = (
+        _names(cols, "features", "f_", path),
+        _names(cols, "targets", "target_", path),
+    )
+    shards = tuple(
+        _ShardEntry(
+            file=validate_key(_field(s, "file", str, path), "shard file"),
+            rows=_field(s, "rows", int, path),
+            ts_start=_field(s, "ts_start", int, path),
+            ts_end=_field(s, "ts_end", int, path),
+            sha256=_field(s, "sha256", str, path),
+        )
+        for s in _field(raw, "shards", list, path)
+    )
+    order_ok = all(a.ts_end < b.ts_start for a, b in itertools.pairwise(shards))
+    if not shards or not order_ok or any(s.rows < 1 or s.ts_start > s.ts_end for s in shards):
+        raise SchemaError(f"{path}: shards must be non-empty and in time order; {_REDO}.")
+    columns = {name: np.dtype(kind) for name, kind in LEADING_COLUMNS}
+    columns |= {name: np.dtype(np.float32) for name in features + targets}
+    return _Manifest(symbol, features, targets, columns, shards, raw)
+
+
+def _column_offsets(
+    mapping: mmap.mmap, path: Path, manifest: _Manifest, rows: int
+) -> dict[str, int]:
+    """Byte offset of each column's data in a mapped shard, after checking its layout."""
+    base = pa.py_buffer(mapping)
+    try:
+        reader = pa.ipc.open_file(base)
+    except pa.ArrowInvalid as err:
+        raise SchemaError(f"{path}: not an Arrow IPC file ({err}); {_REDO}.") from err
+    expected = pa.schema([(n, pa.from_numpy_dtype(d)) for n, d in manifest.columns.items()])
+    if not reader.schema.equals(expected):
+        got = ", ".join(f"{f.name}:{f.type}" for f in reader.schema)
+        raise SchemaError(f"{path}: columns are [{got}], the manifest needs [{expected}]; {_REDO}.")
+    batch = reader.get_batch(0) if reader.num_record_batches == 1 else None
+    if batch is None or batch.num_rows != rows:
+        raise SchemaError(f"{path}: expected one record batch of {rows} rows; {_REDO}.")
+    offsets = {}
+    for name, column in zip(batch.schema.names, batch.columns, strict=True):
+        offset = column.buffers()[1].address - base.address
+        if column.null_count or column.offset or offset % manifest.columns[name].itemsize:
+            raise SchemaError(f"{path}: column {name} has nulls or is unaligned; {_REDO}.")
+        offsets[name] = offset
+    return offsets
+
+
+def _map_shard(
+    folder: Path, manifest: _Manifest, entry: _ShardEntry
+) -> tuple[mmap.mmap, dict[str, int]]:
+    """Memory-map one shard read-only and locate its columns."""
+    path = folder / entry.file
+    try:
+        with open(path, "rb") as fh:
+            mapping = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    except FileNotFoundError as err:
+        raise InvalidInputError(
+            f"{path}: shard of {manifest.symbol!r} listed in the manifest is missing; {_REDO}."
+        ) from err
+    except ValueError as err:  # an empty file cannot be mapped
+        raise SchemaError(f"{path}: {err}; {_REDO}.") from err
+    return mapping, _column_offsets(mapping, path, manifest, entry.rows)
+
+
+class FxCacheView:
+    """An open, time-range-selected fxcache of one symbol; made by :func:`open_fxcache`.
+
+    Use it as a context manager (or call :meth:`close`). Arrays it handed out stay valid after
+    the close: each keeps its own shard mapped (and registered) until it dies.
+    """
+
+    def __init__(self, manifest: _Manifest, device: Literal["cpu", "cuda"], parts: list[_Part]):
+        self._manifest = manifest
+        self.device: Literal["cpu", "cuda"] = device
+        """Where the arrays live: "cpu" (numpy) or "cuda" (CuPy)."""
+        self.n_rows: int = sum(p.view.n_rows for p in parts)
+        """Rows selected, over all shards."""
+        self._parts: list[_Part] | None = parts
+
+    def __enter__(self) -> FxCacheView:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Drop the view's mappings: those no array refers to are released now. Idempotent."""
+        self._parts = None
+
+    @property
+    def closed(self) -> bool:
+        """True after :meth:`close`."""
+        return self._parts is None
+
+    @property
+    def symbol(self) -> str:
+        """The store symbol, continuous (e.g. "ES.FUT")."""
+        return self._manifest.symbol
+
+    @property
+    def manifest(self) -> dict[str, object]:
+        """The cache's manifest.json as read: feature-set definition, statistics, shard list."""
+        return self._manifest.raw
+
+    @property
+    def feature_names(self) -> tuple[str, ...]:
+        """Feature columns, in the order of X's columns."""
+        return self._manifest.features
+
+    @property
+    def target_names(self) -> tuple[str, ...]:
+        """Target columns, in the order of Y's columns."""
+        return self._manifest.targets
+
+    @property
+    def shards(self) -> tuple[ShardView, ...]:
+        """The selected shards in time order, each with its zero-copy columns."""
+        return tuple(p.view for p in self._open_parts())
+
+    @property
+    def columns(self) -> dict[str, tuple[Array, ...]]:
+        """Column name -> one zero-copy array per selected shard, in time order.
+
+        On a GPU these read host memory over PCIe: stream through them, never gather.
+        """
+        views = self.shards
+        return {name: tuple(v.columns[name] for v in views) for name in self._manifest.columns}
+
+    def features_to_device(self) -> tuple[FloatMatrix, FloatMatrix]:
+        """Copy the selected rows into a feature matrix X and a target matrix Y, in one pass.
+
+        Returns
+        -------
+        tuple of arrays
+            X, float32 ``(n_rows, n_features)``, and Y, float32 ``(n_rows, n_targets)``,
+            C-ordered, rows in time order, columns as :attr:`feature_names` and
+            :attr:`target_names`. On a GPU, CuPy arrays in device memory (the place for random
+            access), complete on return; on a CPU, numpy arrays. Either way they own their
+            memory: closing the view does not touch them.
+        """
+        parts = self._open_parts()
+        features, targets = self._manifest.features, self._manifest.targets
+        if self.device == "cpu":
+            return _copy_to_host(parts, features, targets)
+        from fxstore.train import _cuda_host
+
+        blocks = [
+            _cuda_host.ColumnBlock(
+                p.registration,
+                tuple(p.offsets[n] for n in features + targets),
+                p.row_start,
+                p.view.n_rows,
+            )
+            for p in parts
+            if p.registration is not None
+        ]
+        return _cuda_host.copy_blocks_to_device(blocks, len(features), len(targets))
+
+    def _open_parts(self) -> list[_Part]:
+        if self._parts is None:
+            raise InvalidInputError(
+                f"the fxcache view of {self.symbol!r} is closed; open it again with open_fxcache "
+                "(arrays taken from it before the close are still valid)."
+            )
+        return self._parts
+
+
+def _copy_to_host(
+    parts: list[_Part], features: tuple[str, ...], targets: tuple[str, ...]
+) -> tuple[FloatMatrix, FloatMatrix]:
+    """CPU twin of the device copy: one pass, in row blocks that stay in cache."""
+    n_rows = sum(p.view.n_rows for p in parts)
+    x = np.empty((n_rows, len(features)), dtype=np.float32)
+    y = np.empty((n_rows, len(targets)), dtype=np.float32)
+    for part in parts:
+        cols, first = part.view.columns, part.view.row_offset
+        for lo in range(0, part.view.n_rows, _BLOCK_ROWS):
+            hi = min(lo + _BLOCK_ROWS, part.view.n_rows)
+            for out, names in ((x, features), (y, targets)):
+                for j, name in enumerate(names):
+                    out[first + lo : first + hi, j] = cols[name][lo:hi]
+    return x, y
+
+
+def _to_ns(value: TimeBound, param: str) -> int | None:
+    """A time bound as int nanoseconds UTC (None stays None)."""
+    if value is None:
+        return None
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is None:
+            raise InvalidInputError(f"`{param}` must be timezone-aware (UTC), was {value!r}.")
+        delta = value - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+        return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1_000
+    if isinstance(value, np.datetime64) and not np.isnat(value):
+        return int(value.astype("datetime64[ns]").astype(np.int64))
+    if isinstance(value, int | np.integer) and not isinstance(value, bool):
+        return int(value)
+    raise InvalidInputError(
+        f"`{param}` must be int ns UTC, a timezone-aware datetime or a datetime64, was {value!r}."
+    )
+
+
+def _resolve_device(device: DeviceName) -> Literal["cpu", "cuda"]:
+    """ "auto" -> "cuda" when CuPy finds a GPU, else "cpu"; "cuda" without one is an error."""
+    if device not in ("auto", "cpu", "cuda"):
+        raise InvalidInputError(f"`device` must be 'auto', 'cpu' or 'cuda', was {device!r}.")
+    if device == "cpu":
+        return "cpu"
+    try:
+        from fxstore.train import _cuda_host
+    except ImportError as err:
+        if device == "auto":
+            return "cpu"
+        raise InvalidInputError(
+            f"device='cuda' needs CuPy ({err}); install fxstore[gpu] or pass device='cpu'."
+        ) from err
+    if _cuda_host.cuda_device_count() > 0:
+        return "cuda"
+    if device == "auto":
+        return "cpu"
+    raise InvalidInputError("device='cuda' but CUDA finds no GPU; pass device='cpu'.")
+
+
+def _open_part(
+    folder: Path,
+    manifest: _Manifest,
+    entry: _ShardEntry,
+    bounds: tuple[int | None, int | None],
+    verify: bool,
+) -> tuple[mmap.mmap, dict[str, int], int, int] | None:
+    """Map one shard and find its rows inside `bounds`; None when it has none."""
+    mapping, offsets = _map_shard(folder, manifest, entry)
+    ts = np.frombuffer(mapping, dtype=np.int64, count=entry.rows, offset=offsets["ts_close"])
+    if ts[0] != entry.ts_start or ts[-1] != entry.ts_end:
+        raise SchemaError(
+            f"{folder / entry.file}: ts_close runs {ts[0]}..{ts[-1]}, the manifest says "
+            f"{entry.ts_start}..{entry.ts_end}; {_REDO}."
+        )
+    start, end = bounds
+    row_start = 0 if start is None else int(np.searchsorted(ts, start, side="left"))
+    row_stop = entry.rows if end is None else int(np.searchsorted(ts, end, side="left"))
+    if row_stop <= row_start:
+        return None  # the range falls between two bars of this shard
+    if verify and (actual := hashlib.sha256(mapping).hexdigest()) != entry.sha256:
+        raise InvalidInputError(
+            f"{folder / entry.file}: SHA-256 is {actual}, the manifest says {entry.sha256}: "
+            f"the shard is damaged; {_REDO}."
+        )
+    return mapping, offsets, row_start, row_stop
+
+
+def _make_part(
+    manifest: _Manifest,
+    entry: _ShardEntry,
+    opened: tuple[mmap.mmap, dict[str, int], int, int],
+    row_offset: int,
+    device: Literal["cpu", "cuda"],
+) -> _Part:
+    """Wrap the selected rows of every column of a mapped shard, zero-copy."""
+    mapping, offsets, row_start, row_stop = opened
+    n_rows = row_stop - row_start
+    columns: dict[str, Array] = {}
+    registration = None
+    if device == "cuda":
+        from fxstore.train import _cuda_host
+
+        registration = _cuda_host.HostRegistration(mapping)
+    for name, dtype in manifest.columns.items():
+        offset = offsets[name] + row_start * dtype.itemsize
+        if registration is None:
+            columns[name] = np.frombuffer(mapping, dtype=dtype, count=n_rows, offset=offset)
+        else:
+            columns[name] = _cuda_host.mapped_array(registration, offset, dtype, n_rows)
+    view = ShardView(entry.file, row_offset, n_rows, columns)
+    return _Part(offsets, registration, row_start, view)
+
+
+def open_fxcache(
+    root: str | Path,
+    symbol: str,
+    *,
+    featureset: str | None = None,
+    start: TimeBound = None,
+    end: TimeBound = None,
+    device: DeviceName = "auto",
+    verify: bool = True,
+) -> FxCacheView:
+    """Open the fxcache of `symbol`, selecting the rows with ``start <= ts_close < end``.
+
+    Only shards whose time span overlaps ``[start, end)`` are mapped, checksummed and (on a
+    GPU) registered; rows inside them are found by binary search on ``ts_close``.
+
+    Parameters
+    ----------
+    root
+        Store root, the folder holding ``fxcache/``.
+    symbol
+        Store symbol, continuous (e.g. "ES.FUT").
+    featureset
+        Feature-set hash (folder name under ``fxcache/<symbol>/``); None when there is one.
+    start, end
+        Half-open range on ``ts_close``; None is unbounded. int values are ns UTC.
+    device
+        "cpu": numpy views; "cuda": CuPy arrays over CUDA-registered mappings; "auto": "cuda"
+        when CuPy finds a GPU, else "cpu".
+    verify
+        Check each selected shard's SHA-256 against the manifest (reads it once). Pass False
+        in hot loops that reopen a cache already verified once.
+
+    Returns
+    -------
+    FxCacheView
+        The open view; use it as a context manager.
+
+    Raises
+    ------
+    SymbolNotFoundError
+        `symbol` has no fxcache (the message lists those that have one).
+    InvalidInputError
+        Bad arguments, no rows in the range, a missing shard file or a checksum mismatch.
+    SchemaError
+        A manifest or shard that does not follow the fxcache format.
+    """
+    root = Path(root)
+    start_ns, end_ns = _to_ns(start, "start"), _to_ns(end, "end")
+    if start_ns is not None and end_ns is not None and start_ns >= end_ns:
+        raise InvalidInputError(f"`start` must be before `end`, was {start_ns} >= {end_ns} ns.")
+    resolved = _resolve_device(device)
+    folder = _find_folder(root, validate_key(symbol, "symbol"), featureset)
+    manifest = _read_manifest(folder, symbol)
+    parts: list[_Part] = []
+    n_rows = 0
+    for entry in manifest.shards:
+        if (start_ns is not None and entry.ts_end < start_ns) or (
+            end_ns is not None and entry.ts_start >= end_ns
+        ):
+            continue
+        opened = _open_part(folder, manifest, entry, (start_ns, end_ns), verify)
+        if opened is not None:
+            parts.append(_make_part(manifest, entry, opened, n_rows, resolved))
+            n_rows += parts[-1].view.n_rows
+    if not parts:
+        raise InvalidInputError(
+            f"no rows of {symbol!r} with {start_ns} <= ts_close < {end_ns} ns; the cache spans "
+            f"{manifest.shards[0].ts_start}..{manifest.shards[-1].ts_end}."
+        )
+    logger.info(
+        "opened fxcache %s: %d rows in %d shards on %s", symbol, n_rows, len(parts), resolved
+    )
+    return FxCacheView(manifest, resolved, parts)
