@@ -11,9 +11,12 @@ import hashlib
 import json
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Final, Literal, get_args
+from typing import TYPE_CHECKING, Final, Literal, get_args
 
 from fxstore.errors import InvalidInputError
+
+if TYPE_CHECKING:
+    from fxstore.features.definitions import FeatureSet
 
 BarType = Literal[
     "tick_imbalance",
@@ -350,3 +353,53 @@ class IngestConfig:
             "instrument_mode": str(parse_instrument_mode(self.instrument_mode)),
             "bars": asdict(self.bars),
         }
+
+
+ShardBy = Literal["month", "year", "day"]
+
+
+def _default_featureset() -> FeatureSet:
+    from fxstore.features.definitions import default_featureset
+
+    return default_featureset()
+
+
+@dataclass(frozen=True, slots=True)
+class FeatureConfig:
+    """How `fxstore precompute` turns a bar series into an fxcache (:mod:`fxstore.features`)."""
+
+    symbol: str = "ES.FUT"
+    """Store symbol of the bars, continuous over rolls (e.g. "ES.FUT")."""
+
+    instrument_key: str = "mbp10_front_month"
+    """Bar series' instrument key: 'mbp10_front_month' or 'mbp10_instr<id>' (one continuous
+    series; bars of several instruments interleaved are refused)."""
+
+    bar_key: str | None = None
+    """Bar series' bar key (e.g. 'dib-b100-946dfb62'); None picks the only one there is."""
+
+    features: FeatureSet = field(default_factory=_default_featureset)
+    """The features, targets and settings (default: the default feature set)."""
+
+    shard_by: ShardBy = "month"
+    """One shard per calendar 'month' (YYYY-MM.arrow), 'year' or 'day' of trading_day."""
+
+    force: bool = False
+    """Recompute even when the bars and the feature set are unchanged."""
+
+    def __post_init__(self) -> None:
+        from fxstore.features.definitions import FeatureSet
+        from fxstore.store import validate_key
+
+        validate_key(self.symbol, "symbol")
+        validate_key(self.instrument_key, "instrument-key")
+        if self.bar_key is not None:
+            validate_key(self.bar_key, "bar-key")
+        if not isinstance(self.features, FeatureSet):
+            raise InvalidInputError(
+                f"`features` must be a FeatureSet, was {type(self.features).__name__}."
+            )
+        if self.shard_by not in get_args(ShardBy):
+            raise InvalidInputError(
+                f"`shard_by` must be 'month', 'year' or 'day', was {self.shard_by!r}."
+            )
