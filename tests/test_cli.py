@@ -104,3 +104,71 @@ def test_scan_unsafe_symbol_fails(symbol: str) -> None:
 
     assert result.exit_code == 1
     assert "Error: `symbol`" in result.output
+
+
+def test_demo_small_market_runs_synth_scan_and_ingest(tmp_path: Path) -> None:
+    args = ["demo", "--start", "2024-03-04", "--end", "2024-03-13", "--events-per-day", "3000"]
+
+    result = CliRunner().invoke(cli, [*args, "--store", str(tmp_path)], catch_exceptions=False)
+
+    assert result.exit_code == 0, result.output
+    assert "Front month of ES" in result.output
+    assert "Ingested 8 trading days" in result.output
+    assert len(list((tmp_path / "synth" / "ES.FUT").glob("*.dbn.zst"))) == 8
+
+
+def test_synth_then_ingest_twice_reports_up_to_date(tmp_path: Path) -> None:
+    runner = CliRunner()
+    market = tmp_path / "m"
+    synth_args = ["synth", str(market), "--start", "2024-03-04", "--end", "2024-03-05"]
+    runner.invoke(cli, [*synth_args, "--events-per-day", "2000"], catch_exceptions=False)
+    ingest_args = ["ingest", str(market), "--store", str(tmp_path), "--workers", "1"]
+
+    first = runner.invoke(cli, ingest_args, catch_exceptions=False)
+    second = runner.invoke(cli, ingest_args, catch_exceptions=False)
+
+    assert first.exit_code == 0 and "Ingested 2 trading days" in first.output
+    assert second.exit_code == 0 and second.output.startswith("Up to date:")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--instrument-mode", "nearest"], "Error: `--instrument-mode` must be all, id=N"),
+        (["--bar-type", "tick"], "Error: `threshold` is required for 'tick' bars."),
+        (
+            ["--threshold", "-5", "--bar-type", "volume"],
+            "Error: `threshold` must be > 0, was -5.0.",
+        ),
+        (["--symbol", "../ES"], "Error: `symbol` may hold only letters"),
+        (["--workers", "0"], "Error: `workers` must be"),
+    ],
+)
+def test_ingest_bad_options_fail_with_one_error_line(
+    args: list[str], message: str, tmp_path: Path
+) -> None:
+    path = PEER / "GLBX.MDP3.test_data.mbp-10.dbn.zst"
+
+    result = CliRunner().invoke(cli, ["ingest", str(path), "--store", str(tmp_path), *args])
+
+    assert result.exit_code == 1
+    assert result.output.startswith(message), result.output
+    assert len(result.output.strip().splitlines()) == 1
+    assert not (tmp_path / "bars").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "field"),
+    [
+        (["--start", "2024-03-08", "--end", "2024-03-04"], "`end`"),
+        (["--events-per-day", "5"], "`events_per_day`"),
+        (["--signal", "2"], "`signal_strength`"),
+    ],
+)
+def test_synth_bad_options_fail_naming_the_field(
+    args: list[str], field: str, tmp_path: Path
+) -> None:
+    result = CliRunner().invoke(cli, ["synth", str(tmp_path / "m"), *args])
+
+    assert result.exit_code == 1
+    assert result.output.startswith("Error: ") and field in result.output
