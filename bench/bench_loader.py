@@ -22,6 +22,7 @@ import shutil
 import statistics
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import cupy
@@ -83,21 +84,15 @@ def naive(cache: Fxcache) -> tuple[cupy.ndarray, cupy.ndarray]:
     return x, y
 
 
-def blocks_of(view: FxCacheView) -> list[_cuda_host.ColumnBlock]:
-    names = view.feature_names + view.target_names
-    return [
-        _cuda_host.ColumnBlock(p.registration, tuple(p.offsets[n] for n in names), p.row_start, p.view.n_rows)  # type: ignore[arg-type]
-        for p in view._parts or []
-    ]
-
-
 def streaming_read(view: FxCacheView, repeat: int) -> tuple[float, int]:
     """Zero-copy: sum every mapped feature + target byte on the GPU, in place; (seconds, bytes)."""
     spans = []
-    for block in blocks_of(view):
+    for block in view._column_blocks():
         first, last = block.column_offsets[0], block.column_offsets[-1]
         count = (last - first) // 4 + block.n_rows
-        spans.append(_cuda_host.mapped_array(block.registration, first, np.dtype(np.float32), count))
+        spans.append(
+            _cuda_host.mapped_array(block.registration, first, np.dtype(np.float32), count)
+        )
     out = cupy.empty(len(spans), dtype=np.float32)
 
     def read() -> None:
@@ -109,8 +104,27 @@ def streaming_read(view: FxCacheView, repeat: int) -> tuple[float, int]:
     return seconds, sum(s.nbytes for s in spans)
 
 
+STARTED = time.perf_counter()
+
+
+def log(message: str) -> None:
+    """Progress on stdout, with seconds since the script started."""
+    print(f"[{time.perf_counter() - STARTED:6.1f} s] {message}", flush=True)
+
+
+def open_seconds(open_view: Callable[[str], FxCacheView], device: str, repeat: int) -> float:
+    """Median seconds to open a view (its close, which unregisters, is not timed)."""
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        view = open_view(device)
+        times.append(time.perf_counter() - start)
+        view.close()
+    return statistics.median(times)
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--gib", type=float, default=2.25)
     parser.add_argument("--months", type=int, default=24)
     parser.add_argument("--features", type=int, default=60)
@@ -119,41 +133,55 @@ def main() -> None:
     parser.add_argument("--folder", type=Path, default=Path("/tmp/fxstore-bench-loader"))
     args = parser.parse_args()
     r = args.repeat
-    t0 = time.perf_counter()
     cache = make_cache(args.folder, args.gib, args.months, args.features, args.targets)
-    print(f"wrote {len(cache.paths)} shards in {time.perf_counter() - t0:.1f} s", flush=True)
+    log(f"wrote {len(cache.paths)} shards")
     shard_bytes = sum(p.stat().st_size for p in cache.paths)
 
     def open_view(device: str, verify: bool = False) -> FxCacheView:
         return open_fxcache(cache.root, SYMBOL, device=device, verify=verify)  # type: ignore[arg-type]
 
     verify_s, _ = median_seconds(lambda: open_view("cpu", verify=True).close(), 1)
+    log(f"verified open (sha256 of every shard) in {verify_s:.2f} s")
     view = open_view("cuda")
     nbytes = view.n_rows * 4 * (len(view.feature_names) + len(view.target_names))
     gb = nbytes / 1e9
 
     c_s, c_all = pinned_limit(nbytes, r)
+    log(f"(c) pinned memcpy {gb / c_s:.1f} GB/s")
+    view.features_to_device()  # warm-up: kernel compile, memory pool
     a_s, a_all = median_seconds(view.features_to_device, r)
-    direct_s, _ = median_seconds(lambda: _cuda_host.copy_blocks_to_device(blocks_of(view), args.features, args.targets, staged=False), r)
+    log(f"(a) loader {gb / a_s:.1f} GB/s")
+    direct = partial(
+        _cuda_host.copy_blocks_to_device,
+        view._column_blocks(),
+        args.features,
+        args.targets,
+        staged=False,
+    )
+    direct_s, _ = median_seconds(direct, r)
     stream_s, stream_bytes = streaming_read(view, r)
     x, y = view.features_to_device()
+    n_rows = view.n_rows
+    del direct  # holds the registrations
     view.close()
-    cpu_open_s, _ = median_seconds(lambda: open_view("cpu").close(), r)
-    cuda_open_s, _ = median_seconds(lambda: open_view("cuda").close(), r)
+    cpu_open_s = open_seconds(open_view, "cpu", r)
+    cuda_open_s = open_seconds(open_view, "cuda", r)
     e2e_s, _ = median_seconds(lambda: _open_copy_close(open_view), r)
-    b_s, b_all = median_seconds(naive, max(3, r // 2)) if False else median_seconds(lambda: naive(cache), max(3, r // 2))
-    xb, yb = naive(cache)
+    log(f"opens and open+copy+close done ({gb / e2e_s:.1f} GB/s end to end)")
+    xb, yb = naive(cache)  # warm-up, and the values to compare
     same = bool(cupy.array_equal(x, xb)) and bool(cupy.array_equal(y, yb))
     del x, y, xb, yb
+    b_s, b_all = median_seconds(lambda: naive(cache), max(3, r // 2))
 
     props = cupy.cuda.runtime.getDeviceProperties(0)
+    registration_s = cuda_open_s - cpu_open_s
     result: dict[str, object] = {
         "device": props["name"].decode(),
         "cupy": cupy.__version__,
         "cuda_runtime": cupy.cuda.runtime.runtimeGetVersion(),
         "shards": len(cache.paths),
         "shard_bytes": shard_bytes,
-        "rows": view.n_rows,
+        "rows": n_rows,
         "features": args.features,
         "targets": args.targets,
         "feature_target_bytes": nbytes,
@@ -171,8 +199,8 @@ def main() -> None:
         "c_pinned_all_s": c_all,
         "a_over_c": c_s / a_s,
         "a_over_b_speedup": b_s / a_s,
-        "registration_s": cuda_open_s - cpu_open_s,
-        "registration_GBps": shard_bytes / 1e9 / max(cuda_open_s - cpu_open_s, 1e-9),
+        "registration_s": registration_s,
+        "registration_GBps": shard_bytes / 1e9 / registration_s,
         "open_cpu_s": cpu_open_s,
         "open_cuda_s": cuda_open_s,
         "verify_sha256_open_s": verify_s,
@@ -180,12 +208,14 @@ def main() -> None:
         "loader_equals_naive": same,
     }
     path = write_result("loader", result)
-    print(f"device {result['device']}: {nbytes / 2**30:.2f} GiB of features+targets, {len(cache.paths)} shards")
-    for key in ("a_loader_GBps", "a_direct_zero_copy_GBps", "a_open_copy_close_GBps", "b_naive_GBps",
-                "c_pinned_memcpy_GBps", "a_over_c", "a_over_b_speedup", "registration_s",
-                "registration_GBps", "streaming_read_GBps", "verify_sha256_open_s", "loader_equals_naive"):
-        value = result[key]
-        print(f"  {key:28s} {value:.3f}" if isinstance(value, float) else f"  {key:28s} {value}")
+    print(
+        f"{result['device']}: {nbytes / 2**30:.2f} GiB features+targets, {len(cache.paths)} shards"
+    )
+    for key, value in result.items():
+        if key.endswith(("GBps", "_over_c", "speedup", "_s", "equals_naive")):
+            print(
+                f"  {key:28s} {value:.3f}" if isinstance(value, float) else f"  {key:28s} {value}"
+            )
     print(f"wrote {path}")
     shutil.rmtree(args.folder, ignore_errors=True)
 

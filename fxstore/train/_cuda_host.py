@@ -20,7 +20,6 @@ from typing import Final
 
 import cupy
 import numpy as np
-import numpy.typing as npt
 
 __all__ = [
     "ColumnBlock",
@@ -100,11 +99,11 @@ def _unregister(host_ptr: int) -> None:
 
 
 class HostRegistration:
-    """A read-only memory mapping registered with CUDA as pinned, device-mapped host memory.
+    """A read-only memory-mapped file registered with CUDA as pinned, device-mapped host memory.
 
-    The registration keeps the mapping alive, and is released exactly once: by
-    :meth:`release`, or when the last reference to it (a :func:`mapped_array` holds one) dies.
-    Unregistering waits for the device to finish queued work first.
+    The registration keeps the mapping alive and is released exactly once, by a finalizer, when
+    the last reference to it dies (each :func:`mapped_array` holds one) or at interpreter exit.
+    Unregistering first waits for the device to finish queued work, which may still read it.
     """
 
     __slots__ = ("__weakref__", "_finalizer", "_mapping", "device_id", "device_ptr", "host_ptr")
@@ -113,27 +112,13 @@ class HostRegistration:
         self._mapping = mapping
         probe = np.frombuffer(mapping, dtype=np.uint8)
         self.host_ptr: int = int(probe.__array_interface__["data"][0])
-        del probe  # release the buffer export: the mapping must stay closable
+        del probe  # release the buffer export at once
         self.device_id: int = int(cupy.cuda.runtime.getDevice())
         flags = HOST_REGISTER_MAPPED | HOST_REGISTER_READ_ONLY
         cupy.cuda.runtime.hostRegister(self.host_ptr, len(mapping), flags)
         self._finalizer = weakref.finalize(self, _unregister, self.host_ptr)
         attrs = cupy.cuda.runtime.pointerGetAttributes(self.host_ptr)
         self.device_ptr: int = int(attrs.devicePointer)
-
-    @property
-    def size(self) -> int:
-        """Bytes registered: the whole mapped file."""
-        return len(self._mapping)
-
-    @property
-    def is_live(self) -> bool:
-        """False once the range was unregistered."""
-        return bool(self._finalizer.alive)
-
-    def release(self) -> None:
-        """Unregister now (no-op if already done); arrays wrapping it must no longer be used."""
-        self._finalizer()
 
 
 def mapped_array(
@@ -287,8 +272,3 @@ def copy_blocks_to_device(
     if n_rows:
         (_copy_staged if staged else _copy_direct)(blocks, out)
     return out
-
-
-def host_array(registration: HostRegistration) -> npt.NDArray[np.uint8]:
-    """The registered mapping as host bytes (read-only numpy view, no copy)."""
-    return np.frombuffer(registration._mapping, dtype=np.uint8)

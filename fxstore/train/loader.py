@@ -1,19 +1,14 @@
 """Open a symbol's fxcache and put it on the GPU: the one data path of every trainer.
 
-Each selected shard (an Arrow IPC file holding one record batch; DESIGN.md, "fxcache") is
-memory-mapped read-only. Columns come out zero-copy: numpy views of the mapping on a CPU, or on
-a GPU CuPy arrays over the same pages, registered with CUDA as pinned, device-mapped, read-only
-host memory. :meth:`FxCacheView.features_to_device` copies features and targets in one bulk pass
-into float32 matrices in device memory, which is where random access belongs: gathers through
-mapped host memory are ~100x slower than from device memory.
-
-Lifetimes: a view is a context manager. Closing it drops its references; every array it handed
-out holds a reference to its shard's mapping (and CUDA registration), so such an array stays
-valid after the close, and the mapping is unregistered and unmapped, exactly once, when the last
-array that needs it dies. With no array left, closing releases everything at once.
-
-DLPack: numpy and CuPy arrays export ``__dlpack__``, so ``torch.from_dlpack(x)`` and
-``jax.dlpack.from_dlpack(x)`` take the matrices without a copy.
+Selected shards (Arrow IPC files of one record batch; DESIGN.md "fxcache") are memory-mapped
+read-only and their columns handed out zero-copy: numpy views on a CPU; on a GPU, CuPy arrays over
+the same pages, registered with CUDA as pinned, device-mapped, read-only host memory.
+:meth:`FxCacheView.features_to_device` copies features and targets in one bulk pass into float32
+matrices in device memory, where random access belongs (gathers through mapped host memory are
+~100x slower). Lifetimes: every handed-out array owns a reference to its shard's mapping (and
+registration), so it stays valid after the view is closed; the mapping is unregistered and
+unmapped exactly once, when its last array dies, or at the close when none is left. numpy and
+CuPy arrays export DLPack: ``torch.from_dlpack(x)`` takes X without a copy.
 
 Examples
 --------
@@ -28,7 +23,9 @@ import hashlib
 import itertools
 import logging
 import mmap
+import os
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -42,7 +39,7 @@ from fxstore.errors import InvalidInputError, SchemaError, SymbolNotFoundError
 from fxstore.store import read_json, validate_key
 
 if TYPE_CHECKING:
-    from fxstore.train._cuda_host import HostRegistration
+    from fxstore.train._cuda_host import ColumnBlock, HostRegistration
 
 __all__ = ["DeviceName", "FxCacheView", "ShardView", "TimeBound", "open_fxcache"]
 
@@ -65,7 +62,7 @@ LEADING_COLUMNS: Final[tuple[tuple[str, type[np.generic]], ...]] = (
     ("mkt_close", np.float64),
     ("mkt_half_spread", np.float64),
 )
-_BLOCK_ROWS: Final = 1 << 15  # CPU copy block: its rows of X stay in cache while columns land
+_BLOCK_ROWS: Final = 1 << 13  # CPU copy: a block of X (8192 x 64 floats: 2 MiB) stays in cache
 _REDO: Final = "re-run `fxstore precompute --force`"
 _T = TypeVar("_T")
 
@@ -99,7 +96,8 @@ class ShardView:
     """Index of this shard's first selected row in the whole view."""
     n_rows: int
     columns: Mapping[str, Array]
-    """Column name -> 1-D read-only array of `n_rows` items, in file order."""
+    """Column name -> 1-D array of `n_rows` items, in file order. Read-only memory: numpy marks
+    it so; on a GPU, writing to it from a kernel is an illegal access."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,42 +183,62 @@ def _column_offsets(
     mapping: mmap.mmap, path: Path, manifest: _Manifest, rows: int
 ) -> dict[str, int]:
     """Byte offset of each column's data in a mapped shard, after checking its layout."""
-    base = pa.py_buffer(mapping)
+    data = pa.py_buffer(mapping)  # released on return: the mapping stays closable
     try:
-        reader = pa.ipc.open_file(base)
+        reader = pa.ipc.open_file(data)
     except pa.ArrowInvalid as err:
         raise SchemaError(f"{path}: not an Arrow IPC file ({err}); {_REDO}.") from err
     expected = pa.schema([(n, pa.from_numpy_dtype(d)) for n, d in manifest.columns.items()])
     if not reader.schema.equals(expected):
-        got = ", ".join(f"{f.name}:{f.type}" for f in reader.schema)
-        raise SchemaError(f"{path}: columns are [{got}], the manifest needs [{expected}]; {_REDO}.")
+        got, need = (", ".join(f"{f.name}:{f.type}" for f in x) for x in (reader.schema, expected))
+        raise SchemaError(f"{path}: columns are [{got}], the manifest needs [{need}]; {_REDO}.")
     batch = reader.get_batch(0) if reader.num_record_batches == 1 else None
     if batch is None or batch.num_rows != rows:
         raise SchemaError(f"{path}: expected one record batch of {rows} rows; {_REDO}.")
     offsets = {}
     for name, column in zip(batch.schema.names, batch.columns, strict=True):
-        offset = column.buffers()[1].address - base.address
+        offset = column.buffers()[1].address - data.address
         if column.null_count or column.offset or offset % manifest.columns[name].itemsize:
             raise SchemaError(f"{path}: column {name} has nulls or is unaligned; {_REDO}.")
         offsets[name] = offset
     return offsets
 
 
-def _map_shard(
-    folder: Path, manifest: _Manifest, entry: _ShardEntry
-) -> tuple[mmap.mmap, dict[str, int]]:
-    """Memory-map one shard read-only and locate its columns."""
-    path = folder / entry.file
-    try:
-        with open(path, "rb") as fh:
-            mapping = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
-    except FileNotFoundError as err:
-        raise InvalidInputError(
-            f"{path}: shard of {manifest.symbol!r} listed in the manifest is missing; {_REDO}."
-        ) from err
-    except ValueError as err:  # an empty file cannot be mapped
-        raise SchemaError(f"{path}: {err}; {_REDO}.") from err
-    return mapping, _column_offsets(mapping, path, manifest, entry.rows)
+def _map_shards(
+    folder: Path, manifest: _Manifest, entries: list[_ShardEntry], verify: bool
+) -> list[tuple[mmap.mmap, dict[str, int]]]:
+    """Memory-map shards read-only, check their SHA-256 (in parallel), locate their columns.
+
+    The mappings are MAP_SHARED (Python's mmap), not pyarrow's MAP_PRIVATE ``memory_map``: on
+    an H200 machine, cudaHostRegister of a private file mapping hung (> 40 s for 112 MB) where a
+    shared one registers at ~20 GB/s. Python's mmap keeps a duplicate of the file descriptor
+    while the mapping lives (until 3.13's ``trackfd=False``): one descriptor per open shard.
+    """
+    mapped = []
+    for entry in entries:
+        try:
+            with open(folder / entry.file, "rb") as fh:
+                mapped.append(mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ))
+        except FileNotFoundError as err:
+            raise InvalidInputError(
+                f"{folder / entry.file}: shard of {manifest.symbol!r} listed in the manifest is "
+                f"missing; {_REDO}."
+            ) from err
+        except ValueError as err:  # an empty file cannot be mapped
+            raise SchemaError(f"{folder / entry.file}: {err}; {_REDO}.") from err
+    if verify:  # hashlib releases the GIL: one thread per shard, up to the cores
+        with ThreadPoolExecutor(min(len(entries), os.cpu_count() or 1) or 1) as pool:
+            digests = list(pool.map(lambda data: hashlib.sha256(data).hexdigest(), mapped))
+        for entry, actual in zip(entries, digests, strict=True):
+            if actual != entry.sha256:
+                raise InvalidInputError(
+                    f"{folder / entry.file}: SHA-256 is {actual}, the manifest says "
+                    f"{entry.sha256}: the shard is damaged; {_REDO}."
+                )
+    return [
+        (data, _column_offsets(data, folder / e.file, manifest, e.rows))
+        for data, e in zip(mapped, entries, strict=True)
+    ]
 
 
 class FxCacheView:
@@ -232,11 +250,19 @@ class FxCacheView:
 
     def __init__(self, manifest: _Manifest, device: Literal["cpu", "cuda"], parts: list[_Part]):
         self._manifest = manifest
+        self._parts: list[_Part] | None = parts
+        self.symbol: str = manifest.symbol
+        """The store symbol, continuous (e.g. "ES.FUT")."""
         self.device: Literal["cpu", "cuda"] = device
         """Where the arrays live: "cpu" (numpy) or "cuda" (CuPy)."""
         self.n_rows: int = sum(p.view.n_rows for p in parts)
         """Rows selected, over all shards."""
-        self._parts: list[_Part] | None = parts
+        self.feature_names: tuple[str, ...] = manifest.features
+        """Feature columns, in the order of X's columns."""
+        self.target_names: tuple[str, ...] = manifest.targets
+        """Target columns, in the order of Y's columns."""
+        self.manifest: dict[str, object] = manifest.raw
+        """The cache's manifest.json as read: feature-set definition, statistics, shard list."""
 
     def __enter__(self) -> FxCacheView:
         return self
@@ -254,26 +280,6 @@ class FxCacheView:
     def closed(self) -> bool:
         """True after :meth:`close`."""
         return self._parts is None
-
-    @property
-    def symbol(self) -> str:
-        """The store symbol, continuous (e.g. "ES.FUT")."""
-        return self._manifest.symbol
-
-    @property
-    def manifest(self) -> dict[str, object]:
-        """The cache's manifest.json as read: feature-set definition, statistics, shard list."""
-        return self._manifest.raw
-
-    @property
-    def feature_names(self) -> tuple[str, ...]:
-        """Feature columns, in the order of X's columns."""
-        return self._manifest.features
-
-    @property
-    def target_names(self) -> tuple[str, ...]:
-        """Target columns, in the order of Y's columns."""
-        return self._manifest.targets
 
     @property
     def shards(self) -> tuple[ShardView, ...]:
@@ -301,23 +307,26 @@ class FxCacheView:
             access), complete on return; on a CPU, numpy arrays. Either way they own their
             memory: closing the view does not touch them.
         """
-        parts = self._open_parts()
-        features, targets = self._manifest.features, self._manifest.targets
+        features, targets = self.feature_names, self.target_names
         if self.device == "cpu":
-            return _copy_to_host(parts, features, targets)
+            return _copy_to_host(self._open_parts(), features, targets)
         from fxstore.train import _cuda_host
 
-        blocks = [
-            _cuda_host.ColumnBlock(
-                p.registration,
-                tuple(p.offsets[n] for n in features + targets),
-                p.row_start,
-                p.view.n_rows,
+        blocks = self._column_blocks()
+        return _cuda_host.copy_blocks_to_device(blocks, len(features), len(targets))
+
+    def _column_blocks(self) -> list[ColumnBlock]:
+        """The selected rows of every feature and target column, per registered shard."""
+        from fxstore.train._cuda_host import ColumnBlock
+
+        names = self.feature_names + self.target_names
+        return [
+            ColumnBlock(
+                p.registration, tuple(p.offsets[n] for n in names), p.row_start, p.view.n_rows
             )
-            for p in parts
+            for p in self._open_parts()
             if p.registration is not None
         ]
-        return _cuda_host.copy_blocks_to_device(blocks, len(features), len(targets))
 
     def _open_parts(self) -> list[_Part]:
         if self._parts is None:
@@ -372,70 +381,50 @@ def _resolve_device(device: DeviceName) -> Literal["cpu", "cuda"]:
     try:
         from fxstore.train import _cuda_host
     except ImportError as err:
-        if device == "auto":
-            return "cpu"
-        raise InvalidInputError(
-            f"device='cuda' needs CuPy ({err}); install fxstore[gpu] or pass device='cpu'."
-        ) from err
-    if _cuda_host.cuda_device_count() > 0:
-        return "cuda"
-    if device == "auto":
-        return "cpu"
-    raise InvalidInputError("device='cuda' but CUDA finds no GPU; pass device='cpu'.")
+        count, why = 0, f"needs CuPy ({err}); install fxstore[gpu] or"
+    else:
+        count, why = _cuda_host.cuda_device_count(), "but CUDA finds no GPU;"
+    if count > 0 or device == "auto":
+        return "cuda" if count > 0 else "cpu"
+    raise InvalidInputError(f"device='cuda' {why} pass device='cpu'.")
 
 
 def _open_part(
-    folder: Path,
-    manifest: _Manifest,
+    mapped: tuple[mmap.mmap, dict[str, int]],
     entry: _ShardEntry,
+    manifest: _Manifest,
     bounds: tuple[int | None, int | None],
-    verify: bool,
-) -> tuple[mmap.mmap, dict[str, int], int, int] | None:
-    """Map one shard and find its rows inside `bounds`; None when it has none."""
-    mapping, offsets = _map_shard(folder, manifest, entry)
+    row_offset: int,
+    device: Literal["cpu", "cuda"],
+) -> _Part | None:
+    """Select a mapped shard's rows inside `bounds` and wrap every column (zero-copy)."""
+    mapping, offsets = mapped
     ts = np.frombuffer(mapping, dtype=np.int64, count=entry.rows, offset=offsets["ts_close"])
     if ts[0] != entry.ts_start or ts[-1] != entry.ts_end:
         raise SchemaError(
-            f"{folder / entry.file}: ts_close runs {ts[0]}..{ts[-1]}, the manifest says "
-            f"{entry.ts_start}..{entry.ts_end}; {_REDO}."
+            f"{entry.file} of {manifest.symbol!r}: ts_close runs {ts[0]}..{ts[-1]}, the manifest "
+            f"says {entry.ts_start}..{entry.ts_end}; {_REDO}."
         )
     start, end = bounds
     row_start = 0 if start is None else int(np.searchsorted(ts, start, side="left"))
-    row_stop = entry.rows if end is None else int(np.searchsorted(ts, end, side="left"))
-    if row_stop <= row_start:
+    n_rows = (entry.rows if end is None else int(np.searchsorted(ts, end))) - row_start
+    if n_rows <= 0:
         return None  # the range falls between two bars of this shard
-    if verify and (actual := hashlib.sha256(mapping).hexdigest()) != entry.sha256:
-        raise InvalidInputError(
-            f"{folder / entry.file}: SHA-256 is {actual}, the manifest says {entry.sha256}: "
-            f"the shard is damaged; {_REDO}."
-        )
-    return mapping, offsets, row_start, row_stop
-
-
-def _make_part(
-    manifest: _Manifest,
-    entry: _ShardEntry,
-    opened: tuple[mmap.mmap, dict[str, int], int, int],
-    row_offset: int,
-    device: Literal["cpu", "cuda"],
-) -> _Part:
-    """Wrap the selected rows of every column of a mapped shard, zero-copy."""
-    mapping, offsets, row_start, row_stop = opened
-    n_rows = row_stop - row_start
-    columns: dict[str, Array] = {}
     registration = None
     if device == "cuda":
         from fxstore.train import _cuda_host
 
         registration = _cuda_host.HostRegistration(mapping)
+    columns: dict[str, Array] = {}
     for name, dtype in manifest.columns.items():
         offset = offsets[name] + row_start * dtype.itemsize
         if registration is None:
             columns[name] = np.frombuffer(mapping, dtype=dtype, count=n_rows, offset=offset)
         else:
             columns[name] = _cuda_host.mapped_array(registration, offset, dtype, n_rows)
-    view = ShardView(entry.file, row_offset, n_rows, columns)
-    return _Part(offsets, registration, row_start, view)
+    return _Part(
+        offsets, registration, row_start, ShardView(entry.file, row_offset, n_rows, columns)
+    )
 
 
 def open_fxcache(
@@ -491,17 +480,21 @@ def open_fxcache(
     resolved = _resolve_device(device)
     folder = _find_folder(root, validate_key(symbol, "symbol"), featureset)
     manifest = _read_manifest(folder, symbol)
+    overlapping = [
+        entry
+        for entry in manifest.shards
+        if (start_ns is None or entry.ts_end >= start_ns)
+        and (end_ns is None or entry.ts_start < end_ns)
+    ]
     parts: list[_Part] = []
     n_rows = 0
-    for entry in manifest.shards:
-        if (start_ns is not None and entry.ts_end < start_ns) or (
-            end_ns is not None and entry.ts_start >= end_ns
-        ):
-            continue
-        opened = _open_part(folder, manifest, entry, (start_ns, end_ns), verify)
-        if opened is not None:
-            parts.append(_make_part(manifest, entry, opened, n_rows, resolved))
-            n_rows += parts[-1].view.n_rows
+    for entry, mapped in zip(
+        overlapping, _map_shards(folder, manifest, overlapping, verify), strict=True
+    ):
+        part = _open_part(mapped, entry, manifest, (start_ns, end_ns), n_rows, resolved)
+        if part is not None:
+            parts.append(part)
+            n_rows += part.view.n_rows
     if not parts:
         raise InvalidInputError(
             f"no rows of {symbol!r} with {start_ns} <= ts_close < {end_ns} ns; the cache spans "

@@ -278,7 +278,7 @@ def test_open_fxcache_manifest_of_other_format_raises_schema_error(cache: Fxcach
         ({"start": 10, "end": 10}, r"`start` must be before `end`, was 10 >= 10 ns\."),
         ({"start": dt.datetime(2024, 1, 2)}, r"`start` must be timezone-aware"),
         ({"end": "2024-01-02"}, r"`end` must be int ns UTC, .* was '2024-01-02'\."),
-        ({"end": np.datetime64("NaT")}, r"`end` must be int ns UTC"),
+        ({"end": np.datetime64("NaT", "ns")}, r"`end` must be int ns UTC"),
         ({"device": "tpu"}, r"`device` must be 'auto', 'cpu' or 'cuda', was 'tpu'\."),
         (
             {"start": 0, "end": 1},

@@ -42,8 +42,12 @@ def test_cuda_columns_are_zero_copy_views_of_registered_mapped_shards(wide: Fxca
         attrs = cupy.cuda.runtime.pointerGetAttributes(column.data.ptr)
         assert attrs.type == MEMORY_TYPE_HOST
         assert any(lo <= attrs.hostPointer < hi for lo, hi in mapped_ranges(wide.paths[2]))
-        np.testing.assert_array_equal(cupy.asnumpy(column), read_shard(wide.paths[2])["f_36"].to_numpy())
-        assert float(column.sum()) == pytest.approx(float(read_shard(wide.paths[2])["f_36"].to_numpy().sum()), rel=1e-4)
+        np.testing.assert_array_equal(
+            cupy.asnumpy(column), read_shard(wide.paths[2])["f_36"].to_numpy()
+        )
+        assert float(column.sum()) == pytest.approx(
+            float(read_shard(wide.paths[2])["f_36"].to_numpy().sum()), rel=1e-4
+        )
 
 
 @pytest.mark.parametrize("rows", [(0, 9153), (17, 9100), (4099, 6152), (4098, 4100)])
@@ -68,11 +72,7 @@ def test_direct_zero_copy_transpose_equals_staged_copy(wide: Fxcache) -> None:
 
     with open_fxcache(wide.root, SYMBOL, start=int(all_ts(wide)[100]), device="cuda") as view:
         staged = view.features_to_device()
-        names = view.feature_names + view.target_names
-        blocks = [
-            _cuda_host.ColumnBlock(p.registration, tuple(p.offsets[n] for n in names), p.row_start, p.view.n_rows)  # type: ignore[arg-type]
-            for p in view._parts or []
-        ]
+        blocks = view._column_blocks()
         direct = _cuda_host.copy_blocks_to_device(blocks, 37, 3, staged=False)
     for a, b in zip(staged, direct, strict=True):
         assert bool(cupy.array_equal(a, b))
@@ -98,7 +98,9 @@ def test_open_close_1000_times_leaks_no_registration(wide: Fxcache) -> None:
     assert free_before - free_after < 64 << 20
 
 
-def test_cuda_arrays_outliving_the_view_keep_their_registration_until_dropped(wide: Fxcache) -> None:
+def test_cuda_arrays_outliving_the_view_keep_their_registration_until_dropped(
+    wide: Fxcache,
+) -> None:
     import cupy
 
     from fxstore.train import _cuda_host
@@ -106,7 +108,7 @@ def test_cuda_arrays_outliving_the_view_keep_their_registration_until_dropped(wi
     expected = read_shard(wide.paths[1])["target_r2"].to_numpy()
     with open_fxcache(wide.root, SYMBOL, device="cuda") as view:
         column = view.shards[1].columns["target_r2"]
-        x, y = view.features_to_device()
+        _, y = view.features_to_device()
     pointer = host_pointer(column)
     assert _cuda_host.is_registered(pointer)
     np.testing.assert_array_equal(cupy.asnumpy(column), expected)
