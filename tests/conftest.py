@@ -6,15 +6,18 @@ import dataclasses
 import datetime as dt
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
-import zstandard
 
 from fxstore.config import SynthConfig
-from fxstore.ingest.dbn import open_dbn
-from fxstore.ingest.dbn_format import encode_metadata
-from fxstore.synth import SynthSummary, generate_market
+
+if TYPE_CHECKING:
+    from fxstore.synth import SynthSummary
+
+# The ingest stack (numba, zstandard) is imported inside the fixtures, so that the GPU
+# tests can run on a machine that has only CuPy, numpy and pyarrow.
 
 #: Two quarterly rolls: March 2024 (roll date Mon 03-11) and June 2024 (roll date Mon 06-17).
 TWO_ROLLS = SynthConfig(
@@ -32,6 +35,11 @@ class SynthMarket:
 
 def write_single_file(folder: Path, out: Path) -> Path:
     """Concatenate every DBN file of `folder` into one .dbn.zst (metadata mappings merged)."""
+    import zstandard
+
+    from fxstore.ingest.dbn import open_dbn
+    from fxstore.ingest.dbn_format import encode_metadata
+
     source = open_dbn([folder])
     metas = [f.metadata for f in source.files]
     mappings = sorted(
@@ -52,6 +60,8 @@ def write_single_file(folder: Path, out: Path) -> Path:
 @pytest.fixture(scope="session")
 def two_roll_market(tmp_path_factory: pytest.TempPathFactory) -> SynthMarket:
     """ES from 2024-02-26 to 2024-06-28, one file per trading day."""
+    from fxstore.synth import generate_market
+
     folder = tmp_path_factory.mktemp("two_rolls")
     return SynthMarket(folder, generate_market(TWO_ROLLS, folder))
 
@@ -59,6 +69,8 @@ def two_roll_market(tmp_path_factory: pytest.TempPathFactory) -> SynthMarket:
 @pytest.fixture(scope="session")
 def two_roll_market_utc(tmp_path_factory: pytest.TempPathFactory) -> SynthMarket:
     """The same market split into UTC-day files, as Databento batch downloads are."""
+    from fxstore.synth import generate_market
+
     folder = tmp_path_factory.mktemp("two_rolls_utc")
     config = dataclasses.replace(TWO_ROLLS, split="utc-day")
     return SynthMarket(folder, generate_market(config, folder))
