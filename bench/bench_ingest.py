@@ -9,6 +9,7 @@ Then the scaling over days: the same ingest of D days with 1 and N workers.
 Targets: (b) >= 0.70 x (a) in records/s; (b) >= 10 x (c); speed-up >= 0.8 x N.
 
 Run:  python bench/bench_ingest.py [--records 5000000] [--days 8] [--day-records 1000000]
+      python bench/bench_ingest.py --parts scaling --workers 1,2,4,8 --days 16   (many cores)
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime as dt
+import multiprocessing
 import os
 import tempfile
 from pathlib import Path
@@ -26,6 +28,7 @@ import numpy as np
 from _common import median_seconds, run_shell_seconds, write_result
 
 from fxstore.config import BarConfig, IngestConfig, SynthConfig
+from fxstore.ingest.calendar import trading_days_between
 from fxstore.synth import generate_market
 
 DAY = dt.date(2024, 3, 5)  # a week before the March 2024 roll: the front month dominates
@@ -62,9 +65,67 @@ def by_hand(path: Path) -> int:
     return bars
 
 
-def make_days(folder: Path, start: dt.date, end: dt.date, records: int) -> list[Path]:
-    config = SynthConfig(start=start, end=end, events_per_day=records, seed=11)
+def _make_one(args: tuple[Path, dt.date, int]) -> list[Path]:
+    folder, day, records = args
+    config = SynthConfig(start=day, end=day, events_per_day=records, seed=11)
     return list(generate_market(config, folder).files)
+
+
+def make_days(folder: Path, start: dt.date, end: dt.date, records: int) -> list[Path]:
+    """Synthetic trading days in [start, end], generated in parallel (each day is
+    reproducible on its own, so this equals one generate_market call over the range)."""
+    days = trading_days_between(start, end)
+    with multiprocessing.get_context("spawn").Pool(os.cpu_count() or 1) as pool:
+        files = pool.map(_make_one, [(folder, d, records) for d in days], chunksize=1)
+    return sorted(p for group in files for p in group)
+
+
+def single_day(tmp: Path, records: int, repeat: int, by_hand_too: bool) -> dict[str, object]:
+    """(a), (b) and (c) on one synthetic day of `records` records."""
+    (path,) = make_days(tmp / "one", DAY, DAY, records)
+    ingest_once([path], tmp / "warm")  # JIT warm-up
+    zstd_s, zstd_all = median_seconds(
+        lambda: run_shell_seconds(f"zstd -q -d -c {path} > /dev/null"), repeat
+    )
+    fx_s, fx_all = median_seconds(lambda: ingest_once([path], tmp / "store"), repeat)
+    result: dict[str, object] = {
+        "file_records": records,
+        "zstd_d_s": {"median": zstd_s, "all": zstd_all},
+        "fxstore_ingest_1core_s": {"median": fx_s, "all": fx_all},
+        "records_per_s": {"zstd_d": records / zstd_s, "fxstore_ingest": records / fx_s},
+        "ratio_vs_zstd_d": zstd_s / fx_s,
+    }
+    line = f"ingest {records / fx_s / 1e6:.2f} M rec/s = {zstd_s / fx_s:.0%} of zstd -d"
+    if by_hand_too:
+        hand_s, hand_all = median_seconds(lambda: by_hand(path), 1)
+        result["by_hand_to_df_python_loop_s"] = {"median": hand_s, "all": hand_all}
+        result["ratio_vs_by_hand"] = hand_s / fx_s
+        line += f", {hand_s / fx_s:.0f}x by hand"
+    print(line)
+    return result
+
+
+def scaling(
+    tmp: Path, n_days: int, day_records: int, workers: list[int], repeat: int
+) -> dict[str, object]:
+    """The same multi-day ingest with each worker count."""
+    end = DAY + dt.timedelta(days=int(n_days * 7 / 5) + 7)
+    days = make_days(tmp / "many", DAY, end, day_records)[:n_days]
+    ingest_once(days[:2], tmp / "warm2", 1)
+    times = {}
+    for n in workers:
+        med, runs = median_seconds(lambda n=n: ingest_once(days, tmp / f"s{n}", n), repeat)
+        times[n] = {"median": med, "all": runs}
+    base = times[workers[0]]["median"] * workers[0]
+    speedups = {n: base / t["median"] for n, t in times.items()}
+    print("scaling: " + ", ".join(f"{n} workers {speedups[n]:.2f}x" for n in workers))
+    return {
+        "days": len(days),
+        "records_per_day": day_records,
+        "times_s": {str(n): t for n, t in times.items()},
+        "speedup": {str(n): v for n, v in speedups.items()},
+        "speedup_per_worker": {str(n): v / n for n, v in speedups.items()},
+    }
 
 
 def main() -> None:
@@ -73,54 +134,23 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--days", type=int, default=8, help="trading days for the scaling run")
     parser.add_argument("--day-records", type=int, default=1_000_000)
-    parser.add_argument("--workers", type=int, default=os.cpu_count() or 2)
+    parser.add_argument("--workers", default=f"1,{os.cpu_count() or 2}")
+    parser.add_argument("--parts", default="single,hand,scaling")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp_name:
-        tmp = Path(tmp_name)
-        (path,) = make_days(tmp / "one", DAY, DAY, args.records)
-        ingest_once([path], tmp / "warm")  # JIT warm-up
-        zstd_s, zstd_all = median_seconds(
-            lambda: run_shell_seconds(f"zstd -q -d -c {path} > /dev/null"), args.repeat
-        )
-        fx_s, fx_all = median_seconds(lambda: ingest_once([path], tmp / "store"), args.repeat)
-        hand_s, hand_all = median_seconds(lambda: by_hand(path), 1)
-        end = DAY + dt.timedelta(days=int(args.days * 7 / 5) + 3)
-        days = make_days(tmp / "many", DAY, end, args.day_records)[: args.days]
-        one_s, one_all = median_seconds(lambda: ingest_once(days, tmp / "s1", 1), args.repeat)
-        n_s, n_all = median_seconds(
-            lambda: ingest_once(days, tmp / "sn", args.workers), args.repeat
-        )
-        n_records = args.records
-    result = {
-        "file_records": n_records,
-        "zstd_d_s": {"median": zstd_s, "all": zstd_all},
-        "fxstore_ingest_1core_s": {"median": fx_s, "all": fx_all},
-        "by_hand_to_df_python_loop_s": {"median": hand_s, "all": hand_all},
-        "records_per_s": {
-            "zstd_d": n_records / zstd_s,
-            "fxstore_ingest": n_records / fx_s,
-            "by_hand": n_records / hand_s,
-        },
-        "ratio_vs_zstd_d": zstd_s / fx_s,
-        "ratio_vs_by_hand": hand_s / fx_s,
-        "scaling": {
-            "days": len(days),
-            "records_per_day": args.day_records,
-            "workers": args.workers,
-            "one_worker_s": {"median": one_s, "all": one_all},
-            "n_workers_s": {"median": n_s, "all": n_all},
-            "speedup": one_s / n_s,
-            "speedup_per_worker": one_s / n_s / args.workers,
-        },
+    parts = set(args.parts.split(","))
+    result: dict[str, object] = {
         "targets": {"vs_zstd_d": 0.70, "vs_by_hand": 10.0, "speedup_per_worker": 0.8},
         "numpy": np.__version__,
     }
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        if "single" in parts:
+            result["single_day"] = single_day(tmp, args.records, args.repeat, "hand" in parts)
+        if "scaling" in parts:
+            workers = [int(n) for n in args.workers.split(",")]
+            result["scaling"] = scaling(tmp, args.days, args.day_records, workers, args.repeat)
     out = write_result(os.environ.get("FXSTORE_BENCH_NAME", "ingest"), result)
-    print(
-        f"ingest {n_records / fx_s / 1e6:.2f} M rec/s = {zstd_s / fx_s:.0%} of zstd -d "
-        f"({n_records / zstd_s / 1e6:.2f} M/s), {hand_s / fx_s:.0f}x by hand; "
-        f"{args.workers} workers: {one_s / n_s:.2f}x speed-up -> {out}"
-    )
+    print(f"-> {out}")
 
 
 if __name__ == "__main__":

@@ -239,6 +239,16 @@ def _group_key(group: Sequence[DbnFile]) -> str:
     return group[0].path.name
 
 
+def _worker_context() -> multiprocessing.context.BaseContext:
+    """Processes that start fast and safely: forked from a server that already imported the
+    day builder (numba kernels loaded once), or spawned where there is no forkserver."""
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(["fxstore.ingest._day_builder"])
+        return context
+    return multiprocessing.get_context("spawn")
+
+
 def _run_groups(
     tasks: list[tuple[str, GroupTask]],
     workers: int,
@@ -250,8 +260,7 @@ def _run_groups(
         for key, task in tasks:
             yield key, build_group(task, choose=choose, on_day=on_day)
         return
-    context = multiprocessing.get_context("spawn")
-    with context.Pool(min(workers, len(tasks))) as pool:
+    with _worker_context().Pool(min(workers, len(tasks))) as pool:
         for key, result in zip(
             (k for k, _ in tasks), pool.imap(build_group, [t for _, t in tasks]), strict=True
         ):
