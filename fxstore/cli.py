@@ -385,7 +385,8 @@ def demo(store_root: Path, quiet: bool, **options: Any) -> None:
     """Run the main job on the built-in synthetic market.
 
     Generates the default synthetic ES market under <store>/synth/ES.FUT, scans it (front
-    month schedule included) and ingests it into front-month dollar-imbalance bars.
+    month schedule included), ingests it into front-month dollar-imbalance bars and
+    precomputes the default feature set into the fxcache.
 
     \b
     Example:
@@ -402,6 +403,150 @@ def demo(store_root: Path, quiet: bool, **options: Any) -> None:
 
     ingest_config = IngestConfig(symbol=f"{config.root}.FUT", workers=os.cpu_count() or 1)
     _run_ingest(ingest_config, [out_dir], store_root, quiet)
+    _run_precompute(
+        _feature_config(ingest_config.symbol, bar_key=ingest_config.bars.key), store_root
+    )
+
+
+def _feature_config(
+    symbol: str,
+    *,
+    instrument_key: str = "mbp10_front_month",
+    bar_key: str | None = None,
+    features_file: Path | None = None,
+    shard_by: str = "month",
+    force: bool = False,
+) -> Any:
+    from fxstore.config import FeatureConfig
+    from fxstore.features.definitions import default_featureset, load_featureset
+
+    return FeatureConfig(
+        symbol=symbol,
+        instrument_key=instrument_key,
+        bar_key=bar_key,
+        features=load_featureset(features_file) if features_file else default_featureset(),
+        shard_by=shard_by,  # type: ignore[arg-type]
+        force=force,
+    )
+
+
+def _run_precompute(config: Any, store_root: Path, as_json: bool = False) -> Any:
+    from dataclasses import asdict
+
+    from fxstore.features.precompute import precompute as run_precompute
+
+    summary = run_precompute(config, store_root)
+    if as_json:
+        _echo_json(asdict(summary))
+    else:
+        click.echo(summary.format_text())
+    return summary
+
+
+def json_option(func: F) -> F:
+    """The --json option: print the result as JSON."""
+    return click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")(func)
+
+
+@cli.command(context_settings=CONTEXT_SETTINGS)
+@click.option("--symbol", default="ES.FUT", show_default=True, help="Store symbol of the bars.")
+@click.option(
+    "--instrument-key",
+    default="mbp10_front_month",
+    show_default=True,
+    help="Bar series' instrument key (one continuous series).",
+)
+@click.option("--bar-key", default=None, help="Bar series' bar key [default: the only one].")
+@click.option(
+    "--features",
+    "features_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Feature-set TOML file picking and parameterising features [default: the default set].",
+)
+@click.option(
+    "--shard-by",
+    type=click.Choice(["month", "year", "day"]),
+    default="month",
+    show_default=True,
+    help="One shard per calendar month, year or day of trading_day.",
+)
+@click.option(
+    "--force", is_flag=True, help="Recompute even when bars and feature set are unchanged."
+)
+@json_option
+@store_option
+def precompute(
+    symbol: str,
+    instrument_key: str,
+    bar_key: str | None,
+    features_file: Path | None,
+    shard_by: str,
+    force: bool,
+    as_json: bool,
+    store_root: Path,
+) -> None:
+    """Compute features from the bar store into the fxcache the trainer memory-maps.
+
+    Reads bars/<SYMBOL>/<instrument-key>/<bar-key>/ and writes
+    fxcache/<SYMBOL>/<featureset-hash>/: uncompressed Arrow IPC shards of float32 features
+    and targets, and a manifest. Features are point in time; warm-up bars are dropped.
+    Re-running with unchanged bars and feature set does nothing.
+
+    \b
+    Example:
+      fxstore precompute --symbol ES.FUT --features features.toml
+    """
+    config = _feature_config(
+        symbol,
+        instrument_key=instrument_key,
+        bar_key=bar_key,
+        features_file=features_file,
+        shard_by=shard_by,
+        force=force,
+    )
+    _run_precompute(config, store_root, as_json)
+
+
+@cli.command(name="ls", context_settings=CONTEXT_SETTINGS)
+@json_option
+@store_option
+def ls(as_json: bool, store_root: Path) -> None:
+    """List what the store holds: bar series and feature caches.
+
+    \b
+    Example:
+      fxstore ls --store data
+    """
+    from fxstore.features.catalog import list_store
+
+    listing = list_store(store_root)
+    if as_json:
+        _echo_json(listing.to_json())
+    else:
+        click.echo(listing.format_text())
+
+
+@cli.command(context_settings=CONTEXT_SETTINGS)
+@click.argument("symbol")
+@click.option("--featureset", default=None, help="Feature-set hash [default: the latest written].")
+@json_option
+@store_option
+def info(symbol: str, featureset: str | None, as_json: bool, store_root: Path) -> None:
+    """Show a symbol's feature cache: source bars, rows, feature definitions, shards.
+
+    \b
+    Example:
+      fxstore info ES.FUT
+    """
+    from fxstore.features.catalog import format_info
+    from fxstore.features.reader import FeatureStore
+
+    manifest = FeatureStore(store_root).manifest(symbol, featureset)
+    if as_json:
+        _echo_json(dict(manifest.data))
+    else:
+        click.echo(format_info(manifest))
 
 
 def main(argv: Sequence[str] | None = None) -> None:

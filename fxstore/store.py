@@ -37,7 +37,9 @@ __all__ = [
     "bars_dir",
     "file_sha256",
     "fsync_dir",
+    "fxcache_dir",
     "key_lock",
+    "list_bar_series",
     "read_json",
     "synth_dir",
     "validate_key",
@@ -170,3 +172,25 @@ def bars_dir(root: Path, symbol: str, instrument_key: str, bar_key: str) -> Path
         / validate_key(instrument_key, "instrument-key")
         / validate_key(bar_key, "bar-key")
     )
+
+
+def fxcache_dir(root: Path, symbol: str, key: str) -> Path:
+    """Folder of one feature cache: ``fxcache/<SYMBOL>/<featureset-hash>``."""
+    return root / "fxcache" / validate_key(symbol, "symbol") / validate_key(key, "fxcache key")
+
+
+def list_bar_series(root: Path, symbol: str | None = None) -> list[tuple[str, str, str]]:
+    """``(symbol, instrument-key, bar-key)`` of every bar series with a manifest, sorted.
+
+    Only `symbol`'s when it is given. A series without ``manifest.json`` (an ingest that
+    never finished) is not listed.
+    """
+    base = root / "bars"
+    pattern = (
+        f"{validate_key(symbol, 'symbol')}/*/*/manifest.json" if symbol else "*/*/*/manifest.json"
+    )
+    found = []
+    for manifest in base.glob(pattern):
+        bar_dir = manifest.parent
+        found.append((bar_dir.parent.parent.name, bar_dir.parent.name, bar_dir.name))
+    return sorted(found)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -23,15 +23,25 @@ from fxstore.features import kernels
 from fxstore.features.definitions import FeatureDef, FeatureSet, Settings
 from fxstore.features.inputs import BarInputs
 from fxstore.features.registry import Params
+from fxstore.fxcache import FLAG_COLUMNS, MARKET_COLUMNS
 
-__all__ = ["FLAG_COLUMNS", "FeatureFrame", "compute_column", "compute_features"]
+__all__ = [
+    "FeatureFrame",
+    "compute_column",
+    "compute_columns",
+    "compute_features",
+]
 
 F32 = npt.NDArray[np.float32]
 F64 = npt.NDArray[np.float64]
 ComputeFn = Callable[[BarInputs, Params, Settings], F32]
 
-#: Flag columns, uint8 (0/1): the first bar of a new contract; the first bar of a trading day.
-FLAG_COLUMNS: Final = ("is_roll", "session_start")
+#: Kinds that sum book levels (their `levels` parameter), and the columns they sum.
+_LEVEL_SUMS: Final[Mapping[str, tuple[str, ...]]] = {
+    "ofi_multi": ("ofi", "bid", "ask"),
+    "book_imbalance": ("bid", "ask"),
+    "depth": ("bid", "ask"),
+}
 #: Depth below which a level's average depth is not trusted as a denominator (contracts).
 _MIN_DEPTH: Final = 1.0
 
@@ -42,20 +52,20 @@ def _p(params: Params, name: str) -> int:
 
 def _log_return(bars: BarInputs, p: Params, _s: Settings) -> F32:
     h = _p(p, "horizon")
-    return kernels.rolling_sum_over(bars.r, h, h, bars.sigma, math.sqrt(h))
+    return kernels.rolling_sum_over(bars.r, h, h, bars.inv_sigma, 1.0 / math.sqrt(h))
 
 
 def _realised_vol(bars: BarInputs, p: Params, _s: Settings) -> F32:
     n = _p(p, "window")
-    return kernels.rolling_rms_over(bars.r, n, n, bars.sigma)
+    return kernels.rolling_rms_over(bars.r, n, n, bars.inv_sigma)
 
 
 def _ofi_level(bars: BarInputs, p: Params, _s: Settings) -> F32:
-    lv = f"{_p(p, 'level'):02d}"
+    level = _p(p, "level")
     return kernels.over_rolling_depth(
-        bars.float64(f"ofi_{lv}"),
-        bars.columns[f"bid_sz_{lv}"],
-        bars.columns[f"ask_sz_{lv}"],
+        bars.float64(f"ofi_{level:02d}"),
+        bars.size("bid", level),
+        bars.size("ask", level),
         _p(p, "window"),
         _MIN_DEPTH,
     )
@@ -87,8 +97,8 @@ def _microprice(bars: BarInputs, _p: Params, s: Settings) -> F32:
     return kernels.microprice_offset(
         bars.float64("bid_px_00"),
         bars.float64("ask_px_00"),
-        bars.columns["bid_sz_00"],
-        bars.columns["ask_sz_00"],
+        bars.size("bid", 0),
+        bars.size("ask", 0),
         s.tick_size,
     )
 
@@ -128,7 +138,7 @@ def _session_start(bars: BarInputs, _p: Params, _s: Settings) -> F32:
 
 def _forward_return(bars: BarInputs, p: Params, _s: Settings) -> F32:
     h = _p(p, "horizon")
-    return kernels.forward_sum(bars.r, h, bars.sigma, math.sqrt(h))
+    return kernels.forward_sum(bars.r, h, bars.inv_sigma, 1.0 / math.sqrt(h))
 
 
 _COMPUTE: Final[Mapping[str, ComputeFn]] = {
@@ -150,16 +160,20 @@ _COMPUTE: Final[Mapping[str, ComputeFn]] = {
 }
 
 
+def compute_columns(
+    bars: BarInputs, definitions: Sequence[FeatureDef], settings: Settings
+) -> dict[str, F32]:
+    """float32 (n,) per definition name, over every bar; NaN where a value is not defined.
+
+    One kernel call per definition; series several share (returns, sigma, level sums,
+    durations, session phase) are computed once by `bars`.
+    """
+    return {d.name: compute_column(bars, d, settings) for d in definitions}
+
+
 def compute_column(bars: BarInputs, definition: FeatureDef, settings: Settings) -> F32:
     """float32 (n,): one feature or target over every bar; NaN where it is not defined."""
     return _COMPUTE[definition.kind](bars, definition.params, settings)
-
-
-def _back_adjusted(bars: BarInputs) -> F64:
-    """Close plus the sum of the gaps of every later roll: no jump at a roll bar."""
-    gap = np.where(bars.is_roll == 1, bars.close - np.roll(bars.close, 1), 0.0)
-    later = np.cumsum(gap[::-1])[::-1] - gap
-    return bars.close + later
 
 
 def _check_finite(values: np.ndarray, lo: int, hi: int, what: str, bars: BarInputs) -> None:
@@ -185,7 +199,7 @@ class FeatureFrame:
     ts_close: npt.NDArray[np.int64]
     trading_day: npt.NDArray[np.int32]
     flags: Mapping[str, npt.NDArray[np.uint8]]
-    #: float64 market columns: ``mkt_close``, ``mkt_half_spread`` (+ ``mkt_close_adj``).
+    #: float64 market columns: ``mkt_close``, ``mkt_half_spread``.
     market: Mapping[str, F64]
     #: float32 ``f_<name>`` columns, in feature-set order.
     features: Mapping[str, F32]
@@ -216,11 +230,26 @@ class FeatureFrame:
     def to_table(self) -> pa.Table:
         """The columns as one Arrow record batch's table, without copies and without nulls."""
         columns = self.columns()
-        schema = pa.schema(
-            [pa.field(name, pa.from_numpy_dtype(a.dtype), nullable=False) for name, a in columns.items()]
-        )
+        # Nullable in the schema (Arrow's default, what readers expect), never null in fact.
+        schema = pa.schema([(name, pa.from_numpy_dtype(a.dtype)) for name, a in columns.items()])
         arrays = [pa.array(a) for a in columns.values()]
         return pa.Table.from_batches([pa.RecordBatch.from_arrays(arrays, schema=schema)])
+
+
+def _compute_group(
+    bars: BarInputs,
+    definitions: tuple[FeatureDef, ...],
+    settings: Settings,
+    label: str,
+    rows: tuple[int, int],
+) -> dict[str, F32]:
+    """Columns of `definitions` over `rows` (checked finite), named ``f_*`` or ``target_*``."""
+    prefix = "f_" if label == "feature" else "target_"
+    out = {}
+    for name, values in compute_columns(bars, definitions, settings).items():
+        _check_finite(values, *rows, f"{label} {name!r}", bars)
+        out[prefix + name] = values[rows[0] : rows[1]]
+    return out
 
 
 def compute_features(table: pa.Table, featureset: FeatureSet) -> FeatureFrame:
@@ -257,28 +286,30 @@ def compute_features(table: pa.Table, featureset: FeatureSet) -> FeatureFrame:
             f"only {bars.n} bars: the feature set needs {lo} warm-up bars plus {tail} for the "
             "targets' horizon, and at least one more; ingest more days or shorten the windows."
         )
-    market = {
-        "mkt_close": bars.close,
-        "mkt_half_spread": 0.5 * (bars.float64("ask_px_00") - bars.float64("bid_px_00")),
-    }
-    if settings.adjust == "difference":
-        market["mkt_close_adj"] = _back_adjusted(bars)
-    for name, values in market.items():
-        _check_finite(values, lo, hi, f"market column {name!r}", bars)
-    out: dict[str, dict[str, F32]] = {"f_": {}, "target_": {}}
-    for prefix, defs in (("f_", featureset.features), ("target_", featureset.targets)):
-        for definition in defs:
-            values = compute_column(bars, definition, settings)
-            label = "feature" if prefix == "f_" else "target"
-            _check_finite(values, lo, hi, f"{label} {definition.name!r}", bars)
-            out[prefix][prefix + definition.name] = values[lo:hi]
+    half_spread = bars.float64("ask_px_00") - bars.float64("bid_px_00")
+    half_spread *= 0.5
+    # close of the bar's own contract; half the spread at close (for trading costs)
+    market = {MARKET_COLUMNS[0]: bars.close, MARKET_COLUMNS[1]: half_spread}
+    bars.prepare_level_sums(
+        {
+            (kind, int(d.params["levels"]))
+            for d in featureset.features
+            for kind in _LEVEL_SUMS.get(d.kind, ())
+        }
+    )
+    features = _compute_group(bars, featureset.features, settings, "feature", (lo, hi))
+    targets = _compute_group(bars, featureset.targets, settings, "target", (lo, hi))
+    for name, prices in market.items():
+        _check_finite(prices, lo, hi, f"market column {name!r}", bars)
     return FeatureFrame(
         ts_close=bars.ts_close[lo:hi],
         trading_day=bars.trading_day[lo:hi],
-        flags={"is_roll": bars.is_roll[lo:hi], "session_start": bars.session_start[lo:hi]},
+        flags=dict(
+            zip(FLAG_COLUMNS, (bars.is_roll[lo:hi], bars.session_start[lo:hi]), strict=True)
+        ),
         market={name: values[lo:hi] for name, values in market.items()},
-        features=out["f_"],
-        targets=out["target_"],
+        features=features,
+        targets=targets,
         sigma=bars.sigma[lo:hi],
         n_bars=bars.n,
         warmup_rows_dropped=lo,

@@ -7,7 +7,6 @@ parameterises definitions (``fxstore precompute --features FILE``)::
     tick_size = 0.25          # index points per tick (ES)
     vol_window = 200          # bars of the volatility normaliser
     vol_floor = 1e-6
-    adjust = "none"           # or "difference": adds back-adjusted mkt_close_adj
 
     [[features]]              # omitted: the default features
     name = "ret_4"            # a default feature, as defined in code
@@ -38,7 +37,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Final, Literal, get_args
+from typing import Final
 
 from fxstore.errors import InvalidInputError
 from fxstore.features.registry import KINDS, Kind, Param, ParamValue
@@ -56,7 +55,6 @@ __all__ = [
 #: Version of the definitions as a whole (conventions shared by every kind: returns within a
 #: contract, the volatility normaliser, warm-up rules). Bump it when they change.
 DEFINITIONS_VERSION: Final = 1
-AdjustMode = Literal["none", "difference"]
 _NAME_RE: Final = re.compile(r"[A-Za-z0-9_]+")
 
 
@@ -64,7 +62,9 @@ def _check_float(name: str, value: object, *, low: float, inclusive: bool = Fals
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise InvalidInputError(f"`{name}` must be a finite number, was {value!r}.")
     if value < low or (value == low and not inclusive):
-        raise InvalidInputError(f"`{name}` must be {'>=' if inclusive else '>'} {low}, was {value}.")
+        raise InvalidInputError(
+            f"`{name}` must be {'>=' if inclusive else '>'} {low}, was {value}."
+        )
     return float(value)
 
 
@@ -84,22 +84,15 @@ class Settings:
     """Lower bound of sigma_t (log-return units), so a market that did not move for
     `vol_window` bars does not divide by zero."""
 
-    adjust: AdjustMode = "none"
-    """'difference' adds the market column ``mkt_close_adj``: the close back-adjusted by
-    differences so it has no jump at a roll (it uses later rolls: not point in time, never
-    a feature input)."""
-
     def __post_init__(self) -> None:
         _check_float("tick_size", self.tick_size, low=0.0)
         if isinstance(self.vol_window, bool) or not isinstance(self.vol_window, int):
-            raise InvalidInputError(f"`vol_window` must be a whole number, was {self.vol_window!r}.")
+            raise InvalidInputError(
+                f"`vol_window` must be a whole number, was {self.vol_window!r}."
+            )
         if self.vol_window < 2:
             raise InvalidInputError(f"`vol_window` must be >= 2 bars, was {self.vol_window}.")
         _check_float("vol_floor", self.vol_floor, low=0.0)
-        if self.adjust not in get_args(AdjustMode):
-            raise InvalidInputError(
-                f"`adjust` must be 'none' or 'difference', was {self.adjust!r}."
-            )
 
     def to_json(self) -> dict[str, ParamValue]:
         """The settings as JSON data."""
@@ -107,7 +100,6 @@ class Settings:
             "tick_size": float(self.tick_size),
             "vol_window": self.vol_window,
             "vol_floor": float(self.vol_floor),
-            "adjust": self.adjust,
         }
 
 
@@ -127,9 +119,7 @@ def _check_param(where: str, name: str, spec: Param, value: object) -> ParamValu
         spec.high is not None and number > spec.high
     ):
         high = f" and <= {spec.high:g}" if spec.high is not None else ""
-        raise InvalidInputError(
-            f"{where}: `{name}` must be >= {spec.low:g}{high}, was {value!r}."
-        )
+        raise InvalidInputError(f"{where}: `{name}` must be >= {spec.low:g}{high}, was {value!r}.")
     return number
 
 
@@ -213,7 +203,7 @@ class FeatureSet:
     """Target definitions (forward-looking, never model inputs), in column order."""
 
     settings: Settings = field(default_factory=Settings)
-    """Tick size, volatility normaliser, price adjustment."""
+    """Tick size and volatility normaliser."""
 
     def __post_init__(self) -> None:
         if not self.features:
@@ -252,7 +242,7 @@ class FeatureSet:
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def _defs(entries: Sequence[tuple[str, str, dict[str, ParamValue]]]) -> tuple[FeatureDef, ...]:
+def _defs(entries: Sequence[tuple[str, str, Mapping[str, ParamValue]]]) -> tuple[FeatureDef, ...]:
     return tuple(FeatureDef(name, kind, params) for name, kind, params in entries)
 
 

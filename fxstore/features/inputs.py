@@ -114,13 +114,15 @@ class BarInputs:
         self.close = self.float64("close")
         bad = np.flatnonzero(~(np.isfinite(self.close) & (self.close > 0)))
         if bad.size:
-            raise SchemaError(f"bars: close must be a positive price; bar {bad[0]} has it "
-                              f"{self.close[bad[0]]}.")
+            raise SchemaError(
+                f"bars: close must be a positive price; bar {bad[0]} has it {self.close[bad[0]]}."
+            )
         self.r, self.is_roll = kernels.contract_returns(np.log(self.close), self.instrument_id)
         window = settings.vol_window
         self.sigma = kernels.rolling_rms(self.r, window, window, settings.vol_floor)
+        self.inv_sigma = 1.0 / self.sigma  # normalising multiplies: cheaper than dividing
         self.day_index, self.session_start = kernels.trading_day_starts(self.trading_day)
-        self._cache: dict[object, npt.NDArray[np.float64]] = {}
+        self._cache: dict[tuple[str, object], npt.NDArray[np.float64]] = {}
 
     def float64(self, name: str) -> npt.NDArray[np.float64]:
         """A float64 column (prices, OFI)."""
@@ -130,39 +132,57 @@ class BarInputs:
         """An int64 column (volumes, counts)."""
         return self.columns[name]  # type: ignore[return-value]
 
+    def size(self, side: str, level: int) -> npt.NDArray[np.uint32]:
+        """uint32 size of `side` ('bid' or 'ask') at `level` at close."""
+        return self.columns[f"{side}_sz_{level:02d}"]  # type: ignore[return-value]
+
     def sizes(self, side: str) -> tuple[npt.NDArray[np.uint32], ...]:
         """uint32 sizes of `side` ('bid' or 'ask') at close, one array per level 0..9."""
         return tuple(self.columns[f"{side}_sz_{lv}"] for lv in _LV)  # type: ignore[misc]
 
     def level_sum(self, kind: str, levels: int) -> npt.NDArray[np.float64]:
-        """Sum over the first `levels` levels of 'bid' or 'ask' sizes, or of 'ofi' (memoised)."""
+        """Sum over the first `levels` levels of 'bid' or 'ask' sizes, or of 'ofi' (memoised).
+
+        Built on the largest sum of fewer levels already made (see :meth:`prepare_level_sums`).
+        """
         key = (kind, levels)
         if key not in self._cache:
-            if kind == "ofi":
-                arrays = tuple(self.float64(f"ofi_{lv}") for lv in _LV)
-                self._cache[key] = kernels.level_sum(arrays, levels)
-            else:
-                self._cache[key] = kernels.level_sum(self.sizes(kind), levels)
+            done = [n for k, n in self._cache if k == kind and isinstance(n, int) and n < levels]
+            start = max(done, default=0)
+            base = self._cache[(kind, start)] if start else np.empty(0)
+            columns = (
+                tuple(self.float64(f"ofi_{lv}") for lv in _LV)
+                if kind == "ofi"
+                else self.sizes(kind)
+            )
+            self._cache[key] = kernels.level_sum(columns, start, levels, base)
         return self._cache[key]
+
+    def prepare_level_sums(self, wanted: set[tuple[str, int]]) -> None:
+        """Make the level sums `wanted` in increasing order of levels, each on the one before."""
+        for kind, levels in sorted(wanted, key=lambda item: (item[0], item[1])):
+            self.level_sum(kind, levels)
 
     @property
     def log_duration_s(self) -> npt.NDArray[np.float64]:
         """``log(max(ts_close - ts_open, 1 ms) / 1 s)`` per bar (memoised)."""
-        if "log_duration" not in self._cache:
-            duration = np.maximum(self.ts_close - self.ts_open, MIN_DURATION_NS)
-            self._cache["log_duration"] = np.log(duration * 1e-9)
-        return self._cache["log_duration"]
+        if ("log_duration", 0) not in self._cache:
+            duration = self.ts_close - self.ts_open
+            np.maximum(duration, MIN_DURATION_NS, out=duration)
+            seconds = duration * 1e-9
+            self._cache[("log_duration", 0)] = np.log(seconds, out=seconds)
+        return self._cache[("log_duration", 0)]
 
     @property
     def session_phase(self) -> npt.NDArray[np.float64]:
         """Fraction of the CME session (17:00 CT on D-1 to 16:00 CT on D) elapsed at close."""
-        if "phase" not in self._cache:
+        if ("phase", 0) not in self._cache:
             first_bars = np.flatnonzero(self.session_start)
             days = self.trading_day[first_bars].astype(np.int64)
             bounds = [session_bounds_ns(_EPOCH + dt.timedelta(days=int(d))) for d in days]
             open_ns = np.array([b[0] for b in bounds], dtype=np.int64)
             close_ns = np.array([b[1] for b in bounds], dtype=np.int64)
-            self._cache["phase"] = kernels.session_phase(
+            self._cache[("phase", 0)] = kernels.session_phase(
                 self.ts_close, self.day_index, open_ns, close_ns
             )
-        return self._cache["phase"]
+        return self._cache[("phase", 0)]

@@ -4,9 +4,10 @@ Every kernel is a pure function: arrays and scalars in, a new array out; no I/O,
 Rows are bars in ``ts_close`` order. A rolling statistic over ``window`` bars at bar t uses
 bars ``t - window + 1 .. t`` only (the past and the present bar, never the future, except in
 :func:`forward_sum`, which builds targets). Running sums are updated in float64 by adding the
-new value and subtracting the one that leaves the window, so the value at bar t depends on
-bars ``0 .. t`` alone and is bit-for-bit the same whatever follows (the point-in-time tests
-rely on this). Rows where a statistic is not yet defined (warm-up) are NaN.
+difference between the value entering and the one leaving the window (one dependent addition
+per bar: the loops are bound by that chain's latency), so the value at bar t depends on bars
+``0 .. t`` alone and is bit-for-bit the same whatever follows (the point-in-time tests rely on
+this). Rows where a statistic is not yet defined (warm-up) are NaN.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 __all__ = [
+    "back_adjust",
     "balance",
     "contract_returns",
     "cyclical",
@@ -85,47 +87,62 @@ def contract_returns(log_close: F64, instrument_id: npt.NDArray[np.uint32]) -> t
 
 
 @_njit
+def back_adjust(close: F64, is_roll: U8) -> F64:
+    """Close back-adjusted by differences: no jump at a roll, the last contract unchanged.
+
+    ``close[t] + sum(close[s] - close[s-1] for every roll bar s > t)``: each roll's gap (the
+    new contract's first close minus the old one's last) is added to every earlier bar, so
+    ``adjusted[s] - adjusted[s-1] = 0`` at a roll bar (the same zero return the features use)
+    and differences within a contract are unchanged. It uses later rolls: not point in time,
+    never a feature input.
+    """
+    n = close.shape[0]
+    out = np.empty(n)
+    offset = 0.0
+    for t in range(n - 1, -1, -1):
+        out[t] = close[t] + offset
+        if is_roll[t] and t > 0:
+            offset += close[t] - close[t - 1]
+    return out
+
+
+@_njit
 def rolling_rms(x: F64, window: int, first: int, floor: float) -> F64:
     """``max(sqrt(mean(x[t-window+1 .. t]**2)), floor)`` for t >= `first`, NaN before."""
     n = x.shape[0]
-    out = np.full(n, np.nan)
+    out = np.empty(n)
+    inv_window = 1.0 / window
     acc = 0.0
     for t in range(n):
-        acc += x[t] * x[t]
-        if t >= window:
-            acc -= x[t - window] * x[t - window]
-        if t >= first:
-            out[t] = max(math.sqrt(max(acc, 0.0) / window), floor)
+        old = x[t - window] if t >= window else 0.0
+        acc += x[t] * x[t] - old * old
+        out[t] = max(math.sqrt(max(acc, 0.0) * inv_window), floor) if t >= first else np.nan
     return out
 
 
 @_njit
-def rolling_sum_over(x: F64, window: int, first: int, scale: F64, factor: float) -> F32:
-    """``sum(x[t-window+1 .. t]) / (scale[t] * factor)`` for t >= `first`, NaN before."""
+def rolling_sum_over(x: F64, window: int, first: int, inv_scale: F64, factor: float) -> F32:
+    """``sum(x[t-window+1 .. t]) * inv_scale[t] * factor`` for t >= `first`, NaN before."""
     n = x.shape[0]
-    out = np.full(n, np.nan, dtype=np.float32)
+    out = np.empty(n, dtype=np.float32)
     acc = 0.0
     for t in range(n):
-        acc += x[t]
-        if t >= window:
-            acc -= x[t - window]
-        if t >= first:
-            out[t] = acc / (scale[t] * factor)
+        acc += x[t] - (x[t - window] if t >= window else 0.0)
+        out[t] = acc * inv_scale[t] * factor if t >= first else np.nan
     return out
 
 
 @_njit
-def rolling_rms_over(x: F64, window: int, first: int, scale: F64) -> F32:
-    """``sqrt(mean(x[t-window+1 .. t]**2)) / scale[t]`` for t >= `first`, NaN before."""
+def rolling_rms_over(x: F64, window: int, first: int, inv_scale: F64) -> F32:
+    """``sqrt(mean(x[t-window+1 .. t]**2)) * inv_scale[t]`` for t >= `first`, NaN before."""
     n = x.shape[0]
-    out = np.full(n, np.nan, dtype=np.float32)
+    out = np.empty(n, dtype=np.float32)
+    inv_window = 1.0 / window
     acc = 0.0
     for t in range(n):
-        acc += x[t] * x[t]
-        if t >= window:
-            acc -= x[t - window] * x[t - window]
-        if t >= first:
-            out[t] = math.sqrt(max(acc, 0.0) / window) / scale[t]
+        old = x[t - window] if t >= window else 0.0
+        acc += x[t] * x[t] - old * old
+        out[t] = math.sqrt(max(acc, 0.0) * inv_window) * inv_scale[t] if t >= first else np.nan
     return out
 
 
@@ -137,14 +154,13 @@ def over_rolling_depth(num: F64, bid: Numeric, ask: Numeric, window: int, floor:
     average depth of the interval); NaN for t < window - 1.
     """
     n = num.shape[0]
-    out = np.full(n, np.nan, dtype=np.float32)
+    out = np.empty(n, dtype=np.float32)
+    half_inv_window = 0.5 / window
     acc = 0.0
     for t in range(n):
-        acc += 0.5 * (float(bid[t]) + float(ask[t]))
-        if t >= window:
-            acc -= 0.5 * (float(bid[t - window]) + float(ask[t - window]))
-        if t >= window - 1:
-            out[t] = num[t] / max(acc / window, floor)
+        old = float(bid[t - window]) + float(ask[t - window]) if t >= window else 0.0
+        acc += float(bid[t]) + float(ask[t]) - old
+        out[t] = num[t] / max(acc * half_inv_window, floor) if t >= window - 1 else np.nan
     return out
 
 
@@ -152,41 +168,45 @@ def over_rolling_depth(num: F64, bid: Numeric, ask: Numeric, window: int, floor:
 def demeaned(x: F64, window: int) -> F32:
     """``x[t] - mean(x[t-window+1 .. t])`` for t >= window - 1, NaN before."""
     n = x.shape[0]
-    out = np.full(n, np.nan, dtype=np.float32)
+    out = np.empty(n, dtype=np.float32)
+    inv_window = 1.0 / window
     acc = 0.0
     for t in range(n):
-        acc += x[t]
-        if t >= window:
-            acc -= x[t - window]
-        if t >= window - 1:
-            out[t] = x[t] - acc / window
+        acc += x[t] - (x[t - window] if t >= window else 0.0)
+        out[t] = x[t] - acc * inv_window if t >= window - 1 else np.nan
     return out
 
 
 @_njit
-def forward_sum(x: F64, horizon: int, scale: F64, factor: float) -> F32:
-    """``sum(x[t+1 .. t+horizon]) / (scale[t] * factor)``; NaN where bars run out (targets)."""
+def forward_sum(x: F64, horizon: int, inv_scale: F64, factor: float) -> F32:
+    """``sum(x[t+1 .. t+horizon]) * inv_scale[t] * factor``; NaN where bars run out (targets)."""
     n = x.shape[0]
-    out = np.full(n, np.nan, dtype=np.float32)
+    out = np.empty(n, dtype=np.float32)
     acc = 0.0
     for t in range(n - 1, -1, -1):
-        if t + horizon < n:
-            out[t] = acc / (scale[t] * factor)
-        acc += x[t]
-        if t + horizon < n:
-            acc -= x[t + horizon]
+        out[t] = acc * inv_scale[t] * factor if t + horizon < n else np.nan
+        acc += x[t] - (x[t + horizon] if t + horizon < n else 0.0)
     return out
 
 
 @_njit
-def level_sum(columns: tuple[Numeric, ...], levels: int) -> F64:
-    """float64 (n,): sum over the first `levels` arrays of `columns` (one per book level).
+def level_sum(columns: tuple[Numeric, ...], start: int, stop: int, base: F64) -> F64:
+    """float64 (n,): `base` plus ``columns[start] + ... + columns[stop - 1]`` (book levels).
 
-    Sizes are whole numbers far below 2**53, so their float64 sums are exact.
+    `base` is the sum of the levels before `start`, or an empty array for none, so the sums
+    over 5 and then 10 levels read each level once. Sizes are whole numbers far below
+    2**53: their float64 sums are exact.
     """
     n = columns[0].shape[0]
-    out = np.zeros(n)
-    for k in range(levels):
+    out = np.empty(n)
+    first = columns[start]
+    if base.shape[0] == n:
+        for t in range(n):
+            out[t] = base[t] + first[t]
+    else:
+        for t in range(n):
+            out[t] = first[t]
+    for k in range(start + 1, stop):
         column = columns[k]
         for t in range(n):
             out[t] += column[t]
@@ -281,21 +301,27 @@ def session_phase(ts_close: I64, day_index: I64, open_ns: I64, close_ns: I64) ->
     return out
 
 
-@_njit
 def cyclical(phase: F64, use_cos: bool) -> F32:
-    """``sin(2 pi phase)`` or ``cos(2 pi phase)``, as float32."""
-    n = phase.shape[0]
-    out = np.empty(n, dtype=np.float32)
-    for t in range(n):
-        angle = 2.0 * math.pi * phase[t]
-        out[t] = math.cos(angle) if use_cos else math.sin(angle)
-    return out
+    """``sin(2 pi phase)`` or ``cos(2 pi phase)``, as float32.
+
+    numpy's vectorised float32 sine and cosine (each element computed the same way wherever
+    it sits in the array, so values stay point in time); the angle's float32 rounding is
+    below the output's precision.
+    """
+    angle = (2.0 * np.pi * phase).astype(np.float32)
+    return np.cos(angle) if use_cos else np.sin(angle)
 
 
 @_njit
-def first_nonfinite(x: F32 | F64, lo: int, hi: int) -> int:
-    """Index of the first NaN or infinity in ``x[lo:hi]``, or -1 when all are finite."""
+def _first_nonfinite_scan(x: F32 | F64, lo: int, hi: int) -> int:
     for t in range(lo, hi):
         if not math.isfinite(x[t]):
             return t
     return -1
+
+
+def first_nonfinite(x: F32 | F64, lo: int, hi: int) -> int:
+    """Index of the first NaN or infinity in ``x[lo:hi]``, or -1 when all are finite."""
+    if np.isfinite(x[lo:hi]).all():  # numpy's vectorised check: the common, all-finite case
+        return -1
+    return int(_first_nonfinite_scan(x, lo, hi))

@@ -10,9 +10,11 @@ Shared conventions (every formula below uses them):
 
 ``r_t``
     One-bar log return of the close within one contract: ``log(close_t / close_{t-1})`` when
-    bars t-1 and t belong to the same instrument; 0 on the first bar after a roll (the gap
-    between two contracts is not a return; a position is assumed rolled at that bar's close,
-    which is also what the trainer's P&L from ``mkt_close`` and ``is_roll`` does).
+    bars t-1 and t belong to the same instrument; 0 on the first bar after a roll (``is_roll``):
+    the gap between two contracts is not a return, so the roll bar earns nothing, which is
+    also what a P&L from ``mkt_close`` that skips ``is_roll`` bars gives. Multi-bar returns and
+    targets are sums of ``r`` (so they never include a roll jump either); targets whose horizon
+    spans a roll are kept, computed within each contract this way.
 ``sigma_t``
     The volatility normaliser: ``max(sqrt(mean(r_k**2 for k in t-W+1..t)), vol_floor)`` with
     ``W = vol_window``, from raw returns (never from normalised features); defined from bar W.

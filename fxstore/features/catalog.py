@@ -1,0 +1,173 @@
+"""What a store holds, for ``fxstore ls`` and ``fxstore info``: bar series and feature caches."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from fxstore.features.reader import FeatureStore
+from fxstore.fxcache import MANIFEST, FxCacheManifest
+from fxstore.store import list_bar_series, read_json
+
+__all__ = ["BarSeriesInfo", "CacheInfo", "StoreListing", "format_info", "list_store"]
+
+_EPOCH: Final = dt.date(1970, 1, 1)
+
+
+def _iso(days: int) -> str:
+    return (_EPOCH + dt.timedelta(days=days)).isoformat()
+
+
+@dataclass(frozen=True, slots=True)
+class BarSeriesInfo:
+    """One bar series of the store (``bars/<symbol>/<instrument-key>/<bar-key>``)."""
+
+    symbol: str
+    instrument_key: str
+    bar_key: str
+    n_bars: int
+    #: Trading days with bars, the first and last of them (ISO dates, "" when none).
+    n_days: int
+    first_day: str
+    last_day: str
+
+
+@dataclass(frozen=True, slots=True)
+class CacheInfo:
+    """One feature cache of the store (``fxcache/<symbol>/<featureset-hash>``)."""
+
+    symbol: str
+    key: str
+    bar_key: str
+    n_rows: int
+    n_features: int
+    n_targets: int
+    n_shards: int
+    first_day: str
+    last_day: str
+
+
+@dataclass(frozen=True, slots=True)
+class StoreListing:
+    """What a store holds: bar series and feature caches (``fxstore ls``)."""
+
+    root: Path
+    bars: tuple[BarSeriesInfo, ...]
+    caches: tuple[CacheInfo, ...]
+
+    def to_json(self) -> dict[str, object]:
+        """The listing as JSON data."""
+        return {
+            "root": str(self.root),
+            "bars": [asdict(b) for b in self.bars],
+            "fxcache": [asdict(c) for c in self.caches],
+        }
+
+    def format_text(self) -> str:
+        """The listing as aligned text lines."""
+        lines = [f"bars/ in {self.root}:"]
+        lines += [
+            f"  {b.symbol}  {b.instrument_key}/{b.bar_key}  {b.n_bars:,} bars, {b.n_days} days "
+            f"({b.first_day} .. {b.last_day})"
+            for b in self.bars
+        ] or ["  (none: run `fxstore ingest`)"]
+        lines.append("fxcache/:")
+        lines += [
+            f"  {c.symbol}  {c.key}  {c.n_rows:,} rows, {c.n_features} features, "
+            f"{c.n_targets} targets, {c.n_shards} shards ({c.first_day} .. {c.last_day}) "
+            f"from {c.bar_key}"
+            for c in self.caches
+        ] or ["  (none: run `fxstore precompute`)"]
+        return "\n".join(lines)
+
+
+def _bar_info(root: Path, symbol: str, instrument_key: str, bar_key: str) -> BarSeriesInfo:
+    manifest = read_json(root / "bars" / symbol / instrument_key / bar_key / MANIFEST)
+    raw_days = manifest.get("days")
+    days = [d for d in raw_days if isinstance(d, dict)] if isinstance(raw_days, list) else []
+    with_bars = [str(d["trading_day"]) for d in days if int(d.get("n_bars", 0)) > 0]
+    return BarSeriesInfo(
+        symbol=symbol,
+        instrument_key=instrument_key,
+        bar_key=bar_key,
+        n_bars=sum(int(d.get("n_bars", 0)) for d in days),
+        n_days=len(with_bars),
+        first_day=with_bars[0] if with_bars else "",
+        last_day=with_bars[-1] if with_bars else "",
+    )
+
+
+def _cache_info(manifest: FxCacheManifest) -> CacheInfo:
+    return CacheInfo(
+        symbol=manifest.symbol,
+        key=manifest.key,
+        bar_key=str(_table(manifest.data, "source").get("bar_key", "?")),
+        n_rows=manifest.n_rows,
+        n_features=len(manifest.features),
+        n_targets=len(manifest.targets),
+        n_shards=len(manifest.shards),
+        first_day=_iso(manifest.shards[0].first_trading_day) if manifest.shards else "",
+        last_day=_iso(manifest.shards[-1].last_trading_day) if manifest.shards else "",
+    )
+
+
+def list_store(root: Path) -> StoreListing:
+    """List the bar series and feature caches under `root` (``fxstore ls``).
+
+    Raises
+    ------
+    InvalidInputError, SchemaError
+        A manifest cannot be read (the message names it).
+    """
+    store = FeatureStore(root)
+    caches = [
+        _cache_info(store.manifest(symbol, key))
+        for symbol in store.list_symbols()
+        for key in store.list_featuresets(symbol)
+    ]
+    bars = [_bar_info(root, *series) for series in list_bar_series(root)]
+    return StoreListing(root, tuple(bars), tuple(caches))
+
+
+def _table(data: Mapping[str, object], key: str) -> dict[str, Any]:
+    value = data.get(key)
+    return value if isinstance(value, dict) else {}
+
+
+def _params(definition: object) -> str:
+    if not isinstance(definition, dict):
+        return "?"
+    params = definition.get("params", {})
+    inner = ", ".join(f"{k}={v}" for k, v in params.items()) if isinstance(params, dict) else ""
+    return f"{definition.get('kind')}({inner})"
+
+
+def format_info(manifest: FxCacheManifest) -> str:
+    """A cache's manifest as text (``fxstore info``): source, rows, definitions, shards."""
+    data = manifest.data
+    featureset, source = _table(data, "featureset"), _table(data, "source")
+    lines = [
+        f"{manifest.symbol} fxcache {manifest.key} ({data.get('format')}, fxstore "
+        f"{data.get('fxstore_version')})",
+        f"  folder:   {manifest.folder}",
+        f"  bars:     {source.get('instrument_key')}/{source.get('bar_key')}, "
+        f"{data.get('n_bars', 0):,} bars, {manifest.bars_per_day:.1f} bars/day",
+        f"  rows:     {manifest.n_rows:,} (warm-up dropped {data.get('warmup_rows_dropped')}, "
+        f"tail dropped {data.get('tail_rows_dropped')}), {len(manifest.shards)} shards",
+        f"  settings: {json.dumps(featureset.get('settings'), sort_keys=True)}",
+    ]
+    for group, prefix in (("features", "f_"), ("targets", "target_")):
+        definitions = featureset.get(group, [])
+        lines.append(f"  {group} ({len(definitions)}):")
+        lines += [f"    {prefix + str(d.get('name')):<20} {_params(d)}" for d in definitions]
+    lines.append("  shards:")
+    lines += [
+        f"    {s.file:<16} {s.rows:>9,} rows  {_iso(s.first_trading_day)} .. "
+        f"{_iso(s.last_trading_day)}  sha256 {s.sha256[:12]}"
+        for s in manifest.shards
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,342 @@
+"""`fxstore precompute`: a symbol's bar series → features → its fxcache.
+
+Reads ``bars/<SYMBOL>/<instrument-key>/<bar-key>/`` (every day file checked against the bar
+manifest's SHA-256), computes the feature set (:func:`~fxstore.features.compute.compute_features`)
+and writes ``fxcache/<SYMBOL>/<featureset-hash>/`` (:mod:`fxstore.fxcache`): the old manifest is
+removed first, shards are written atomically, stale shards deleted, and the manifest written
+last, so a reader never sees old and new shards mixed. A lock file serialises two writers of
+one key; a run whose bars (manifest checksum), feature set (the key) and sharding are unchanged
+does nothing unless ``force``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from fxstore import __version__
+from fxstore.config import FeatureConfig
+from fxstore.errors import InvalidInputError, SchemaError, SymbolNotFoundError
+from fxstore.features.compute import FeatureFrame, compute_features
+from fxstore.features.definitions import FeatureSet
+from fxstore.features.inputs import REQUIRED_COLUMNS
+from fxstore.fxcache import FORMAT, MANIFEST, ShardEntry, split_shards, write_shard
+from fxstore.ingest.calendar import trading_day_of
+from fxstore.store import (
+    atomic_write_json,
+    bars_dir,
+    file_sha256,
+    fxcache_dir,
+    key_lock,
+    list_bar_series,
+    read_json,
+)
+
+__all__ = ["BarSource", "PrecomputeSummary", "precompute", "read_bars", "resolve_bars"]
+
+logger = logging.getLogger(__name__)
+
+Json = dict[str, Any]
+_VOL_INPUT: Final = "r_t: within-contract one-bar log return of the close (0 on a roll bar)"
+
+
+@dataclass(frozen=True, slots=True)
+class BarSource:
+    """The bar series precompute reads."""
+
+    folder: Path
+    instrument_key: str
+    bar_key: str
+    #: The bar manifest as read, and the SHA-256 of its file.
+    manifest: Json
+    manifest_sha256: str
+
+
+@dataclass(frozen=True, slots=True)
+class PrecomputeSummary:
+    """What :func:`precompute` did (or found already done)."""
+
+    out_dir: Path
+    #: The feature-set hash (the folder's name).
+    key: str
+    n_bars: int
+    n_rows: int
+    warmup_rows_dropped: int
+    tail_rows_dropped: int
+    n_features: int
+    n_targets: int
+    n_shards: int
+    bars_per_day: float
+    elapsed_s: float
+    #: True when bars and feature set were unchanged and nothing was written.
+    up_to_date: bool
+
+    def format_text(self) -> str:
+        """One line saying what was done (``fxstore precompute``)."""
+        if self.up_to_date:
+            return f"Up to date: {self.out_dir} ({self.n_rows:,} rows); --force rebuilds."
+        return (
+            f"Precomputed {self.n_features} features and {self.n_targets} targets over "
+            f"{self.n_bars:,} bars ({self.bars_per_day:.1f}/day): {self.n_rows:,} rows kept, "
+            f"{self.warmup_rows_dropped} warm-up and {self.tail_rows_dropped} trailing bars "
+            f"dropped, {self.n_shards} shards, in {self.elapsed_s:.1f} s -> {self.out_dir}"
+        )
+
+
+def resolve_bars(store_root: Path, config: FeatureConfig) -> BarSource:
+    """Find the bar series of `config` (the only bar key when none is given).
+
+    Raises
+    ------
+    SymbolNotFoundError
+        No finished bar series of that symbol, instrument key or bar key (lists the known).
+    InvalidInputError
+        Several bar keys and none chosen.
+    """
+    series = list_bar_series(store_root, config.symbol)
+    if not series:
+        known = sorted({s[0] for s in list_bar_series(store_root)})
+        raise SymbolNotFoundError(
+            f"No bars for symbol {config.symbol!r} in {store_root / 'bars'}; known: "
+            f"{', '.join(known) or 'none'}. Run `fxstore ingest` first."
+        )
+    keys = [b for _, i, b in series if i == config.instrument_key]
+    if config.bar_key is not None and config.bar_key not in keys:
+        series_keys = ", ".join(f"{i}/{b}" for _, i, b in series)
+        raise SymbolNotFoundError(
+            f"No bars {config.instrument_key}/{config.bar_key} for {config.symbol!r}; "
+            f"known: {series_keys}."
+        )
+    if not keys:
+        instrument_keys = ", ".join(sorted({i for _, i, _ in series}))
+        raise SymbolNotFoundError(
+            f"No bars with instrument key {config.instrument_key!r} for {config.symbol!r}; "
+            f"known: {instrument_keys}."
+        )
+    if config.bar_key is None and len(keys) > 1:
+        raise InvalidInputError(
+            f"{config.symbol!r} has {len(keys)} bar series under {config.instrument_key}: "
+            f"{', '.join(keys)}; pick one with --bar-key."
+        )
+    bar_key = config.bar_key or keys[0]
+    folder = bars_dir(store_root, config.symbol, config.instrument_key, bar_key)
+    manifest = read_json(folder / MANIFEST)
+    sha = file_sha256(folder / MANIFEST)
+    return BarSource(folder, config.instrument_key, bar_key, manifest, sha)
+
+
+def read_bars(source: BarSource) -> pa.Table:
+    """The bar columns features need, every day file checked against its SHA-256.
+
+    Raises
+    ------
+    InvalidInputError
+        A day file is missing or changed since ingest, or the series has no bars.
+    """
+    tables = []
+    for day in source.manifest.get("days", []):
+        if not isinstance(day, dict) or "file" not in day:
+            continue  # a trading day without bars
+        path = source.folder / str(day["file"])
+        if not path.is_file() or file_sha256(path) != day.get("sha256"):
+            raise InvalidInputError(
+                f"{path}: missing or changed since ingest (SHA-256 differs from the bar "
+                "manifest); re-run `fxstore ingest --force`."
+            )
+        tables.append(pq.read_table(path, columns=list(REQUIRED_COLUMNS)))
+    if not tables:
+        raise InvalidInputError(f"{source.folder}: the bar series has no bars.")
+    return pa.concat_tables(tables)
+
+
+def _bars_per_day(bars: pa.Table) -> float:
+    """Bars per distinct CME trading day, the days computed from ``ts_close``."""
+    days = trading_day_of(bars.column("ts_close").to_numpy())
+    return float(bars.num_rows / (1 + int(np.count_nonzero(days[1:] != days[:-1]))))
+
+
+def _stats(values: np.ndarray) -> dict[str, float]:
+    data = values.astype(np.float64)
+    return {
+        "mean": float(data.mean()),
+        "std": float(data.std()),
+        "min": float(data.min()),
+        "max": float(data.max()),
+    }
+
+
+def _normalisation(frame: FeatureFrame, featureset: FeatureSet) -> Json:
+    """How each column was normalised (causally), and descriptive statistics of the rows.
+
+    The statistics describe the stored rows; nothing was scaled with them (that would look
+    ahead), they are for inspection and sanity checks.
+    """
+    settings = featureset.settings
+    columns: Json = {}
+    for prefix, defs, arrays in (
+        ("f_", featureset.features, frame.features),
+        ("target_", featureset.targets, frame.targets),
+    ):
+        for d in defs:
+            column = prefix + d.name
+            columns[column] = {
+                "formula": d.spec.formula,
+                "normalisation": d.spec.normalisation,
+                **_stats(arrays[column]),
+            }
+    return {
+        "vol_normaliser": {
+            "input": _VOL_INPUT,
+            "statistic": "rolling RMS over the past window_bars bars, floored at floor",
+            "window_bars": settings.vol_window,
+            "floor": settings.vol_floor,
+            **_stats(frame.sigma),
+            "last": float(frame.sigma[-1]),
+        },
+        "columns": columns,
+    }
+
+
+def _manifest(
+    config: FeatureConfig,
+    source: BarSource,
+    frame: FeatureFrame,
+    key: str,
+    extra: tuple[float, list[ShardEntry]],
+) -> Json:
+    featureset = config.features
+    bars_per_day, shards = extra
+    definition = featureset.definition(instrument_key=source.instrument_key, bar_key=source.bar_key)
+    return {
+        "format": FORMAT,
+        "symbol": config.symbol,
+        "featureset": {"hash": key, **definition},
+        "columns": {
+            "flags": list(frame.flags),
+            "market": list(frame.market),
+            "features": list(frame.features),
+            "targets": list(frame.targets),
+        },
+        "source": {
+            "bars_dir": source.folder.relative_to(source.folder.parents[3]).as_posix(),
+            "instrument_key": source.instrument_key,
+            "bar_key": source.bar_key,
+            "manifest_sha256": source.manifest_sha256,
+        },
+        "bars_per_day": bars_per_day,
+        "n_bars": frame.n_bars,
+        "n_rows": frame.n_rows,
+        "warmup_rows_dropped": frame.warmup_rows_dropped,
+        "tail_rows_dropped": frame.tail_rows_dropped,
+        "max_target_horizon_bars": featureset.max_target_horizon,
+        "normalisation": _normalisation(frame, featureset),
+        "shard_by": config.shard_by,
+        "shards": [s.to_json() for s in shards],
+        "fxstore_version": __version__,
+    }
+
+
+def _existing(out_dir: Path, source: BarSource, config: FeatureConfig) -> Json | None:
+    """The manifest of a finished cache built from the same bars and sharding, else None."""
+    path = out_dir / MANIFEST
+    if not path.is_file():
+        return None
+    manifest: Json = read_json(path)
+    same = (
+        manifest.get("format") == FORMAT
+        and manifest.get("shard_by") == config.shard_by
+        and isinstance(manifest.get("source"), dict)
+        and manifest["source"].get("manifest_sha256") == source.manifest_sha256
+    )
+    try:
+        shards = [ShardEntry.from_json(s, path) for s in manifest.get("shards") or []]
+    except SchemaError:
+        return None
+    complete = all(
+        (out_dir / s.file).is_file() and (out_dir / s.file).stat().st_size == s.bytes
+        for s in shards
+    )
+    return manifest if same and shards and complete else None
+
+
+def _summary(out_dir: Path, manifest: Json, started: float, up_to_date: bool) -> PrecomputeSummary:
+    return PrecomputeSummary(
+        out_dir=out_dir,
+        key=out_dir.name,
+        n_bars=int(manifest["n_bars"]),
+        n_rows=int(manifest["n_rows"]),
+        warmup_rows_dropped=int(manifest["warmup_rows_dropped"]),
+        tail_rows_dropped=int(manifest["tail_rows_dropped"]),
+        n_features=len(manifest["columns"]["features"]),
+        n_targets=len(manifest["columns"]["targets"]),
+        n_shards=len(manifest["shards"]),
+        bars_per_day=float(manifest["bars_per_day"]),
+        elapsed_s=time.perf_counter() - started,
+        up_to_date=up_to_date,
+    )
+
+
+def _write_shards(out_dir: Path, frame: FeatureFrame, config: FeatureConfig) -> list[ShardEntry]:
+    """Write every shard of `frame`, then delete shards of an earlier run that are not ours."""
+    table = frame.to_table()
+    made_by = {"stage": "precompute", "symbol": config.symbol, "featureset": out_dir.name}
+    metadata = {b"fxstore": json.dumps(made_by | {"version": __version__}).encode()}
+    entries = [
+        write_shard(out_dir / name, table.slice(lo, hi - lo), metadata)
+        for name, lo, hi in split_shards(frame.trading_day, config.shard_by)
+    ]
+    names = {e.file for e in entries}
+    for stale in out_dir.glob("*.arrow"):
+        if stale.name not in names:
+            stale.unlink()
+    return entries
+
+
+def precompute(config: FeatureConfig, store_root: Path) -> PrecomputeSummary:
+    """Compute `config.features` over a bar series and write the symbol's fxcache.
+
+    Parameters
+    ----------
+    config
+        Symbol, bar series, feature set, sharding, force.
+    store_root
+        The store root (holds ``bars/`` and ``fxcache/``).
+
+    Returns
+    -------
+    PrecomputeSummary
+        Where the cache is and what it holds; ``up_to_date`` when nothing had to be done.
+
+    Raises
+    ------
+    SymbolNotFoundError, InvalidInputError
+        No such bar series, a changed day file, too few bars, a non-finite value (named
+        with its bar).
+    SchemaError
+        The bars are not one continuous series in ``ts_close`` order.
+    """
+    started = time.perf_counter()
+    source = resolve_bars(store_root, config)
+    key = config.features.hash(instrument_key=source.instrument_key, bar_key=source.bar_key)
+    out_dir = fxcache_dir(store_root, config.symbol, key)
+    with key_lock(out_dir):
+        existing = None if config.force else _existing(out_dir, source, config)
+        if existing is not None:
+            logger.info("fxcache %s is up to date", out_dir)
+            return _summary(out_dir, existing, started, up_to_date=True)
+        bars = read_bars(source)
+        frame = compute_features(bars, config.features)
+        (out_dir / MANIFEST).unlink(missing_ok=True)  # incomplete until the new one is written
+        shards = _write_shards(out_dir, frame, config)
+        manifest = _manifest(config, source, frame, key, (_bars_per_day(bars), shards))
+        atomic_write_json(out_dir / MANIFEST, manifest)
+    logger.info("wrote %d rows in %d shards to %s", frame.n_rows, len(shards), out_dir)
+    return _summary(out_dir, manifest, started, up_to_date=False)

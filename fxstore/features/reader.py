@@ -1,0 +1,271 @@
+"""Reading feature caches back: ``fxstore.open(root)``.
+
+:class:`FeatureStore` reads like a mapping of symbols (ArcticDB's ``Library`` over a root):
+``store["ES.FUT"].read(start="2024-03-01")`` returns a zero-copy pyarrow Table over the
+memory-mapped shards, each checked against its manifest checksum first.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Final, TypedDict, Unpack, cast
+
+import numpy as np
+import pyarrow as pa
+
+from fxstore.errors import InvalidInputError, SchemaError, SymbolNotFoundError
+from fxstore.fxcache import MANIFEST, FxCacheManifest, ShardEntry, read_manifest, read_shard
+from fxstore.store import fxcache_dir, validate_key
+
+if TYPE_CHECKING:
+    import polars as pl
+
+__all__ = ["FeatureStore", "ReadOptions", "SymbolCache"]
+
+logger = logging.getLogger(__name__)
+
+_EPOCH: Final = dt.date(1970, 1, 1)
+_REDO: Final = "re-run `fxstore precompute --force`"
+
+
+def _trading_day(value: dt.date | str | None, param: str) -> int | None:
+    """A trading-day bound as days since 1970-01-01."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            value = dt.date.fromisoformat(value)
+        except ValueError as err:
+            raise InvalidInputError(f"`{param}` must be a date YYYY-MM-DD, was {value!r}.") from err
+    if isinstance(value, dt.datetime) or not isinstance(value, dt.date):
+        raise InvalidInputError(f"`{param}` must be a trading day (datetime.date), was {value!r}.")
+    return (value - _EPOCH).days
+
+
+def _read_days(
+    manifest: FxCacheManifest, entry: ShardEntry, days: tuple[int | None, int | None], verify: bool
+) -> pa.Table:
+    """The rows of one shard whose trading day is within `days` (inclusive; None: open)."""
+    path = manifest.folder / entry.file
+    table = read_shard(path, entry.sha256 if verify else None)
+    if not table.schema.equals(manifest.schema()):
+        raise SchemaError(f"{path}: columns differ from the manifest's; {_REDO}.")
+    logger.debug("read shard %s (%d rows)", path, table.num_rows)
+    first, last = days
+    day = table.column("trading_day").chunk(0).to_numpy()
+    lo = 0 if first is None else int(np.searchsorted(day, first, side="left"))
+    hi = len(day) if last is None else int(np.searchsorted(day, last, side="right"))
+    return table.slice(lo, hi - lo)
+
+
+def _with_back_adjusted(table: pa.Table) -> pa.Table:
+    from fxstore.features.kernels import back_adjust
+
+    close = table.column("mkt_close").to_numpy()
+    is_roll = table.column("is_roll").to_numpy()
+    return table.append_column("mkt_close_adj", pa.array(back_adjust(close, is_roll)))
+
+
+class FeatureStore(Mapping[str, "SymbolCache"]):
+    """The feature caches under one store root, read like a mapping of symbols.
+
+    ``store["ES.FUT"]`` is a :class:`SymbolCache`; iterating yields the symbols that have at
+    least one complete fxcache.
+
+    Examples
+    --------
+    >>> store = fxstore.open("data")  # doctest: +SKIP
+    >>> table = store.read("ES.FUT", start="2024-03-01", columns=["ts_close", "f_ret_1"])
+    """
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root)
+
+    def __repr__(self) -> str:
+        return f"FeatureStore({str(self.root)!r})"
+
+    def __getitem__(self, symbol: str) -> SymbolCache:
+        if not self.has_symbol(symbol):
+            raise KeyError(symbol)
+        return SymbolCache(self, symbol)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.list_symbols())
+
+    def __len__(self) -> int:
+        return len(self.list_symbols())
+
+    def __contains__(self, symbol: object) -> bool:
+        return isinstance(symbol, str) and self.has_symbol(symbol)
+
+    def has_symbol(self, symbol: str) -> bool:
+        """Whether `symbol` has at least one complete fxcache."""
+        try:
+            return bool(self.list_featuresets(symbol))
+        except InvalidInputError:
+            return False
+
+    def list_symbols(self) -> list[str]:
+        """Symbols with at least one complete fxcache, sorted."""
+        return sorted(
+            {p.parent.parent.name for p in (self.root / "fxcache").glob(f"*/*/{MANIFEST}")}
+        )
+
+    def list_featuresets(self, symbol: str) -> list[str]:
+        """Feature-set hashes of `symbol` with a complete cache, most recently written first."""
+        base = self.root / "fxcache" / validate_key(symbol, "symbol")
+        manifests = sorted(base.glob(f"*/{MANIFEST}"), key=lambda p: (-p.stat().st_mtime_ns, p))
+        return [p.parent.name for p in manifests]
+
+    def manifest(self, symbol: str, featureset: str | None = None) -> FxCacheManifest:
+        """The manifest of `symbol`'s cache `featureset` (default: the latest written).
+
+        Raises
+        ------
+        SymbolNotFoundError
+            `symbol` has no cache, or none with hash `featureset` (the message lists them).
+        """
+        keys = self.list_featuresets(symbol)
+        if not keys:
+            known = ", ".join(self.list_symbols()) or "none"
+            raise SymbolNotFoundError(
+                f"No fxcache for symbol {symbol!r} in {self.root}; known: {known}. "
+                f"Run `fxstore precompute --symbol {symbol}` first."
+            )
+        if featureset is not None and featureset not in keys:
+            raise SymbolNotFoundError(
+                f"No fxcache {featureset!r} for {symbol!r}; known: {', '.join(keys)}."
+            )
+        return read_manifest(fxcache_dir(self.root, symbol, featureset or keys[0]))
+
+    def read(
+        self,
+        symbol: str,
+        *,
+        featureset: str | None = None,
+        start: dt.date | str | None = None,
+        end: dt.date | str | None = None,
+        columns: Sequence[str] | None = None,
+        verify: bool = True,
+        back_adjust: bool = False,
+    ) -> pa.Table:
+        """Read `symbol`'s cache rows of trading days `start` .. `end` (inclusive).
+
+        Parameters
+        ----------
+        symbol
+            Store symbol, continuous (e.g. "ES.FUT").
+        featureset
+            Feature-set hash; None reads the most recently written cache.
+        start, end
+            First and last trading day (``datetime.date`` or "YYYY-MM-DD"); None: unbounded.
+        columns
+            Columns to return, in this order; None: every column in file order.
+        verify
+            Check each shard read against its SHA-256 in the manifest.
+        back_adjust
+            Add ``mkt_close_adj`` (float64): ``mkt_close`` back-adjusted by differences over
+            the rows read, so it has no jump at a roll and the last contract is unchanged
+            (:func:`fxstore.features.kernels.back_adjust`). It uses later rolls: never a model
+            input, for charts and P&L checks.
+
+        Returns
+        -------
+        pyarrow.Table
+            Zero-copy over the memory-mapped shards (one chunk per shard); its schema
+            metadata ``b"fxcache_manifest"`` holds the manifest JSON.
+
+        Raises
+        ------
+        SymbolNotFoundError, InvalidInputError, SchemaError
+            No such cache; an unknown column or bad date; a damaged or malformed shard.
+        """
+        manifest = self.manifest(symbol, featureset)
+        first, last = _trading_day(start, "start"), _trading_day(end, "end")
+        schema = manifest.schema()
+        names = list(columns) if columns is not None else list(schema.names)
+        unknown = [n for n in names if n not in schema.names]
+        if unknown:
+            raise InvalidInputError(
+                f"no column {unknown[0]!r} in the fxcache of {symbol!r}; it has: "
+                f"{', '.join(schema.names)}."
+            )
+        tables = [schema.empty_table()]
+        for entry in manifest.shards:
+            if (first is None or entry.last_trading_day >= first) and (
+                last is None or entry.first_trading_day <= last
+            ):
+                tables.append(_read_days(manifest, entry, (first, last), verify))
+        table = pa.concat_tables(tables)
+        if back_adjust:
+            table = _with_back_adjusted(table)
+            names.append("mkt_close_adj")
+        metadata = {b"fxcache_manifest": json.dumps(manifest.data, sort_keys=True).encode()}
+        return table.select(names).replace_schema_metadata(metadata)
+
+    def read_polars(
+        self,
+        symbol: str,
+        *,
+        featureset: str | None = None,
+        start: dt.date | str | None = None,
+        end: dt.date | str | None = None,
+        columns: Sequence[str] | None = None,
+        verify: bool = True,
+        back_adjust: bool = False,
+    ) -> pl.DataFrame:
+        """:meth:`read` as a polars DataFrame (same parameters and errors)."""
+        import polars as pl
+
+        table = self.read(
+            symbol,
+            featureset=featureset,
+            start=start,
+            end=end,
+            columns=columns,
+            verify=verify,
+            back_adjust=back_adjust,
+        )
+        return cast("pl.DataFrame", pl.from_arrow(table, rechunk=False))
+
+
+class ReadOptions(TypedDict, total=False):
+    """Keyword arguments of :meth:`FeatureStore.read`."""
+
+    featureset: str | None
+    start: dt.date | str | None
+    end: dt.date | str | None
+    columns: Sequence[str] | None
+    verify: bool
+    back_adjust: bool
+
+
+@dataclass(frozen=True, slots=True)
+class SymbolCache:
+    """One symbol of a :class:`FeatureStore`: its feature sets and reads."""
+
+    store: FeatureStore
+    symbol: str
+
+    @property
+    def featuresets(self) -> list[str]:
+        """Feature-set hashes with a complete cache, most recently written first."""
+        return self.store.list_featuresets(self.symbol)
+
+    def manifest(self, featureset: str | None = None) -> FxCacheManifest:
+        """See :meth:`FeatureStore.manifest`."""
+        return self.store.manifest(self.symbol, featureset)
+
+    def read(self, **options: Unpack[ReadOptions]) -> pa.Table:
+        """See :meth:`FeatureStore.read` (the same keyword arguments)."""
+        return self.store.read(self.symbol, **options)
+
+    def read_polars(self, **options: Unpack[ReadOptions]) -> pl.DataFrame:
+        """See :meth:`FeatureStore.read_polars` (the same keyword arguments)."""
+        return self.store.read_polars(self.symbol, **options)

@@ -1,0 +1,121 @@
+"""CLI: precompute, ls and info; exact error lines for bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from fxstore.cli import cli
+from tests.features.conftest import INGEST
+
+
+def _run(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(cli, list(args))
+    return result.exit_code, result.output
+
+
+def test_precompute_then_up_to_date_then_force(store: Path, tmp_path: Path) -> None:
+    features = tmp_path / "small.toml"
+    features.write_text("[settings]\nvol_window = 20\n[[features]]\nname = 'spread'\n")
+    args = ["precompute", "--symbol", "ES.FUT", "--features", str(features), "--store", str(store)]
+
+    first = CliRunner().invoke(cli, args, catch_exceptions=False)
+    again = CliRunner().invoke(cli, args, catch_exceptions=False)
+    forced = CliRunner().invoke(cli, [*args, "--force", "--json"], catch_exceptions=False)
+
+    assert first.exit_code == again.exit_code == forced.exit_code == 0
+    assert first.output.startswith("Precomputed 1 features and 3 targets over 1,233 bars")
+    assert again.output.startswith("Up to date: ")
+    summary = json.loads(forced.output)
+    assert summary["up_to_date"] is False and summary["n_bars"] == 1233
+    assert summary["warmup_rows_dropped"] == 20 and summary["tail_rows_dropped"] == 16
+
+
+def test_ls_and_info_show_bars_and_cache(cached_store: Path) -> None:
+    listing = CliRunner().invoke(cli, ["ls", "--store", str(cached_store)], catch_exceptions=False)
+    info = CliRunner().invoke(
+        cli, ["info", "ES.FUT", "--store", str(cached_store)], catch_exceptions=False
+    )
+    info_json = CliRunner().invoke(
+        cli, ["info", "ES.FUT", "--json", "--store", str(cached_store)], catch_exceptions=False
+    )
+
+    assert listing.exit_code == info.exit_code == info_json.exit_code == 0
+    assert f"ES.FUT  mbp10_front_month/{INGEST.bars.key}  1,233 bars, 89 days" in listing.output
+    manifest = json.loads(info_json.output)
+    assert f"ES.FUT  {manifest['featureset']['hash']}  " in listing.output
+    assert info.output.startswith(f"ES.FUT fxcache {manifest['featureset']['hash']} (fxcache/1")
+    assert manifest["n_rows"] == 1233 - 216
+
+
+def test_ls_empty_store_says_what_to_run(tmp_path: Path) -> None:
+    code, output = _run("ls", "--store", str(tmp_path))
+
+    assert code == 0
+    assert "(none: run `fxstore ingest`)" in output and "(none: run `fxstore precompute`)" in output
+
+
+def test_precompute_unknown_symbol_fails_with_one_error_line(store: Path) -> None:
+    code, output = _run("precompute", "--symbol", "NQ.FUT", "--store", str(store))
+
+    assert code == 1
+    assert output == (
+        f"Error: No bars for symbol 'NQ.FUT' in {store / 'bars'}; known: ES.FUT. "
+        "Run `fxstore ingest` first.\n"
+    )
+
+
+def test_precompute_missing_features_file_fails_naming_it(store: Path, tmp_path: Path) -> None:
+    missing = tmp_path / "nope.toml"
+
+    code, output = _run("precompute", "--features", str(missing), "--store", str(store))
+
+    assert code == 1
+    assert output == (
+        f"Error: {missing}: cannot read the feature-set file ([Errno 2] No such file or "
+        f"directory: '{missing}').\n"
+    )
+
+
+def test_precompute_bad_features_file_fails_naming_entry(store: Path, tmp_path: Path) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_text("[[features]]\nname = 'r'\nkind = 'log_return'\nhorizon = 0\n")
+
+    code, output = _run("precompute", "--features", str(path), "--store", str(store))
+
+    assert code == 1
+    assert output == (f"Error: {path}: feature 'r' (log_return): `horizon` must be >= 1, was 0.\n")
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["info", "NQ.FUT"], "Error: No fxcache for symbol 'NQ.FUT' in {root}; known: ES.FUT. "
+         "Run `fxstore precompute --symbol NQ.FUT` first.\n"),
+        (["info", "ES/FUT"], "Error: `symbol` may hold only letters, digits, '.', '_' and '-' "
+         "(and is not '.' or '..'), was 'ES/FUT'.\n"),
+    ],
+)  # fmt: skip
+def test_info_bad_symbol_fails_with_one_error_line(
+    cached_store: Path, args: list[str], expected: str
+) -> None:
+    code, output = _run(*args, "--store", str(cached_store))
+
+    assert code == 1
+    assert output == expected.format(root=cached_store)
+
+
+def test_demo_ends_with_precompute(tmp_path: Path) -> None:
+    args = ["demo", "--start", "2024-02-26", "--end", "2024-04-12", "--events-per-day", "3000"]
+
+    result = CliRunner().invoke(
+        cli, [*args, "-q", "--store", str(tmp_path)], catch_exceptions=False
+    )
+
+    assert result.exit_code == 0
+    last = result.output.strip().splitlines()[-1]
+    assert last.startswith("Precomputed 30 features and 3 targets over ")
+    assert list((tmp_path / "fxcache" / "ES.FUT").glob("*/manifest.json"))
