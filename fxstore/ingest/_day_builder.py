@@ -1,10 +1,11 @@
 """Worker side of ingest: stream a group of DBN files and build each trading day's bars.
 
 A group is a run of files no trading day crosses out of, so groups are independent and run
-in a process pool. Per day the worker keeps the records of the candidate instruments (one
+in a process pool. Per day the worker streams the records of the candidate instruments (one
 in id mode; every outright of the root listed that day in front-month mode, since which one
 is the front month depends on earlier groups; the chosen one when the selector runs in the
-same process), counts every instrument's activity, and builds bars once the day is over.
+same process) chunk by chunk into one BarBuilder each, counts every instrument's activity,
+and finishes the bars once the day is over: no day's records are ever held in memory.
 """
 
 from __future__ import annotations
@@ -15,18 +16,15 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-import numpy.typing as npt
 import pyarrow as pa
 
 from fxstore.config import BarConfig
 from fxstore.errors import SchemaError
-from fxstore.ingest.activity import DaySplitter, count_by_instrument
-from fxstore.ingest.bars import build_bars
+from fxstore.ingest.activity import DaySplitter, count_by_instrument, take_records
+from fxstore.ingest.bars import BarBuilder
 from fxstore.ingest.calendar import session_bounds_ns
 from fxstore.ingest.contracts import parse_outright
 from fxstore.ingest.dbn import DbnSource, open_dbn
-from fxstore.ingest.dbn_format import MBP10_DTYPE
 from fxstore.ingest.instruments import InstrumentSelection, symbols_listed
 
 #: Instrument ids to keep on a day, given the symbols listed that day; None keeps all.
@@ -97,64 +95,22 @@ def selection_chooser(selection: InstrumentSelection, root: str | None) -> Choos
     return outright_chooser(root or "")
 
 
-_RAW = np.dtype((np.void, MBP10_DTYPE.itemsize))
-
-
-class _RecordBuffer:
-    """One instrument's records of one day, gathered with a single copy per record.
-
-    The buffer is reused day after day: touching fresh memory (page faults) costs more
-    than copying into memory already mapped, so it only grows, by doubling.
-    """
-
-    def __init__(self, capacity: int) -> None:
-        self._data = np.empty(max(capacity, 1024), dtype=MBP10_DTYPE)
-        self._size = 0
-
-    def clear(self) -> None:
-        """Start a new day (keeps the memory)."""
-        self._size = 0
-
-    def __len__(self) -> int:
-        return self._size
-
-    def _reserve(self, extra: int) -> npt.NDArray[np.void]:
-        need = self._size + extra
-        if need > len(self._data):
-            grown = np.empty(max(need, 2 * len(self._data)), dtype=MBP10_DTYPE)
-            grown[: self._size].view(_RAW)[:] = self._data[: self._size].view(_RAW)
-            self._data = grown
-        out = self._data[self._size : need]
-        self._size = need
-        return out
-
-    def extend(self, run: npt.NDArray[np.void], mask: npt.NDArray[np.bool_] | None, n: int) -> None:
-        """Append the `n` records of `run` where `mask` holds (all of them when mask is None)."""
-        # Copy as opaque 368-byte items: numpy copies structured items field by field,
-        # which is 15-25x slower than moving raw bytes.
-        out = self._reserve(n).view(_RAW)
-        out[:] = run.view(_RAW) if mask is None else run.view(_RAW)[mask]
-
-    @property
-    def records(self) -> npt.NDArray[np.void]:
-        return self._data[: self._size]
-
-
-def _build_day(day: DayResult, kept: dict[int, _RecordBuffer], bars: BarConfig) -> None:
+def _start_builder(day: DayResult, instrument_id: int, config: BarConfig) -> BarBuilder:
     open_ns, close_ns = session_bounds_ns(day.day)
-    for instrument_id, buffer in sorted(kept.items()):
-        if not len(buffer):
-            continue
-        records = buffer.records
-        contract = day.listed.get(instrument_id, f"id{instrument_id}")
-        day.bars[instrument_id] = build_bars(
-            records,
-            bars,
-            trading_day=day.day,
-            contract=contract,
-            session_open_ns=open_ns,
-            session_close_ns=close_ns,
-        )
+    return BarBuilder(
+        config,
+        trading_day=day.day,
+        contract=day.listed.get(instrument_id, f"id{instrument_id}"),
+        instrument_id=instrument_id,
+        session_open_ns=open_ns,
+        session_close_ns=close_ns,
+    )
+
+
+def _finish_day(day: DayResult, builders: dict[int, BarBuilder]) -> None:
+    for instrument_id, builder in sorted(builders.items()):
+        day.bars[instrument_id] = builder.finish()
+    builders.clear()
 
 
 def _iter_days(
@@ -163,16 +119,20 @@ def _iter_days(
     chooser: Chooser,
     on_day_end: Callable[[DayResult], None] | None,
 ) -> Iterator[DayResult]:
-    """Stream the group's records; yield each trading day once it is over and built."""
+    """Stream the group's records; yield each trading day once it is over and built.
+
+    Each kept instrument's records go to its day's BarBuilder chunk by chunk: the chunk
+    itself when it holds only that instrument, else a copy of its records.
+    """
     current: DayResult | None = None
     wanted: set[int] | None = None
-    kept: dict[int, _RecordBuffer] = {}
+    builders: dict[int, BarBuilder] = {}
     splitter = DaySplitter()
     for chunk in source.iter_chunks(chunk_records=task.chunk_records):
         for day, run in splitter.split(chunk.records):
             if current is None or day != current.day:
                 if current is not None:
-                    _build_day(current, kept, task.bars)
+                    _finish_day(current, builders)
                     if on_day_end:
                         on_day_end(current)
                     yield current
@@ -182,20 +142,18 @@ def _iter_days(
                         "its metadata header declares; re-run with --workers 1."
                     )
                 current = DayResult(day, symbols_listed(source.symbology, day))
-                for buffer in kept.values():
-                    buffer.clear()
                 wanted = chooser(day, current.listed)
             counts = count_by_instrument(run)
             for key, (n, v) in counts.items():
                 old = current.activity.get(key, (0, 0))
                 current.activity[key] = (old[0] + n, old[1] + v)
                 if wanted is None or key in wanted:
-                    if key not in kept:
-                        kept[key] = _RecordBuffer(task.chunk_records * 8)
-                    mask = None if n == len(run) else run["instrument_id"] == key
-                    kept[key].extend(run, mask, n)
+                    if key not in builders:
+                        builders[key] = _start_builder(current, key, task.bars)
+                    mine = run if n == len(run) else take_records(run, run["instrument_id"] == key)
+                    builders[key].update(mine)
     if current is not None:
-        _build_day(current, kept, task.bars)
+        _finish_day(current, builders)
         if on_day_end:
             on_day_end(current)
         yield current

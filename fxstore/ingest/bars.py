@@ -4,7 +4,8 @@
 :data:`~fxstore.ingest.dbn_format.MBP10_DTYPE`, sorted by ``ts_recv``) into one row per bar with
 the columns of :data:`BAR_SCHEMA`. Days are independent: a day's bars depend only on its records
 and the :class:`~fxstore.config.BarConfig`, so a bar never spans a session break or a roll and
-days can be built in parallel. The loops live in :mod:`fxstore.ingest._bar_kernels`.
+days can be built in parallel. :class:`BarBuilder` builds them from a stream of record chunks,
+with memory in O(bars + chunk); the loops live in :mod:`fxstore.ingest._bar_stream`.
 
 Conventions
 -----------
@@ -63,7 +64,6 @@ import datetime as dt
 import logging
 import warnings
 from dataclasses import dataclass
-from typing import Final
 
 import numpy as np
 import numpy.typing as npt
@@ -72,62 +72,13 @@ import pyarrow as pa
 from fxstore.config import BarConfig
 from fxstore.errors import FxStoreWarning, InvalidInputError, SchemaError
 from fxstore.ingest import _bar_kernels as kernels
-from fxstore.ingest.dbn_format import (
-    F_BAD_TS_RECV,
-    F_LAST,
-    F_MAYBE_BAD_BOOK,
-    FIXED_PRICE_SCALE,
-    MBP10_DTYPE,
-    N_LEVELS,
-    UNDEF_PRICE,
-)
+from fxstore.ingest._bar_engine import BarArrays, BarEngine
+from fxstore.ingest._bar_table import BAR_SCHEMA, bar_table
+from fxstore.ingest.dbn_format import MBP10_DTYPE
 
-__all__ = ["BAR_SCHEMA", "BarRanges", "build_bars", "find_bar_ranges"]
+__all__ = ["BAR_SCHEMA", "BarBuilder", "BarRanges", "build_bars", "find_bar_ranges"]
 
 logger = logging.getLogger(__name__)
-
-_LEVELS: Final = tuple(f"{level:02d}" for level in range(N_LEVELS))
-_BOOK_PX: Final = tuple(f"{side}_px_{lv}" for side in ("bid", "ask") for lv in _LEVELS)
-_BOOK_QTY: Final = tuple(
-    f"{side}_{kind}_{lv}" for kind in ("sz", "ct") for side in ("bid", "ask") for lv in _LEVELS
-)
-_OFI: Final = tuple(f"ofi_{lv}" for lv in _LEVELS)
-
-
-def _field(name: str, type_: pa.DataType, *, nullable: bool = False) -> pa.Field:
-    return pa.field(name, type_, nullable=nullable)
-
-
-#: One row per bar. Prices are float64 index points; book prices are null at empty levels;
-#: ``threshold`` is null for the time warm-up bar that opens an imbalance-bar day; ``ofi_00`` ..
-#: ``ofi_09`` (zero-padded, like Databento's level names; DESIGN.md writes ``ofi_0..ofi_9``)
-#: sum the Cont-Kukanov-Stoikov order-flow imbalance per level over the bar.
-BAR_SCHEMA: Final = pa.schema(
-    [
-        _field("ts_open", pa.int64()),
-        _field("ts_close", pa.int64()),
-        _field("trading_day", pa.date32()),
-        _field("instrument_id", pa.uint32()),
-        _field("contract", pa.string()),
-        *(_field(name, pa.float64()) for name in ("open", "high", "low", "close")),
-        *(_field(name, pa.int64()) for name in ("volume", "buy_volume", "sell_volume")),
-        _field("n_trades", pa.int64()),
-        _field("n_events", pa.int64()),
-        _field("vwap", pa.float64()),
-        _field("dollar_volume", pa.float64()),
-        _field("imbalance", pa.float64()),
-        _field("threshold", pa.float64(), nullable=True),
-        _field("is_partial", pa.bool_()),
-        *(_field(name, pa.float64(), nullable=True) for name in _BOOK_PX),
-        *(_field(name, pa.uint32()) for name in _BOOK_QTY),
-        *(_field(name, pa.float64()) for name in _OFI),
-        _field("n_tick_rule", pa.int64()),
-        _field("n_crossed", pa.int64()),
-        _field("n_bad_ts_recv", pa.int64()),
-        _field("n_maybe_bad_book", pa.int64()),
-        _field("has_maybe_bad_book", pa.bool_()),
-    ]
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,43 +95,10 @@ class BarRanges:
     is_partial: npt.NDArray[np.bool_]
 
 
-@dataclass(frozen=True, slots=True)
-class _Columns:
-    """The per-record columns the kernels read, extracted from the structured array."""
-
-    ts: npt.NDArray[np.int64]
-    is_trade: npt.NDArray[np.bool_]
-    is_last: npt.NDArray[np.bool_]
-    aggressor: npt.NDArray[np.int8]
-    sign: npt.NDArray[np.int8]
-    price: npt.NDArray[np.int64]
-    size: npt.NDArray[np.uint32]
-    #: b·v per trade (0 elsewhere), v in the unit of the bar type.
-    signed: npt.NDArray[np.float64]
-    #: v per trade (0 elsewhere).
-    weight: npt.NDArray[np.float64]
-    flags: npt.NDArray[np.uint8]
-
-
 def _check_dtype(records: np.ndarray, where: str) -> None:
     if not isinstance(records, np.ndarray) or records.ndim != 1 or records.dtype != MBP10_DTYPE:
         got = getattr(records, "dtype", type(records).__name__)
         raise SchemaError(f"{where}: records must be a 1-d array of MBP10_DTYPE, got {got}.")
-
-
-def _check_order_and_instrument(records: np.ndarray, ts: npt.NDArray[np.int64], where: str) -> None:
-    back = np.flatnonzero(ts[1:] < ts[:-1])
-    if back.size:
-        raise SchemaError(
-            f"{where}: records must be sorted by ts_recv; record {back[0] + 1} goes back in time."
-        )
-    ids = records["instrument_id"]
-    if ids.size and (ids != ids[0]).any():
-        unique = np.unique(ids)
-        shown = ", ".join(str(i) for i in unique[:5])
-        raise InvalidInputError(
-            f"{where}: records hold {unique.size} instruments ({shown}); pass one instrument's."
-        )
 
 
 def _validate_session(session_open_ns: int, session_close_ns: int) -> None:
@@ -191,74 +109,137 @@ def _validate_session(session_open_ns: int, session_close_ns: int) -> None:
         )
 
 
-def _trade_weight(
-    config: BarConfig, price: npt.NDArray[np.int64], size: npt.NDArray[np.uint32]
-) -> npt.NDArray[np.float64]:
-    """v per trade in the unit of the bar type: 1, contracts, or dollars."""
-    if config.bar_type in ("tick", "tick_imbalance"):
-        return np.ones(price.shape[0])
-    if config.bar_type in ("dollar", "dollar_imbalance"):
-        return np.asarray(price / FIXED_PRICE_SCALE * size * config.multiplier, dtype=np.float64)
-    return size.astype(np.float64)  # volume bars, and the signed volume of time bars
+def _validate_instrument_id(instrument_id: int | None) -> None:
+    if instrument_id is not None and not 0 <= instrument_id <= 0xFFFFFFFF:
+        raise InvalidInputError(
+            f"`instrument_id` must be a DBN instrument id (0 to 2**32 - 1), was {instrument_id}."
+        )
 
 
-def _extract_columns(records: np.ndarray, config: BarConfig, where: str) -> _Columns:
-    """Check `records`, decode the fields the kernels read (one pass) and sign the trades."""
-    _check_dtype(records, where)
-    codes = (ord("T"), ord("B"), ord("A"), F_LAST, UNDEF_PRICE)
-    ts, is_trade, is_last, aggressor, price, size, flags, n_damaged = kernels.decode_records(
-        records["ts_recv"],
-        records["action"].view(np.uint8),
-        records["side"].view(np.uint8),
-        records["flags"],
-        records["price"],
-        records["size"],
-        codes,
-    )
-    _check_order_and_instrument(records, ts, where)
-    if n_damaged:
-        warnings.warn(
-            FxStoreWarning(f"skipped {n_damaged} trade records with an undefined price or size 0."),
-            stacklevel=3,
-        )
-    sign = kernels.sign_trades(is_trade, aggressor, price)
-    weight = np.zeros(price.shape[0])
-    weight[is_trade] = _trade_weight(config, price[is_trade], size[is_trade])
-    return _Columns(
-        ts, is_trade, is_last, aggressor, sign, price, size, sign * weight, weight, flags
-    )
+class BarBuilder:
+    """Build one instrument's bars of one trading day from its records, chunk by chunk.
 
+    Feed the day's records in ``ts_recv`` order with :meth:`update`, in chunks of any size
+    (the chunks are read in place and never kept: a reader may reuse their memory once
+    `update` returns), then call :meth:`finish` once. The table is the same, bit for bit,
+    for any chunking, and the same as :func:`build_bars` of all the records at once. Memory
+    is O(bars + chunk): bar sums live in small state arrays, and the only record data kept
+    is each bar's closing record (its book at close).
 
-def _ranges(
-    cols: _Columns, config: BarConfig, session_open_ns: int, session_close_ns: int
-) -> BarRanges:
-    threshold = float(config.threshold or 0.0)
-    if config.is_imbalance:
-        start, end, thresholds, last_is_partial = kernels.imbalance_bar_ranges(
-            cols.ts,
-            cols.is_trade,
-            cols.is_last,
-            cols.signed,
-            (session_close_ns - session_open_ns) / config.target_bars_per_day,
-            config.band,
-            2.0 / (config.ewma_span_bars + 1.0),
-            2.0 / (config.ewma_span_trades + 1.0),
+    Parameters
+    ----------
+    config
+        The bar type and its parameters.
+    trading_day
+        The CME trading day the records belong to (written to every row).
+    contract
+        The raw symbol of the instrument, e.g. 'ESZ4' (written to every row).
+    instrument_id
+        The records' DBN ``instrument_id``; by default the first record's.
+    session_open_ns, session_close_ns
+        The session bounds, int64 ns UTC (:func:`~fxstore.ingest.calendar.session_bounds_ns`):
+        time bars are aligned to the open; imbalance bars aim at
+        ``config.target_bars_per_day`` bars over the session's length.
+
+    Raises
+    ------
+    InvalidInputError
+        The session bounds are reversed, `contract` is empty, or `instrument_id` is out of range.
+
+    Examples
+    --------
+    >>> builder = BarBuilder(config, trading_day=day, contract="ESZ4",
+    ...                      session_open_ns=t0, session_close_ns=t1)  # doctest: +SKIP
+    >>> for chunk in chunks:  # doctest: +SKIP
+    ...     builder.update(chunk)
+    >>> bars = builder.finish()  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        config: BarConfig,
+        *,
+        trading_day: dt.date,
+        contract: str,
+        instrument_id: int | None = None,
+        session_open_ns: int,
+        session_close_ns: int,
+    ) -> None:
+        _validate_session(session_open_ns, session_close_ns)
+        if not contract:
+            raise InvalidInputError(f"`contract` must be a non-empty raw symbol, was {contract!r}.")
+        _validate_instrument_id(instrument_id)
+        self._config = config
+        self._trading_day = trading_day
+        self._contract = contract
+        self._engine: BarEngine | None = BarEngine(
+            config,
+            instrument_id=instrument_id,
+            session_open_ns=session_open_ns,
+            session_close_ns=session_close_ns,
         )
-    elif config.bar_type == "time":
-        interval_ns = round(threshold * 1e9)
-        start, end, last_is_partial = kernels.time_bar_ranges(
-            cols.ts, cols.is_trade, cols.is_last, session_open_ns, interval_ns, session_close_ns
-        )
-        thresholds = np.full(start.shape[0], threshold)
-    else:
-        start, end, last_is_partial = kernels.plain_bar_ranges(
-            cols.is_trade, cols.is_last, cols.weight, threshold
-        )
-        thresholds = np.full(start.shape[0], threshold)
-    is_partial = np.zeros(start.shape[0], dtype=np.bool_)
-    if is_partial.size:
-        is_partial[-1] = last_is_partial
-    return BarRanges(start=start, end=end, threshold=thresholds, is_partial=is_partial)
+        self._where = "BarBuilder.update"
+
+    def _live_engine(self, method: str) -> BarEngine:
+        if self._engine is None:
+            raise InvalidInputError(
+                f"BarBuilder.{method}: the day is finished; start a new BarBuilder for the next."
+            )
+        return self._engine
+
+    def update(self, records: np.ndarray) -> None:
+        """Add the next records of the day.
+
+        Parameters
+        ----------
+        records
+            Structured array of ``MBP10_DTYPE``, shape (n,), possibly empty or read-only: the
+            instrument's next records, sorted by ``ts_recv``, none earlier than the last
+            record of the previous call.
+
+        Raises
+        ------
+        SchemaError
+            `records` is not a 1-d ``MBP10_DTYPE`` array, or goes back in time (within it or
+            from the previous call); the chunk is rejected whole, the builder unchanged.
+        InvalidInputError
+            `records` hold another ``instrument_id`` than the builder's (rejected whole too),
+            or the day is finished.
+        """
+        engine = self._live_engine("update")
+        _check_dtype(records, self._where)
+        engine.update(np.ascontiguousarray(records), self._where)
+
+    def finish(self) -> pa.Table:
+        """Close the day and return its bars.
+
+        Returns
+        -------
+        pyarrow.Table
+            One row per bar with at least one trade, schema :data:`BAR_SCHEMA`, sorted by
+            ``ts_close``; 0 rows when the day has no trade.
+
+        Raises
+        ------
+        InvalidInputError
+            The day was finished already.
+        """
+        bars = self._finish_arrays()
+        table = bar_table(bars, self._config, self._trading_day, self._contract)
+        logger.debug("built %d %s bars", table.num_rows, self._config.key)
+        return table
+
+    def _finish_arrays(self) -> BarArrays:
+        bars = self._live_engine("finish").finish()
+        self._engine = None
+        if bars.n_damaged:
+            warnings.warn(
+                FxStoreWarning(
+                    f"skipped {bars.n_damaged} trade records with an undefined price or size 0."
+                ),
+                stacklevel=3,
+            )
+        return bars
 
 
 def find_bar_ranges(
@@ -268,90 +249,26 @@ def find_bar_ranges(
     session_open_ns: int,
     session_close_ns: int,
 ) -> BarRanges:
-    """Find which records form each bar, without aggregating them.
+    """Find which records form each bar, without building the table.
 
     Parameters and errors are those of :func:`build_bars`.
     """
-    _validate_session(session_open_ns, session_close_ns)
-    cols = _extract_columns(records, config, "find_bar_ranges")
-    return _ranges(cols, config, session_open_ns, session_close_ns)
-
-
-def _level_view(records: np.ndarray, prefix: str) -> np.ndarray:
-    """Read-only (n, N_LEVELS) view of the fields `prefix`_00 .. `prefix`_09, without a copy."""
-    offsets = [MBP10_DTYPE.fields[f"{prefix}_{lv}"][1] for lv in _LEVELS]  # type: ignore[index]
-    steps = set(np.diff(offsets).tolist())
-    if len(steps) != 1:  # MBP10_DTYPE interleaves the levels at a fixed stride
-        raise SchemaError(f"MBP10_DTYPE levels of {prefix} are not evenly spaced.")
-    return np.lib.stride_tricks.as_strided(
-        records[f"{prefix}_00"],
-        shape=(records.shape[0], N_LEVELS),
-        strides=(records.strides[0], steps.pop()),
-        writeable=False,
+    builder = BarBuilder(
+        config,
+        trading_day=dt.date(1970, 1, 1),
+        contract="-",
+        session_open_ns=session_open_ns,
+        session_close_ns=session_close_ns,
     )
-
-
-def _trade_columns(cols: _Columns, ranges: BarRanges, multiplier: float) -> dict[str, np.ndarray]:
-    prices, counts, sums = kernels.aggregate_records(
-        ranges.start,
-        ranges.end,
-        cols.is_trade,
-        cols.sign,
-        cols.aggressor,
-        cols.price,
-        cols.size,
-        cols.signed,
-        cols.flags,
-        (F_BAD_TS_RECV, F_MAYBE_BAD_BOOK),
+    builder._where = "find_bar_ranges"
+    builder.update(records)
+    bars = builder._finish_arrays()
+    return BarRanges(
+        start=bars.ints[:, kernels.BI_START].copy(),
+        end=bars.ints[:, kernels.BI_END].copy(),
+        threshold=bars.floats[:, kernels.BF_THRESHOLD].copy(),
+        is_partial=bars.ints[:, kernels.BI_PARTIAL] != 0,
     )
-    notional = sums[:, 0] / FIXED_PRICE_SCALE  # Σ price·size in index points × contracts
-    with np.errstate(invalid="ignore", divide="ignore"):  # only trade-less bars, never emitted
-        vwap = notional / counts[:, 0]
-    return {
-        **{
-            name: prices[:, j] / FIXED_PRICE_SCALE
-            for j, name in enumerate(("open", "high", "low", "close"))
-        },
-        "volume": counts[:, 0],
-        "buy_volume": counts[:, 1],
-        "sell_volume": counts[:, 2],
-        "n_trades": counts[:, 3],
-        "n_events": ranges.end - ranges.start + 1,
-        "vwap": vwap,
-        "dollar_volume": notional * multiplier,
-        "imbalance": sums[:, 1],
-        "n_tick_rule": counts[:, 4],
-        "n_bad_ts_recv": counts[:, 5],
-        "n_maybe_bad_book": counts[:, 6],
-        "has_maybe_bad_book": counts[:, 6] > 0,
-    }
-
-
-def _book_columns(records: np.ndarray, cols: _Columns, ranges: BarRanges) -> dict[str, pa.Array]:
-    ofi, n_crossed, book_index = kernels.aggregate_book(
-        ranges.start,
-        ranges.end,
-        cols.is_last,
-        UNDEF_PRICE,
-        *(_level_view(records, name) for name in ("bid_px", "ask_px", "bid_sz", "ask_sz")),
-    )
-    has_book = book_index >= 0
-    snapshot = records[np.maximum(book_index, 0)]
-    out: dict[str, pa.Array] = {}
-    for side in ("bid", "ask"):
-        for lv in _LEVELS:
-            px = snapshot[f"{side}_px_{lv}"]
-            empty = ~has_book | (px == UNDEF_PRICE)  # null price; size and count 0
-            out[f"{side}_px_{lv}"] = pa.array(
-                np.where(empty, 0, px) / FIXED_PRICE_SCALE, mask=empty
-            )
-            for kind in ("sz", "ct"):
-                qty = snapshot[f"{side}_{kind}_{lv}"]
-                out[f"{side}_{kind}_{lv}"] = pa.array(np.where(empty, 0, qty).astype(np.uint32))
-    for level, name in enumerate(_OFI):
-        out[name] = pa.array(ofi[:, level])
-    out["n_crossed"] = pa.array(n_crossed)
-    return out
 
 
 def build_bars(
@@ -364,6 +281,9 @@ def build_bars(
     session_close_ns: int,
 ) -> pa.Table:
     """Build the bars of one instrument over one trading day.
+
+    The same as one :meth:`BarBuilder.update` with all the records, then
+    :meth:`BarBuilder.finish`; to build a day from a stream of chunks, use :class:`BarBuilder`.
 
     Parameters
     ----------
@@ -401,24 +321,13 @@ def build_bars(
     >>> bars = build_bars(records, config, trading_day=day, contract="ESZ4",
     ...                   session_open_ns=t0, session_close_ns=t1)  # doctest: +SKIP
     """
-    _validate_session(session_open_ns, session_close_ns)
-    if not contract:
-        raise InvalidInputError(f"`contract` must be a non-empty raw symbol, was {contract!r}.")
-    cols = _extract_columns(records, config, "build_bars")
-    ranges = _ranges(cols, config, session_open_ns, session_close_ns)
-    n_bars = ranges.start.shape[0]
-    instrument_id = int(records["instrument_id"][0]) if records.size else 0
-    columns: dict[str, np.ndarray | pa.Array] = {
-        "ts_open": cols.ts[ranges.start],
-        "ts_close": cols.ts[ranges.end],
-        "trading_day": pa.array(np.full(n_bars, np.datetime64(trading_day, "D")), pa.date32()),
-        "instrument_id": np.full(n_bars, instrument_id, dtype=np.uint32),
-        "contract": pa.array([contract] * n_bars, pa.string()),
-        "threshold": pa.array(ranges.threshold, mask=np.isnan(ranges.threshold)),
-        "is_partial": ranges.is_partial,
-        **_trade_columns(cols, ranges, config.multiplier),
-        **_book_columns(records, cols, ranges),
-    }
-    logger.debug("built %d %s bars from %d records", n_bars, config.key, records.size)
-    arrays = [pa.array(columns[field.name], field.type) for field in BAR_SCHEMA]
-    return pa.Table.from_arrays(arrays, schema=BAR_SCHEMA)
+    builder = BarBuilder(
+        config,
+        trading_day=trading_day,
+        contract=contract,
+        session_open_ns=session_open_ns,
+        session_close_ns=session_close_ns,
+    )
+    builder._where = "build_bars"
+    builder.update(records)
+    return builder.finish()
