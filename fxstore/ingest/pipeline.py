@@ -241,10 +241,11 @@ def _group_key(group: Sequence[DbnFile]) -> str:
 
 def _worker_context() -> multiprocessing.context.BaseContext:
     """Processes that start fast and safely: forked from a server that already imported the
-    day builder (numba kernels loaded once), or spawned where there is no forkserver."""
+    day builder and ran its kernels once (compiled code loaded once, not per worker), or
+    spawned where there is no forkserver."""
     if "forkserver" in multiprocessing.get_all_start_methods():
         context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(["fxstore.ingest._day_builder"])
+        context.set_forkserver_preload(["fxstore.ingest._day_builder", "fxstore.ingest._warm"])
         return context
     return multiprocessing.get_context("spawn")
 
