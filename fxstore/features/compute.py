@@ -179,14 +179,148 @@ def compute_column(bars: BarInputs, definition: FeatureDef, settings: Settings) 
 def _check_finite(values: np.ndarray, lo: int, hi: int, what: str, bars: BarInputs) -> None:
     """Raise InvalidInputError naming `what` and the bar if a kept value is not finite."""
     t = int(kernels.first_nonfinite(values, lo, hi))
-    if t < 0:
-        return
+    if t >= 0:
+        _raise_nonfinite(float(values[t]), t, what, bars)
+
+
+def _raise_nonfinite(value: float, t: int, what: str, bars: BarInputs) -> None:
+    """Raise InvalidInputError: `what` is `value` (not finite) at bar `t`."""
     ts = dt.datetime.fromtimestamp(int(bars.ts_close[t]) / 1e9, tz=dt.UTC)
     raise InvalidInputError(
-        f"{what} is not finite ({values[t]}) at bar {t} (ts_close {int(bars.ts_close[t])}, "
+        f"{what} is not finite ({value}) at bar {t} (ts_close {int(bars.ts_close[t])}, "
         f"{ts:%Y-%m-%d %H:%M:%S} UTC, instrument {int(bars.instrument_id[t])}): check that "
         "bar in the bar store, or leave the feature out."
     )
+
+
+#: Kept rows of one column and its first non-finite bar (-1: none).
+_Kept = tuple[F32, int]
+
+#: Computes a column's kept rows into `out`; returns the first non-finite bar, or -1.
+_IntoFn = Callable[[BarInputs, Params, Settings, int, int, F32], int]
+
+
+def _log_return_into(bars: BarInputs, p: Params, _s: Settings, lo: int, hi: int, out: F32) -> int:
+    h = _p(p, "horizon")
+    factor = 1.0 / math.sqrt(h)
+    return int(kernels.rolling_sum_into(bars.r, h, bars.inv_sigma, factor, False, lo, hi, out))
+
+
+def _realised_vol_into(bars: BarInputs, p: Params, _s: Settings, lo: int, hi: int, out: F32) -> int:
+    n = _p(p, "window")
+    return int(kernels.rolling_sum_into(bars.r, n, bars.inv_sigma, 1.0, True, lo, hi, out))
+
+
+def _forward_return_into(
+    bars: BarInputs, p: Params, _s: Settings, lo: int, hi: int, out: F32
+) -> int:
+    h = _p(p, "horizon")
+    factor = 1.0 / math.sqrt(h)
+    return int(kernels.forward_sum_into(bars.r, h, bars.inv_sigma, factor, lo, hi, out))
+
+
+def _ofi_level_into(bars: BarInputs, p: Params, _s: Settings, lo: int, hi: int, out: F32) -> int:
+    level = _p(p, "level")
+    return int(
+        kernels.over_rolling_depth_into(
+            bars.float64(f"ofi_{level:02d}"),
+            bars.size("bid", level),
+            bars.size("ask", level),
+            _p(p, "window"),
+            _MIN_DEPTH,
+            lo,
+            hi,
+            out,
+        )
+    )
+
+
+def _ofi_multi_into(bars: BarInputs, p: Params, _s: Settings, lo: int, hi: int, out: F32) -> int:
+    levels = _p(p, "levels")
+    return int(
+        kernels.over_rolling_depth_into(
+            bars.level_sum("ofi", levels),
+            bars.level_sum("bid", levels),
+            bars.level_sum("ask", levels),
+            _p(p, "window"),
+            _MIN_DEPTH,
+            lo,
+            hi,
+            out,
+        )
+    )
+
+
+def _book_imbalance_into(
+    bars: BarInputs, p: Params, _s: Settings, lo: int, hi: int, out: F32
+) -> int:
+    levels = _p(p, "levels")
+    if levels == 1:  # the level-0 sizes themselves (their float64 "sums" equal them)
+        return int(kernels.balance_into(bars.size("bid", 0), bars.size("ask", 0), lo, hi, out))
+    bid, ask = bars.level_sum("bid", levels), bars.level_sum("ask", levels)
+    return int(kernels.balance_into(bid, ask, lo, hi, out))
+
+
+def _depth_into(bars: BarInputs, p: Params, _s: Settings, lo: int, hi: int, out: F32) -> int:
+    levels = _p(p, "levels")
+    total = bars.level_sum("bid", levels) + bars.level_sum("ask", levels)
+    np.log1p(total, out=total)
+    return int(kernels.demeaned_into(total, _p(p, "window"), lo, hi, out))
+
+
+def _trade_intensity_into(
+    bars: BarInputs, p: Params, _s: Settings, lo: int, hi: int, out: F32
+) -> int:
+    log_rate = bars.int64("n_trades").astype(np.float64)
+    np.log(log_rate, out=log_rate)
+    log_rate -= bars.log_duration_s
+    return int(kernels.demeaned_into(log_rate, _p(p, "window"), lo, hi, out))
+
+
+def _bar_duration_into(bars: BarInputs, p: Params, _s: Settings, lo: int, hi: int, out: F32) -> int:
+    return int(kernels.demeaned_into(bars.log_duration_s, _p(p, "window"), lo, hi, out))
+
+
+def _time_of_day_into(bars: BarInputs, p: Params, _s: Settings, lo: int, hi: int, out: F32) -> int:
+    kernels.angle_into(bars.session_phase, lo, hi, out)
+    (np.cos if p["fn"] == "cos" else np.sin)(out, out=out)  # in place: no temporaries
+    bad = int(kernels.first_nonfinite(out, 0, hi - lo))
+    return bad + lo if bad >= 0 else -1
+
+
+_INTO: Final[Mapping[str, _IntoFn]] = {
+    "log_return": _log_return_into,
+    "realised_vol": _realised_vol_into,
+    "forward_return": _forward_return_into,
+    "ofi_level": _ofi_level_into,
+    "ofi_multi": _ofi_multi_into,
+    "book_imbalance": _book_imbalance_into,
+    "depth": _depth_into,
+    "trade_intensity": _trade_intensity_into,
+    "bar_duration": _bar_duration_into,
+    "time_of_day": _time_of_day_into,
+}
+
+
+def _kept_columns(
+    bars: BarInputs, defs: Sequence[FeatureDef], settings: Settings, lo: int, hi: int
+) -> list[_Kept]:
+    """Kept rows ``lo .. hi - 1`` of each definition's column and its first non-finite bar.
+
+    Rolling kinds are computed over bars ``0 .. hi - 1`` and write the kept bars' float32
+    values straight into their column (no full-length output, no separate finiteness
+    pass); the elementwise kinds are views of their full-length column.
+    """
+    kept: list[_Kept] = []
+    for d in defs:
+        into = _INTO.get(d.kind)
+        if into is None:
+            values = compute_column(bars, d, settings)
+            kept.append((values[lo:hi], int(kernels.first_nonfinite(values, lo, hi))))
+        else:
+            out = kernels.empty_f32(hi - lo)
+            kept.append((out, into(bars, d.params, settings, lo, hi, out)))
+    return kept
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,20 +370,25 @@ class FeatureFrame:
         return pa.Table.from_batches([pa.RecordBatch.from_arrays(arrays, schema=schema)])
 
 
-def _compute_group(
-    bars: BarInputs,
-    definitions: tuple[FeatureDef, ...],
-    settings: Settings,
-    label: str,
-    rows: tuple[int, int],
-) -> dict[str, F32]:
-    """Columns of `definitions` over `rows` (checked finite), named ``f_*`` or ``target_*``."""
-    prefix = "f_" if label == "feature" else "target_"
-    out = {}
-    for name, values in compute_columns(bars, definitions, settings).items():
-        _check_finite(values, *rows, f"{label} {name!r}", bars)
-        out[prefix + name] = values[rows[0] : rows[1]]
-    return out
+def _compute_groups(
+    bars: BarInputs, featureset: FeatureSet, rows: tuple[int, int]
+) -> tuple[dict[str, F32], dict[str, F32]]:
+    """Features and targets over `rows` (checked finite), named ``f_*`` and ``target_*``."""
+    lo, hi = rows
+    defs = (*featureset.features, *featureset.targets)
+    kept = _kept_columns(bars, defs, featureset.settings, lo, hi)
+    n_features = len(featureset.features)
+    features: dict[str, F32] = {}
+    targets: dict[str, F32] = {}
+    for i, (d, (values, bad)) in enumerate(zip(defs, kept, strict=True)):
+        label = "feature" if i < n_features else "target"
+        if bad >= 0:
+            _raise_nonfinite(float(values[bad - lo]), bad, f"{label} {d.name!r}", bars)
+        if i < n_features:
+            features["f_" + d.name] = values
+        else:
+            targets["target_" + d.name] = values
+    return features, targets
 
 
 def compute_features(table: pa.Table, featureset: FeatureSet) -> FeatureFrame:
@@ -295,10 +434,10 @@ def compute_features(table: pa.Table, featureset: FeatureSet) -> FeatureFrame:
             (kind, int(d.params["levels"]))
             for d in featureset.features
             for kind in _LEVEL_SUMS.get(d.kind, ())
+            if d.kind != "book_imbalance" or int(d.params["levels"]) > 1
         }
     )
-    features = _compute_group(bars, featureset.features, settings, "feature", (lo, hi))
-    targets = _compute_group(bars, featureset.targets, settings, "target", (lo, hi))
+    features, targets = _compute_groups(bars, featureset, (lo, hi))
     for name, prices in market.items():
         _check_finite(prices, lo, hi, f"market column {name!r}", bars)
     return FeatureFrame(

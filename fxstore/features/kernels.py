@@ -21,19 +21,26 @@ import numpy as np
 import numpy.typing as npt
 
 __all__ = [
+    "angle_into",
     "back_adjust",
     "balance",
+    "balance_into",
     "contract_returns",
     "cyclical",
     "demeaned",
+    "demeaned_into",
     "difference_over",
+    "empty_f32",
     "first_nonfinite",
     "forward_sum",
+    "forward_sum_into",
     "level_sum",
     "microprice_offset",
     "over_rolling_depth",
+    "over_rolling_depth_into",
     "rolling_rms",
     "rolling_rms_over",
+    "rolling_sum_into",
     "rolling_sum_over",
     "scaled_difference",
     "session_phase",
@@ -53,6 +60,15 @@ Numeric = npt.NDArray[np.float64] | npt.NDArray[np.int64] | npt.NDArray[np.uint3
 def _njit(func: _F) -> _F:
     """Compile `func` in numba's nopython mode, cached on disk, releasing the GIL."""
     return cast(_F, numba.njit(cache=True, nogil=True)(func))
+
+
+#: Bars per block of the kernels that split a sequential pass from vectorised arithmetic.
+_BLOCK = 4096
+
+
+def _njit_numpy_errors(func: _F) -> _F:
+    """:func:`_njit` with numpy's error model: a float division by zero gives inf or NaN."""
+    return cast(_F, numba.njit(cache=True, nogil=True, error_model="numpy")(func))
 
 
 @_njit
@@ -325,3 +341,162 @@ def first_nonfinite(x: F32 | F64, lo: int, hi: int) -> int:
     if np.isfinite(x[lo:hi]).all():  # numpy's vectorised check: the common, all-finite case
         return -1
     return int(_first_nonfinite_scan(x, lo, hi))
+
+
+# Kernels writing the kept bars ``lo .. hi - 1`` only, straight into the final float32
+# column (``out[t - lo]`` is bar t's value): the same float64 operations in the same order
+# as the kernels above, so the values are bit for bit theirs. Each returns the first bar in
+# ``lo .. hi - 1`` whose value is not finite, or -1.
+
+
+@_njit
+def _first_nonfinite_f32(x: F32, offset: int) -> int:
+    """``offset`` plus the first index where `x` is not finite, or -1.
+
+    A branch-free pass first (vectorised), the scan only where it found one.
+    """
+    exponent = np.uint32(0x7F800000)
+    found = np.uint32(0)
+    bits = x.view(np.uint32)
+    for i in range(bits.shape[0]):
+        found |= np.uint32((bits[i] & exponent) == exponent)
+    if found == 0:
+        return -1
+    for i in range(x.shape[0]):
+        if not math.isfinite(x[i]):
+            return i + offset
+    return -1
+
+
+@_njit
+def rolling_sum_into(
+    x: F64, window: int, inv_scale: F64, factor: float, squared: bool, lo: int, hi: int, out: F32
+) -> int:
+    """:func:`rolling_sum_over` (or, `squared`, :func:`rolling_rms_over`) into `out`.
+
+    Bar t's value (first defined at bar `window`) goes to ``out[t - lo]`` for
+    ``lo <= t < hi``; `factor` is unused when `squared`. Returns the first bar in
+    ``lo .. hi - 1`` whose value is not finite, or -1.
+    """
+    inv_window = 1.0 / window
+    acc = 0.0
+    start = min(lo, hi)
+    if squared:
+        for t in range(start):
+            old = x[t - window] if t >= window else 0.0
+            acc += x[t] * x[t] - old * old
+        for i in range(hi - start):
+            t = start + i
+            old = x[t - window] if t >= window else 0.0
+            acc += x[t] * x[t] - old * old
+            v = math.sqrt(max(acc, 0.0) * inv_window) * inv_scale[t]
+            out[i] = v if t >= window else np.nan
+    else:
+        for t in range(start):
+            acc += x[t] - (x[t - window] if t >= window else 0.0)
+        for i in range(hi - start):
+            t = start + i
+            acc += x[t] - (x[t - window] if t >= window else 0.0)
+            out[i] = acc * inv_scale[t] * factor if t >= window else np.nan
+    return _first_nonfinite_f32(out[: hi - start], lo)
+
+
+@_njit
+def forward_sum_into(
+    x: F64, horizon: int, inv_scale: F64, factor: float, lo: int, hi: int, out: F32
+) -> int:
+    """:func:`forward_sum` written to ``out[t - lo]`` for ``lo <= t < hi``.
+
+    Returns the first bar in ``lo .. hi - 1`` whose value is not finite, or -1.
+    """
+    n = x.shape[0]
+    acc = 0.0
+    for t in range(n - 1, hi - 1, -1):
+        acc += x[t] - (x[t + horizon] if t + horizon < n else 0.0)
+    for i in range(hi - lo - 1, -1, -1):
+        t = lo + i
+        out[i] = acc * inv_scale[t] * factor if t + horizon < n else np.nan
+        acc += x[t] - (x[t + horizon] if t + horizon < n else 0.0)
+    return _first_nonfinite_f32(out[: max(hi - lo, 0)], lo)
+
+
+@_njit
+def demeaned_into(x: F64, window: int, lo: int, hi: int, out: F32) -> int:
+    """:func:`demeaned` written to ``out[t - lo]`` for ``lo <= t < hi``.
+
+    Returns the first bar in ``lo .. hi - 1`` whose value is not finite, or -1.
+    """
+    inv_window = 1.0 / window
+    acc = 0.0
+    start = min(lo, hi)
+    for t in range(start):
+        acc += x[t] - (x[t - window] if t >= window else 0.0)
+    for i in range(hi - start):
+        t = start + i
+        acc += x[t] - (x[t - window] if t >= window else 0.0)
+        out[i] = x[t] - acc * inv_window if t >= window - 1 else np.nan
+    return _first_nonfinite_f32(out[: hi - start], lo)
+
+
+@_njit_numpy_errors
+def over_rolling_depth_into(
+    num: F64, bid: Numeric, ask: Numeric, window: int, floor: float, lo: int, hi: int, out: F32
+) -> int:
+    """:func:`over_rolling_depth` written to ``out[t - lo]`` for ``lo <= t < hi``.
+
+    `bid` and `ask` hold whole numbers (sizes or their sums, far below 2**53), so the
+    window's depth sum is exact whether kept in float64 or, as here, in int64 (one-cycle
+    dependent additions instead of float latency): the values equal
+    :func:`over_rolling_depth`'s bit for bit. `floor` must be > 0. Returns the first bar in
+    ``lo .. hi - 1`` whose value is not finite, or -1.
+    """
+    half_inv_window = 0.5 / window
+    acc = np.int64(0)
+    start = min(lo, hi)
+    for t in range(start):
+        old = np.int64(bid[t - window]) + np.int64(ask[t - window]) if t >= window else 0
+        acc += np.int64(bid[t]) + np.int64(ask[t]) - old
+    den = np.empty(_BLOCK)
+    for b0 in range(start, hi, _BLOCK):
+        m = min(_BLOCK, hi - b0)
+        for i in range(m):  # the running depth sum: integer additions
+            t = b0 + i
+            old = np.int64(bid[t - window]) + np.int64(ask[t - window]) if t >= window else 0
+            acc += np.int64(bid[t]) + np.int64(ask[t]) - old
+            den[i] = max(float(acc) * half_inv_window, floor)
+        num_block = num[b0 : b0 + m]
+        out_block = out[b0 - lo : b0 - lo + m]
+        for i in range(m):  # independent divisions: vectorised
+            out_block[i] = num_block[i] / den[i]
+    for i in range(min(hi, window - 1) - start):
+        out[i] = np.nan  # bars before the first full window
+    return _first_nonfinite_f32(out[: hi - start], lo)
+
+
+@_njit
+def balance_into(a: Numeric, b: Numeric, lo: int, hi: int, out: F32) -> int:
+    """:func:`balance` written to ``out[t - lo]`` for ``lo <= t < hi``.
+
+    Returns the first bar in ``lo .. hi - 1`` whose value is not finite, or -1.
+    """
+    a_kept = a[lo:hi]
+    b_kept = b[lo:hi]
+    for i in range(a_kept.shape[0]):  # indices from range: no negative-index wrapping
+        den = float(a_kept[i]) + float(b_kept[i])
+        out[i] = (float(a_kept[i]) - float(b_kept[i])) / den if den != 0.0 else np.nan
+    return _first_nonfinite_f32(out[: a_kept.shape[0]], lo)
+
+
+@_njit
+def empty_f32(n: int) -> F32:
+    """An uninitialised float32 (n,) array from numba's allocator (plain malloc)."""
+    return np.empty(n, dtype=np.float32)
+
+
+@_njit
+def angle_into(phase: F64, lo: int, hi: int, out: F32) -> None:
+    """``out[t - lo] = float32(2 pi phase[t])`` for ``lo <= t < hi`` (as :func:`cyclical`)."""
+    two_pi = 2.0 * np.pi
+    kept = phase[lo:hi]
+    for i in range(kept.shape[0]):
+        out[i] = two_pi * kept[i]
