@@ -164,6 +164,7 @@ def build_group(
     *,
     choose: Chooser | None = None,
     on_day: Callable[[DayResult], None] | None = None,
+    source: DbnSource | None = None,
 ) -> GroupResult:
     """Build every trading day of one group (in a worker process, or in-process).
 
@@ -177,8 +178,12 @@ def build_group(
         selector here, so one core builds only what the output needs.
     on_day
         Called with each day as soon as it is built (in-process writing).
+    source
+        The group's files already opened and checked (in-process runs); a worker process
+        opens ``task.paths`` itself.
     """
-    source = open_dbn(list(task.paths))
+    if source is None:
+        source = open_dbn(list(task.paths))
     chooser = choose or selection_chooser(task.selection, task.root)
     days = list(_iter_days(source, task, chooser, on_day))
     inputs = [(p.name, p.stat().st_size, _sha256(p)) for p in task.paths]

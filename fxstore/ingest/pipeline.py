@@ -36,7 +36,7 @@ from fxstore.ingest._day_builder import Chooser, DayResult, GroupResult, GroupTa
 from fxstore.ingest.bars import BAR_SCHEMA
 from fxstore.ingest.calendar import is_trading_day, trading_day_of
 from fxstore.ingest.contracts import root_of_parent
-from fxstore.ingest.dbn import DbnFile, open_dbn
+from fxstore.ingest.dbn import DbnFile, DbnSource, open_dbn
 from fxstore.ingest.instruments import FrontMonthSelector, RollEntry, parse_instrument_mode
 from fxstore.store import (
     atomic_path,
@@ -251,15 +251,22 @@ def _worker_context() -> multiprocessing.context.BaseContext:
 
 
 def _run_groups(
+    source: DbnSource,
     tasks: list[tuple[str, GroupTask]],
     workers: int,
     choose: Chooser | None,
     on_day: Callable[[DayResult], None] | None,
 ) -> Iterator[tuple[str, GroupResult]]:
-    """Build groups in order: in-process (writing each day as it is built), or in a pool."""
+    """Build groups in order: in-process (writing each day as it is built), or in a pool.
+
+    In-process groups reuse the files `source` already opened and checked; worker
+    processes open theirs.
+    """
     if workers <= 1 or len(tasks) <= 1:
         for key, task in tasks:
-            yield key, build_group(task, choose=choose, on_day=on_day)
+            files = [f for f in source.files if f.path in task.paths]
+            group = DbnSource(files, source.symbology)
+            yield key, build_group(task, choose=choose, on_day=on_day, source=group)
         return
     with _worker_context().Pool(min(workers, len(tasks))) as pool:
         for key, result in zip(
@@ -327,7 +334,7 @@ def ingest(
             )
             tasks.append((_group_key(group), task))
         inputs, n_records, n_skipped = _build_all(
-            config, writer, tasks, done, fingerprint, on_progress
+            config, source, writer, tasks, done, fingerprint, on_progress
         )
         _write_manifest(out_dir, config, writer, inputs, fingerprint)
         (out_dir / _PROGRESS).unlink(missing_ok=True)
@@ -364,6 +371,7 @@ def _days_between(first: dt.date, last: dt.date) -> list[dt.date]:
 
 def _build_all(
     config: IngestConfig,
+    source: DbnSource,
     writer: _DayWriter,
     tasks: list[tuple[str, GroupTask]],
     done: Json,
@@ -398,7 +406,8 @@ def _build_all(
 
     in_process = config.workers <= 1 or len(pending) <= 1
     choose = writer.begin if in_process and writer.selector is not None else None
-    for key, result in _run_groups(pending, config.workers, choose, write if in_process else None):
+    on_day = write if in_process else None
+    for key, result in _run_groups(source, pending, config.workers, choose, on_day):
         if not in_process:
             for day in result.days:
                 write(day)
