@@ -19,6 +19,8 @@ import dataclasses
 import datetime as dt
 import multiprocessing
 import os
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -80,6 +82,19 @@ def make_days(folder: Path, start: dt.date, end: dt.date, records: int) -> list[
     return sorted(p for group in files for p in group)
 
 
+def peak_rss_mib(path: Path, store: Path) -> float:
+    """Peak RSS (MiB) of a fresh process ingesting `path` on one core (VmHWM: unlike
+    ru_maxrss it does not carry this parent's memory across exec)."""
+    code = (
+        "import sys; sys.path.insert(0, 'bench');"
+        "from bench_ingest import ingest_once; from pathlib import Path;"
+        f"ingest_once([Path({str(path)!r})], Path({str(store)!r}));"
+        "print([l for l in open('/proc/self/status') if l.startswith('VmHWM')][0].split()[1])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
+    return int(out.stdout.split()[-1]) / 1024
+
+
 def single_day(tmp: Path, records: int, repeat: int, by_hand_too: bool) -> dict[str, object]:
     """(a), (b) and (c) on one synthetic day of `records` records."""
     (path,) = make_days(tmp / "one", DAY, DAY, records)
@@ -94,6 +109,7 @@ def single_day(tmp: Path, records: int, repeat: int, by_hand_too: bool) -> dict[
         "fxstore_ingest_1core_s": {"median": fx_s, "all": fx_all},
         "records_per_s": {"zstd_d": records / zstd_s, "fxstore_ingest": records / fx_s},
         "ratio_vs_zstd_d": zstd_s / fx_s,
+        "peak_rss_mib_one_ingest": peak_rss_mib(path, tmp / "rss"),
     }
     line = f"ingest {records / fx_s / 1e6:.2f} M rec/s = {zstd_s / fx_s:.0%} of zstd -d"
     if by_hand_too:
