@@ -549,6 +549,151 @@ def info(symbol: str, featureset: str | None, as_json: bool, store_root: Path) -
         click.echo(format_info(manifest))
 
 
+def backtest_options(func: F) -> F:
+    """Options of ``fxstore backtest``; defaults come from the config dataclasses."""
+    from fxstore.config import EnvConfig, WalkForwardConfig
+
+    env, folds = EnvConfig.__dataclass_fields__, WalkForwardConfig.__dataclass_fields__
+    decorators = [
+        click.option(
+            "--symbol", default="ES.FUT", show_default=True, help="Store symbol of the fxcache."
+        ),
+        click.option("--featureset", help="Feature-set hash [default: the only one]."),
+        click.option(
+            "--policy",
+            "policies",
+            multiple=True,
+            help="Baseline to run: flat, long, random or ofi-sign; repeatable [default: all four].",
+        ),
+        click.option(
+            "--train-days",
+            type=int,
+            default=folds["train_days"].default,
+            show_default=True,
+            help="Trading days in a training window (placed, not fitted: it positions the tests).",
+        ),
+        click.option(
+            "--test-days",
+            type=int,
+            default=folds["test_days"].default,
+            show_default=True,
+            help="Trading days in each test window.",
+        ),
+        click.option(
+            "--anchored/--rolling",
+            default=folds["anchored"].default,
+            show_default=True,
+            help="Training windows grow from the first day, or roll forward train-days long.",
+        ),
+        click.option(
+            "--commission",
+            type=float,
+            default=env["commission_per_contract"].default,
+            show_default=True,
+            help="Dollars per contract per side.",
+        ),
+        click.option(
+            "--slippage-ticks",
+            type=float,
+            default=env["slippage_ticks"].default,
+            show_default=True,
+            help="Ticks per contract traded beyond half the spread.",
+        ),
+        click.option(
+            "--roll",
+            type=click.Choice(["roll", "close"]),
+            default=env["roll"].default,
+            show_default=True,
+            help="At a contract roll: carry the position into the new contract, or close it.",
+        ),
+        click.option("--multiplier", type=float, help="$ per point [default: by contract root]."),
+        click.option("--tick-size", type=float, help="Points per tick [default: by root]."),
+        click.option(
+            "--capital", type=float, default=100_000.0, show_default=True, help="Dollars."
+        ),
+        click.option("--seed", type=int, default=0, show_default=True, help="Seed of 'random'."),
+        click.option("--no-plots", is_flag=True, help="Do not write the equity-curve PNGs."),
+    ]
+    for decorator in reversed(decorators):
+        func = decorator(func)
+    return func
+
+
+@cli.command(context_settings=CONTEXT_SETTINGS)
+@backtest_options
+@json_option
+@store_option
+@quiet_option
+def backtest(
+    symbol: str,
+    featureset: str | None,
+    policies: Sequence[str],
+    train_days: int,
+    test_days: int,
+    anchored: bool,
+    commission: float,
+    slippage_ticks: float,
+    roll: str,
+    multiplier: float | None,
+    tick_size: float | None,
+    capital: float,
+    seed: int,
+    no_plots: bool,
+    as_json: bool,
+    store_root: Path,
+    quiet: bool,
+) -> None:
+    """Run baseline policies on every walk-forward test window of a symbol's fxcache.
+
+    Trades flat, long (+1 contract), random and ofi-sign (the sign of the order-flow
+    imbalance) with the environment's costs and roll rules, and writes
+    runs/<run-id>/ with config.json, metrics.json and one equity-curve PNG per fold.
+
+    \b
+    Example:
+      fxstore backtest --symbol ES.FUT --policy flat --policy ofi-sign --test-days 10
+    """
+    from fxstore.config import BacktestConfig, EnvConfig, WalkForwardConfig
+    from fxstore.train.backtest import BASELINES, run_backtest
+
+    config = BacktestConfig(
+        symbol=symbol,
+        featureset=featureset,
+        policies=tuple(policies) or BASELINES,
+        env=EnvConfig(
+            commission_per_contract=commission,
+            slippage_ticks=slippage_ticks,
+            roll=roll,  # type: ignore[arg-type]
+            multiplier=multiplier,
+            tick_size=tick_size,
+        ),
+        walkforward=WalkForwardConfig(
+            train_days=train_days, test_days=test_days, anchored=anchored
+        ),
+        capital=capital,
+        seed=seed,
+        plots=not no_plots,
+    )
+    with _progress("backtest", quiet) as progress:
+        result = run_backtest(config, store_root, on_progress=_fold_progress(progress))
+    if as_json:
+        _echo_json(result.to_json())
+    else:
+        click.echo(result.format_table())
+        click.echo(f"Wrote {result.run_dir}")
+
+
+def _fold_progress(progress: _Progress) -> Callable[[int, int], None]:
+    """Drive the bar from ``on_progress(folds_done, n_folds)``."""
+
+    def advance(done: int, total: int) -> None:
+        if done == 1:
+            progress.start(total)
+        progress.advance()
+
+    return advance
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Console-script entry point."""
     cli.main(args=list(argv) if argv is not None else None, prog_name="fxstore")

@@ -405,6 +405,86 @@ class FeatureConfig:
             )
 
 
+RollMode = Literal["roll", "close"]
+RewardMode = Literal["dollars", "ticks", "vol"]
+
+
+@dataclass(frozen=True, slots=True)
+class EnvConfig:
+    """How :class:`fxstore.train.env.VecEnv` trades fxcache bars and books their PnL.
+
+    At the close of bar t the agent picks a target position from `positions`; it trades to
+    it at that close, paying `cost_per_contract` per contract traded, and holds it over bar
+    t -> t+1. Money is float64 dollars.
+    """
+
+    positions: tuple[int, ...] = (-2, -1, 0, 1, 2)
+    """Target positions the actions stand for, in contracts (signed, distinct, holding 0)."""
+
+    commission_per_contract: float = 1.25
+    """Dollars per contract per side (exchange, clearing and broker fees)."""
+
+    slippage_ticks: float = 0.0
+    """Ticks paid per contract traded beyond half the spread at the bar's close."""
+
+    roll: RollMode = "roll"
+    """At a contract roll: 'roll' carries the position into the new contract (closing it at
+    the old contract's last bar and reopening it at the new one's first, paying both);
+    'close' closes it at the old contract's last bar and starts the new contract flat."""
+
+    reward: RewardMode = "vol"
+    """What the agent is rewarded in: 'dollars' (net PnL), 'ticks' (net PnL in tick values of
+    one contract) or 'vol' (net PnL over the dollar move of a one-sigma bar of one contract,
+    sigma the causal rolling RMS of one-bar log returns)."""
+
+    multiplier: float | None = None
+    """Dollars per index point of one contract; None: from the symbol's contract spec."""
+
+    tick_size: float | None = None
+    """Minimum price increment in index points; None: from the symbol's contract spec."""
+
+    vol_window: int = 200
+    """Bars of the rolling RMS behind the 'vol' reward (past bars only)."""
+
+    def __post_init__(self) -> None:
+        positions = self.positions
+        if (
+            not isinstance(positions, tuple)
+            or len(positions) < 2
+            or any(isinstance(p, bool) or not isinstance(p, int) for p in positions)
+            or len(set(positions)) != len(positions)
+            or 0 not in positions
+        ):
+            raise InvalidInputError(
+                f"`positions` must be two or more distinct whole numbers of contracts holding "
+                f"0, e.g. -2,-1,0,1,2; was {positions!r}."
+            )
+        _check_number("commission_per_contract", self.commission_per_contract, above=-math.inf)
+        _check_number("slippage_ticks", self.slippage_ticks, above=-math.inf)
+        for name in ("commission_per_contract", "slippage_ticks"):
+            if getattr(self, name) < 0:
+                raise InvalidInputError(f"`{name}` must be >= 0, was {getattr(self, name)!r}.")
+        if self.roll not in get_args(RollMode):
+            raise InvalidInputError(f"`roll` must be 'roll' or 'close', was {self.roll!r}.")
+        if self.reward not in get_args(RewardMode):
+            raise InvalidInputError(
+                f"`reward` must be 'dollars', 'ticks' or 'vol', was {self.reward!r}."
+            )
+        for name in ("multiplier", "tick_size"):
+            if getattr(self, name) is not None:
+                _check_number(name, getattr(self, name), above=0.0)
+        _check_number("vol_window", self.vol_window, above=1, integral=True)
+
+    @property
+    def max_position(self) -> int:
+        """The largest |position| an action can hold, in contracts."""
+        return max(abs(p) for p in self.positions)
+
+    def to_json(self) -> dict[str, object]:
+        """The settings as JSON data (for a run's ``config.json``)."""
+        return {**asdict(self), "positions": list(self.positions)}
+
+
 @dataclass(frozen=True, slots=True)
 class WalkForwardConfig:
     """How :func:`fxstore.train.walkforward.make_folds` cuts a symbol's rows into folds.
@@ -461,3 +541,328 @@ class WalkForwardConfig:
     def to_json(self) -> dict[str, object]:
         """The settings as JSON data (for a run's ``config.json``)."""
         return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class BacktestConfig:
+    """What ``fxstore backtest`` runs: baseline policies on every walk-forward test window.
+
+    Every policy trades the same test windows with the same costs (:mod:`fxstore.train.env`
+    accounting); nothing is fitted, so the training windows only place the test windows
+    exactly where a trained agent's would be.
+    """
+
+    symbol: str = "ES.FUT"
+    """Store symbol of the fxcache, continuous (e.g. "ES.FUT")."""
+
+    featureset: str | None = None
+    """Feature-set hash under ``fxcache/<symbol>/``; None when there is one."""
+
+    policies: tuple[str, ...] = ("flat", "long", "random", "ofi-sign")
+    """Baseline policies to run, in report order: 'flat', 'long', 'random', 'ofi-sign'."""
+
+    env: EnvConfig = field(default_factory=EnvConfig)
+    """Positions, costs and roll handling of the book (its reward setting is unused)."""
+
+    walkforward: WalkForwardConfig = field(default_factory=WalkForwardConfig)
+    """How rows are cut into folds; only the test windows are traded."""
+
+    capital: float = 100_000.0
+    """Dollars the metrics' returns are measured on."""
+
+    seed: int = 0
+    """Seed of the 'random' policy and of the Sharpe bootstrap."""
+
+    plots: bool = True
+    """Write one equity-curve PNG per fold into the run folder (needs matplotlib)."""
+
+    def __post_init__(self) -> None:
+        from fxstore.store import validate_key
+        from fxstore.train.backtest import BASELINES
+
+        validate_key(self.symbol, "symbol")
+        if self.featureset is not None:
+            validate_key(self.featureset, "featureset")
+        policies = self.policies
+        if not isinstance(policies, tuple) or not policies:
+            raise InvalidInputError(
+                f"`policies` must be a non-empty tuple of {', '.join(BASELINES)}, was {policies!r}."
+            )
+        for policy in policies:
+            if policy not in BASELINES:
+                raise InvalidInputError(
+                    f"unknown policy {policy!r}; choose from {', '.join(BASELINES)}."
+                )
+        if len(set(policies)) != len(policies):
+            raise InvalidInputError(f"`policies` must not repeat a policy, was {policies!r}.")
+        if not isinstance(self.env, EnvConfig):
+            raise InvalidInputError(f"`env` must be an EnvConfig, was {type(self.env).__name__}.")
+        if not isinstance(self.walkforward, WalkForwardConfig):
+            raise InvalidInputError(
+                f"`walkforward` must be a WalkForwardConfig, was {type(self.walkforward).__name__}."
+            )
+        _check_number("capital", self.capital, above=0.0)
+        _check_number("seed", self.seed, above=-1, integral=True)
+        if not isinstance(self.plots, bool):
+            raise InvalidInputError(f"`plots` must be True or False, was {self.plots!r}.")
+
+    def to_json(self) -> dict[str, object]:
+        """The settings as JSON data (the run's ``config.json``)."""
+        return {
+            "symbol": self.symbol,
+            "featureset": self.featureset,
+            "policies": list(self.policies),
+            "env": self.env.to_json(),
+            "walkforward": self.walkforward.to_json(),
+            "capital": float(self.capital),
+            "seed": self.seed,
+            "plots": self.plots,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class AgentConfig:
+    """The distributional (C51) double DQN of `fxstore train` (:mod:`fxstore.train.agent`).
+
+    A dueling MLP over `n_atoms` return atoms in [`v_min`, `v_max`], trained from
+    prioritised n-step replay with Adam, global-norm clipping and a target network.
+    """
+
+    hidden: int = 256
+    """Width of each hidden layer."""
+
+    layers: int = 2
+    """Hidden layers (Linear + ReLU) in the shared torso."""
+
+    n_atoms: int = 51
+    """Atoms of the return distribution (C51: 51); > 1."""
+
+    v_min: float = -10.0
+    """Lowest return atom, in reward units."""
+
+    v_max: float = 10.0
+    """Highest return atom, in reward units; > `v_min`."""
+
+    gamma: float = 0.99
+    """Discount per environment step, in (0, 1]."""
+
+    n_step: int = 3
+    """Steps summed into each bootstrapped return (1 is one-step DQN)."""
+
+    lr: float = 1e-4
+    """Adam learning rate."""
+
+    adam_beta1: float = 0.9
+    """Adam decay of the first moment, in [0, 1)."""
+
+    adam_beta2: float = 0.999
+    """Adam decay of the second moment, in [0, 1)."""
+
+    adam_eps: float = 1.5e-4
+    """Adam's epsilon added to the root of the second moment (Rainbow: 1.5e-4)."""
+
+    grad_clip: float = 10.0
+    """Largest global L2 norm of the gradient; larger gradients are scaled down to it."""
+
+    batch_size: int = 1024
+    """Transitions per update."""
+
+    replay_size: int = 200_000
+    """Capacity of the replay buffer in transitions (oldest overwritten first)."""
+
+    per_alpha: float = 0.6
+    """Priority exponent of prioritised replay: 0 samples uniformly. In [0, 1]."""
+
+    per_beta_start: float = 0.4
+    """Importance-weight exponent at the start of training, in [0, 1]."""
+
+    per_beta_end: float = 1.0
+    """Importance-weight exponent at the end of training, in [0, 1]."""
+
+    per_eps: float = 1e-6
+    """Added to every priority so no transition has probability 0; > 0."""
+
+    target_tau: float = 0.005
+    """Polyak rate of the target network, in (0, 1]: target += tau · (online − target).
+    With `target_period` > 0, 1.0 makes the periodic update a hard copy."""
+
+    target_period: int = 0
+    """Updates between target-network updates (hard copies when `target_tau` is 1.0);
+    0 applies the Polyak update after every update."""
+
+    eps_start: float = 1.0
+    """Exploration rate (ε-greedy) at step 0, in [0, 1]."""
+
+    eps_end: float = 0.05
+    """Exploration rate after `eps_decay_steps`, in [0, 1]."""
+
+    eps_decay_steps: int = 10_000
+    """Steps over which ε falls linearly from `eps_start` to `eps_end`."""
+
+    seed: int = 0
+    """Seed of the weight initialisation (and of replay sampling and exploration)."""
+
+    def __post_init__(self) -> None:
+        for name in ("hidden", "layers", "n_step", "batch_size", "replay_size"):
+            _check_number(name, getattr(self, name), above=0, integral=True)
+        _check_number("n_atoms", self.n_atoms, above=1, integral=True)
+        _check_number("v_min", self.v_min, above=-math.inf)
+        if _check_number("v_max", self.v_max, above=-math.inf) <= self.v_min:
+            raise InvalidInputError(
+                f"`v_max` must be > `v_min` ({self.v_min!r}), was {self.v_max!r}."
+            )
+        for name in ("lr", "adam_eps", "grad_clip", "per_eps"):
+            _check_number(name, getattr(self, name), above=0.0)
+        for name in ("gamma", "target_tau"):
+            _agent_check_range(name, getattr(self, name), 0.0, 1.0, open_low=True)
+        for name in ("adam_beta1", "adam_beta2"):
+            _agent_check_range(name, getattr(self, name), 0.0, 1.0, open_high=True)
+        for name in ("per_alpha", "per_beta_start", "per_beta_end", "eps_start", "eps_end"):
+            _agent_check_range(name, getattr(self, name), 0.0, 1.0)
+        for name in ("target_period", "eps_decay_steps", "seed"):
+            _check_number(name, getattr(self, name), above=-math.inf, integral=True)
+            if getattr(self, name) < 0:
+                raise InvalidInputError(f"`{name}` must be >= 0, was {getattr(self, name)!r}.")
+
+    def epsilon(self, step: int) -> float:
+        """ε-greedy exploration rate at environment step `step` (linear decay, then flat)."""
+        if step >= self.eps_decay_steps or self.eps_decay_steps == 0:
+            return float(self.eps_end)
+        done = max(step, 0) / self.eps_decay_steps
+        return float(self.eps_start + (self.eps_end - self.eps_start) * done)
+
+    def to_json(self) -> dict[str, object]:
+        """The settings as JSON data (for a run's ``config.json``)."""
+        return asdict(self)
+
+
+def _agent_check_range(
+    name: str,
+    value: object,
+    low: float,
+    high: float,
+    *,
+    open_low: bool = False,
+    open_high: bool = False,
+) -> None:
+    """Raise InvalidInputError unless `value` is a finite number in the given interval."""
+    number = _check_number(name, value, above=-math.inf)
+    if (number < low or (open_low and number == low)) or (
+        number > high or (open_high and number == high)
+    ):
+        interval = f"{'(' if open_low else '['}{low:g}, {high:g}{')' if open_high else ']'}"
+        raise InvalidInputError(f"`{name}` must be in {interval}, was {value!r}.")
+
+
+DeviceChoice = Literal["auto", "cpu", "cuda"]
+#: The baseline policies of ``fxstore backtest`` (see :mod:`fxstore.train.backtest`).
+BASELINE_POLICIES: Final = ("flat", "long", "random", "ofi-sign")
+
+
+@dataclass(frozen=True, slots=True)
+class TrainConfig:
+    """What ``fxstore train`` does: environment, agent, folds, and how long each fold learns.
+
+    Profiles (``smoke``, ``default``, ``production`` or a TOML file) fill these fields; see
+    :func:`fxstore.train.profiles.load_profile`. Sizes left None are chosen from the device
+    (a GPU's free memory) when the run starts and written to the run's ``config.json``.
+    """
+
+    symbol: str = "ES.FUT"
+    """Store symbol of the fxcache, continuous (e.g. "ES.FUT")."""
+
+    featureset: str | None = None
+    """Feature-set hash under ``fxcache/<symbol>/``; None when there is one."""
+
+    profile: str = "default"
+    """Name of the profile the settings came from (recorded in the run)."""
+
+    device: DeviceChoice = "auto"
+    """'cuda' (CuPy), 'cpu' (numpy) or 'auto' (CUDA when CuPy finds a GPU)."""
+
+    env: EnvConfig = field(default_factory=EnvConfig)
+    """How the environment trades and books PnL."""
+
+    agent: AgentConfig = field(default_factory=lambda: AgentConfig())
+    """The learner; its `batch_size` and `replay_size` are replaced by the resolved sizes."""
+
+    walkforward: WalkForwardConfig = field(
+        default_factory=lambda: WalkForwardConfig(validation_fraction=0.2)
+    )
+    """How rows are cut into folds; the validation slice drives early stopping."""
+
+    n_envs: int | None = None
+    """Parallel environments stepped at once; None: 4,096 on a GPU, 64 on a CPU."""
+
+    batch_size: int | None = None
+    """Transitions per update; None: 16,384 on a GPU with >= 8 GB free, else the agent's."""
+
+    replay_size: int | None = None
+    """Replay capacity in transitions; None: what a quarter of a GPU's free memory holds
+    (at most 2,000,000), or the agent's on a CPU."""
+
+    episode_bars: int = 2000
+    """Rows per training episode (capped at the training window), which ends flat."""
+
+    env_steps: int = 20_000
+    """Vectorised environment steps per fold (each adds `n_envs` transitions)."""
+
+    learn_start: int = 10_000
+    """Transitions in replay before the first update."""
+
+    updates_per_step: int = 1
+    """Learner updates per environment step once learning has started."""
+
+    eval_every: int = 1000
+    """Environment steps between validation evaluations (early stopping, progress)."""
+
+    patience: int = 5
+    """Validation evaluations without improvement before a fold stops early; 0: never."""
+
+    checkpoint_every: int = 5000
+    """Environment steps between checkpoints (0: only at the end of a fold)."""
+
+    max_folds: int | None = None
+    """Train on the first this many folds only; None: every fold."""
+
+    capital: float = 100_000.0
+    """Dollars the metrics' returns are measured on."""
+
+    baselines: tuple[str, ...] = ("flat", "long", "random", "ofi-sign")
+    """Baseline policies run on the same folds and costs for comparison."""
+
+    seed: int = 0
+    """Seed of everything random (weights, exploration, replay, episode starts)."""
+
+    def __post_init__(self) -> None:
+        from fxstore.store import validate_key
+
+        validate_key(self.symbol, "symbol")
+        if self.featureset is not None:
+            validate_key(self.featureset, "featureset")
+        if self.device not in get_args(DeviceChoice):
+            raise InvalidInputError(
+                f"`device` must be 'auto', 'cpu' or 'cuda', was {self.device!r}."
+            )
+        for name in ("n_envs", "batch_size", "replay_size", "max_folds"):
+            if getattr(self, name) is not None:
+                _check_number(name, getattr(self, name), above=0, integral=True)
+        for name in ("episode_bars", "env_steps", "updates_per_step", "eval_every"):
+            _check_number(name, getattr(self, name), above=0, integral=True)
+        for name in ("learn_start", "patience", "checkpoint_every", "seed"):
+            _check_number(name, getattr(self, name), above=-1, integral=True)
+        if self.episode_bars < 2:
+            raise InvalidInputError(f"`episode_bars` must be >= 2, was {self.episode_bars}.")
+        _check_number("capital", self.capital, above=0.0)
+        unknown = [b for b in self.baselines if b not in BASELINE_POLICIES]
+        if unknown:
+            raise InvalidInputError(
+                f"unknown baseline {unknown[0]!r}; choose from {', '.join(BASELINE_POLICIES)}."
+            )
+
+    def to_json(self) -> dict[str, object]:
+        """The settings as JSON data (the run's ``config.json``)."""
+        out = asdict(self)
+        out["env"] = self.env.to_json()
+        out["baselines"] = list(self.baselines)
+        return out

@@ -15,6 +15,7 @@ into place: a killed run leaves no partial file visible.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import fcntl
 import hashlib
 import json
@@ -35,12 +36,14 @@ __all__ = [
     "atomic_write_json",
     "atomic_write_stream",
     "bars_dir",
+    "create_run_dir",
     "file_sha256",
     "fsync_dir",
     "fxcache_dir",
     "key_lock",
     "list_bar_series",
     "read_json",
+    "run_dir",
     "synth_dir",
     "validate_key",
 ]
@@ -177,6 +180,25 @@ def bars_dir(root: Path, symbol: str, instrument_key: str, bar_key: str) -> Path
 def fxcache_dir(root: Path, symbol: str, key: str) -> Path:
     """Folder of one feature cache: ``fxcache/<SYMBOL>/<featureset-hash>``."""
     return root / "fxcache" / validate_key(symbol, "symbol") / validate_key(key, "fxcache key")
+
+
+def run_dir(root: Path, run_id: str) -> Path:
+    """Folder of one run (a backtest or a training run): ``runs/<run-id>``."""
+    return root / "runs" / validate_key(run_id, "run id")
+
+
+def create_run_dir(root: Path, kind: str) -> Path:
+    """Make a fresh ``runs/<UTC time>-<kind>[-N]``; mkdir makes it unique across processes."""
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    (root / "runs").mkdir(parents=True, exist_ok=True)
+    for n in range(1, 10_000):
+        path = run_dir(root, f"{stamp}-{kind}" if n == 1 else f"{stamp}-{kind}-{n}")
+        try:
+            path.mkdir()
+        except FileExistsError:
+            continue
+        return path
+    raise InvalidInputError(f"no free run id {stamp}-{kind}-N in {root / 'runs'}; retry later.")
 
 
 def list_bar_series(root: Path, symbol: str | None = None) -> list[tuple[str, str, str]]:
