@@ -13,6 +13,7 @@ __all__ = [
     "NoFrontMonthError",
     "SchemaError",
     "SymbolNotFoundError",
+    "TrainingDivergedError",
 ]
 
 
@@ -34,6 +35,10 @@ class SymbolNotFoundError(FxStoreError):
 
 class NoFrontMonthError(FxStoreError):
     """No outright of the requested root can be selected as the front month."""
+
+
+class TrainingDivergedError(FxStoreError):
+    """Training produced a non-finite loss, gradient or weight (lower the learning rate)."""
 
 
 class FxStoreWarning(UserWarning):

@@ -1,0 +1,396 @@
+"""Prioritised experience replay and the n-step return accumulator, on numpy or CuPy.
+
+:class:`PrioritizedReplay` (Schaul et al. 2016, proportional variant) keeps a ring buffer of
+transitions on the array module it was given. Sampling needs no sequential sum tree: a float64
+cumulative sum of ``priority ** alpha`` and a ``searchsorted`` of one stratified uniform per
+stratum pick the slots in one pass, deterministically. The uniforms come from a host numpy
+generator, so a seed samples the same slots on the CPU and on a GPU (up to float rounding of
+the cumulative sum), and its state is checkpointed with the buffer.
+
+:class:`NStepAccumulator` turns the per-step transitions of parallel environments into n-step
+transitions ``(s_t, a_t, R_t, gamma**n, s_{t+n})``, cut at episode ends.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from types import ModuleType
+from typing import NamedTuple, TypeAlias
+
+import numpy as np
+import numpy.typing as npt
+
+from fxstore.errors import InvalidInputError
+
+__all__ = ["Batch", "NStepAccumulator", "PrioritizedReplay", "Transitions"]
+
+logger = logging.getLogger(__name__)
+
+#: A numpy or CuPy array (CuPy has no stubs: typed as its numpy twin).
+Array: TypeAlias = npt.NDArray[np.generic]
+F32: TypeAlias = npt.NDArray[np.float32]
+I64: TypeAlias = npt.NDArray[np.int64]
+
+
+class Batch(NamedTuple):
+    """A sampled batch of n-step transitions, on the replay's array module."""
+
+    obs: F32
+    """(B, n_obs) float32 observations s_t."""
+    action: I64
+    """(B,) int64 actions a_t."""
+    reward: F32
+    """(B,) float32 n-step discounted reward sum_k gamma**k r_{t+k}."""
+    discount: F32
+    """(B,) float32 gamma**n, 0.0 where the episode ended inside the n steps."""
+    next_obs: F32
+    """(B, n_obs) float32 observations s_{t+n} (any value where discount is 0)."""
+    weight: F32
+    """(B,) float32 importance weights, max 1 (1.0 for uniform sampling)."""
+    index: I64  # type: ignore[assignment]  # shadows tuple.index: the name is the API
+    """(B,) int64 replay slots, for :meth:`PrioritizedReplay.update_priorities`."""
+
+
+class Transitions(NamedTuple):
+    """Completed n-step transitions, ready for :meth:`PrioritizedReplay.add`."""
+
+    obs: F32
+    """(n, n_obs) float32."""
+    action: I64
+    """(n,) int64."""
+    reward: F32
+    """(n,) float32 discounted reward sum over the (up to n) steps."""
+    discount: F32
+    """(n,) float32 gamma**n, or 0.0 when the episode terminated inside the window."""
+    next_obs: F32
+    """(n, n_obs) float32."""
+
+
+_STATE_KEYS = ("obs", "action", "reward", "discount", "next_obs", "priority")
+
+
+class PrioritizedReplay:
+    """A ring buffer of transitions sampled in proportion to ``priority ** alpha``.
+
+    Parameters
+    ----------
+    capacity
+        Transitions kept; the oldest are overwritten first.
+    n_obs
+        Observation width.
+    alpha
+        Priority exponent (0 samples uniformly).
+    eps
+        Added to every priority given to :meth:`update_priorities`, so none is 0.
+    xp
+        Array module of the storage (numpy or cupy).
+    seed
+        Seed of the sampling uniforms.
+    """
+
+    def __init__(
+        self,
+        capacity: int,
+        n_obs: int,
+        *,
+        alpha: float,
+        eps: float,
+        xp: ModuleType = np,
+        seed: int = 0,
+    ) -> None:
+        if capacity < 1 or n_obs < 1:
+            raise InvalidInputError(
+                f"`capacity` and `n_obs` must be >= 1, were {capacity} and {n_obs}."
+            )
+        self.capacity, self.n_obs, self.alpha, self.eps = int(capacity), int(n_obs), alpha, eps
+        self.xp = xp
+        self.obs = xp.zeros((capacity, n_obs), dtype=xp.float32)
+        self.next_obs = xp.zeros((capacity, n_obs), dtype=xp.float32)
+        self.action = xp.zeros(capacity, dtype=xp.int64)
+        self.reward = xp.zeros(capacity, dtype=xp.float32)
+        self.discount = xp.zeros(capacity, dtype=xp.float32)
+        self.priority = xp.zeros(capacity, dtype=xp.float32)
+        """(capacity,) float32 ``priority ** alpha`` of each slot (0 for empty slots)."""
+        self._max_priority = xp.ones((), dtype=xp.float32)  # raw, before ** alpha
+        self._pos = 0
+        self._size = 0
+        self._rng = np.random.default_rng(seed)
+
+    def __len__(self) -> int:
+        return self._size
+
+    def add(
+        self, obs: Array, action: Array, reward: Array, discount: Array, next_obs: Array
+    ) -> None:
+        """Store a batch of n transitions (arrays as in :class:`Transitions`) at max priority.
+
+        When n exceeds the capacity only the last `capacity` are kept.
+        """
+        xp = self.xp
+        n = int(action.shape[0])
+        if obs.shape != (n, self.n_obs) or next_obs.shape != (n, self.n_obs):
+            raise InvalidInputError(
+                f"`obs` and `next_obs` must have shape ({n}, {self.n_obs}), were "
+                f"{tuple(obs.shape)} and {tuple(next_obs.shape)}."
+            )
+        if reward.shape != (n,) or discount.shape != (n,):
+            raise InvalidInputError(
+                f"`reward` and `discount` must have shape ({n},), were "
+                f"{tuple(reward.shape)} and {tuple(discount.shape)}."
+            )
+        if n == 0:
+            return
+        keep = slice(max(n - self.capacity, 0), n)
+        n_keep = keep.stop - keep.start
+        slots = (self._pos + xp.arange(n_keep)) % self.capacity
+        self.obs[slots] = xp.asarray(obs[keep], dtype=xp.float32)
+        self.next_obs[slots] = xp.asarray(next_obs[keep], dtype=xp.float32)
+        self.action[slots] = xp.asarray(action[keep], dtype=xp.int64)
+        self.reward[slots] = xp.asarray(reward[keep], dtype=xp.float32)
+        self.discount[slots] = xp.asarray(discount[keep], dtype=xp.float32)
+        self.priority[slots] = self._max_priority**self.alpha
+        self._pos = (self._pos + n_keep) % self.capacity
+        self._size = min(self._size + n_keep, self.capacity)
+
+    def sample(self, batch_size: int, beta: float) -> Batch:
+        """Draw `batch_size` slots with probability P(i) = p_i / sum p (stratified).
+
+        Stratum k of the cumulative priority mass holds one uniform draw, so the batch covers
+        the mass evenly. Importance weights are ``(N · P(i)) ** -beta / max_batch``.
+
+        Raises
+        ------
+        InvalidInputError
+            The buffer is empty or `batch_size` < 1.
+        """
+        xp = self.xp
+        if self._size == 0 or batch_size < 1:
+            raise InvalidInputError(
+                f"cannot sample {batch_size} transitions from a replay holding {self._size}; "
+                "add transitions first (and ask for >= 1)."
+            )
+        cumulative = xp.cumsum(self.priority[: self._size], dtype=xp.float64)
+        total = cumulative[-1]
+        strata = (np.arange(batch_size) + self._rng.random(batch_size)) / batch_size
+        targets = xp.asarray(strata) * total
+        index = xp.minimum(xp.searchsorted(cumulative, targets, side="right"), self._size - 1)
+        probability = self.priority[index].astype(xp.float64) / total
+        weight = (self._size * probability) ** (-beta)
+        weight = (weight / weight.max()).astype(xp.float32)
+        index = index.astype(xp.int64)
+        return Batch(
+            obs=self.obs[index],
+            action=self.action[index],
+            reward=self.reward[index],
+            discount=self.discount[index],
+            next_obs=self.next_obs[index],
+            weight=weight,
+            index=index,
+        )
+
+    def update_priorities(self, index: Array, priority: Array) -> None:
+        """Set the priorities of slots `index` (B,) to ``(priority + eps) ** alpha``.
+
+        A slot drawn twice gets the same priority from both draws (same transition, same
+        network), so it does not matter which write lands.
+        """
+        xp = self.xp
+        raw = xp.asarray(priority, dtype=xp.float32) + xp.float32(self.eps)
+        self.priority[index] = raw**self.alpha
+        self._max_priority = xp.maximum(self._max_priority, raw.max())
+
+    def state_dict(self) -> dict[str, npt.NDArray[np.generic]]:
+        """The buffer, its position and the sampling generator's state, as host arrays."""
+        state = {key: _to_host(getattr(self, key)) for key in _STATE_KEYS}
+        bits = self._rng.bit_generator.state
+        state["rng"] = np.array(
+            [
+                bits["state"]["state"] >> 64,
+                bits["state"]["state"] & (2**64 - 1),
+                bits["state"]["inc"] >> 64,
+                bits["state"]["inc"] & (2**64 - 1),
+                bits["has_uint32"],
+                bits["uinteger"],
+            ],
+            dtype=np.uint64,
+        )
+        state["max_priority"] = np.asarray(_to_host(self._max_priority), dtype=np.float32)
+        state["position"] = np.array([self._pos, self._size], dtype=np.int64)
+        return state
+
+    def load_state_dict(self, state: Mapping[str, npt.NDArray[np.generic]]) -> None:
+        """Restore what :meth:`state_dict` returned (for a buffer of the same shape).
+
+        Raises
+        ------
+        InvalidInputError
+            A key is missing or has the wrong shape; the message names it.
+        """
+        shapes: dict[str, tuple[int, ...]] = {
+            key: tuple(getattr(self, key).shape) for key in _STATE_KEYS
+        }
+        shapes |= {"rng": (6,), "max_priority": (), "position": (2,)}
+        _check_state("replay state", state, shapes)
+        position = np.asarray(state["position"])
+        if not 0 <= position[1] <= self.capacity or not 0 <= position[0] < self.capacity:
+            raise InvalidInputError(f"replay state 'position' is out of range: {position}.")
+        for key in _STATE_KEYS:
+            getattr(self, key)[...] = self.xp.asarray(state[key])
+        self._max_priority = self.xp.asarray(state["max_priority"], dtype=self.xp.float32)
+        self._pos, self._size = int(position[0]), int(position[1])
+        words = [int(w) for w in np.asarray(state["rng"], dtype=np.uint64)]
+        self._rng.bit_generator.state = {
+            "bit_generator": "PCG64",
+            "state": {"state": (words[0] << 64) | words[1], "inc": (words[2] << 64) | words[3]},
+            "has_uint32": words[4],
+            "uinteger": words[5],
+        }
+
+
+class NStepAccumulator:
+    """Turn per-step transitions of `n_envs` parallel environments into n-step transitions.
+
+    Each :meth:`push` of step t returns the transitions that are complete at t:
+
+    - an environment whose episode goes on yields the transition that started n - 1 steps ago:
+      ``R = sum_{k<n} gamma**k r_{t-n+1+k}``, discount ``gamma**n``, next_obs ``s_{t+1}``;
+    - an environment whose episode ended at t (``done``) yields every transition still open in
+      that episode (up to n, the oldest first), each with the reward summed up to t and
+      discount 0, so no return crosses the episode boundary. Its window is then emptied: the
+      next push for that environment starts a new episode (environments auto-reset).
+
+    ``done`` means termination (the value after it is 0). The order of the output is
+    environment by environment, oldest start first within one.
+
+    Parameters
+    ----------
+    n_envs
+        Parallel environments (the leading axis of every push).
+    n_step
+        Steps per transition (n >= 1).
+    gamma
+        Discount per step.
+    n_obs
+        Observation width.
+    xp
+        Array module of the pushed arrays and the output.
+    """
+
+    def __init__(
+        self, n_envs: int, n_step: int, gamma: float, n_obs: int, xp: ModuleType = np
+    ) -> None:
+        if n_envs < 1 or n_step < 1 or n_obs < 1:
+            raise InvalidInputError(
+                f"`n_envs`, `n_step` and `n_obs` must be >= 1, were {n_envs}, {n_step}, {n_obs}."
+            )
+        self.n_envs, self.n_step, self.gamma, self.n_obs, self.xp = (
+            n_envs,
+            n_step,
+            gamma,
+            n_obs,
+            xp,
+        )
+        self._obs = xp.zeros((n_step, n_envs, n_obs), dtype=xp.float32)
+        self._action = xp.zeros((n_step, n_envs), dtype=xp.int64)
+        self._reward = xp.zeros((n_step, n_envs), dtype=xp.float32)
+        self._pending = xp.zeros(n_envs, dtype=xp.int64)  # open steps of each env, < n_step
+        self._t = 0
+        # _gain[k, a]: weight of the reward a steps old in the return of the start k steps old
+        ages = np.arange(n_step)
+        power = (ages[:, None] - ages[None, :]).astype(np.float64)
+        gain = np.where(power >= 0, float(gamma) ** np.maximum(power, 0), 0.0)
+        self._gain = xp.asarray(gain, dtype=xp.float32)
+        self._discount_n = np.float32(float(gamma) ** n_step)
+
+    def push(
+        self, obs: Array, action: Array, reward: Array, done: Array, next_obs: Array
+    ) -> Transitions:
+        """Record one step of every environment; return the n-step transitions it completes.
+
+        Parameters
+        ----------
+        obs, next_obs
+            (n_envs, n_obs) float32 observations before and after the step.
+        action
+            (n_envs,) int actions taken.
+        reward
+            (n_envs,) float rewards of the step.
+        done
+            (n_envs,) bool: the episode terminated at this step.
+        """
+        xp, n = self.xp, self.n_step
+        if obs.shape != (self.n_envs, self.n_obs) or next_obs.shape != obs.shape:
+            raise InvalidInputError(
+                f"`obs` and `next_obs` must have shape ({self.n_envs}, {self.n_obs}), were "
+                f"{tuple(obs.shape)} and {tuple(next_obs.shape)}."
+            )
+        slot = self._t % n
+        self._obs[slot] = obs
+        self._action[slot] = action
+        self._reward[slot] = reward
+        self._t += 1
+        self._pending += 1
+        done = xp.asarray(done, dtype=bool)
+        # age k = the transition that started k steps ago (k = 0: this step)
+        slots = (slot - np.arange(n)) % n
+        rewards = self._reward[slots]  # (n, n_envs), by age
+        returns = self._gain @ rewards  # (n, n_envs): return of the start k steps old
+        ages = xp.arange(n)[:, None]
+        emit = (ages < self._pending[None, :]) & (done[None, :] | (ages == n - 1))
+        discount = xp.where(done, xp.float32(0.0), self._discount_n).astype(xp.float32)
+        # env-major order, oldest first: transpose to (n_envs, n) and reverse the age axis
+        emit_t = emit.T[:, ::-1]
+        env, age = xp.nonzero(emit_t)
+        age = n - 1 - age
+        self._pending = xp.where(done, 0, xp.minimum(self._pending, n - 1))
+        start = xp.asarray(slots)[age]
+        return Transitions(
+            obs=self._obs[start, env],
+            action=self._action[start, env],
+            reward=returns[age, env],
+            discount=discount[env],
+            next_obs=xp.asarray(next_obs, dtype=xp.float32)[env],
+        )
+
+    def state_dict(self) -> dict[str, npt.NDArray[np.generic]]:
+        """The open windows of every environment, as host arrays (for an exact resume)."""
+        state = {key: _to_host(getattr(self, f"_{key}")) for key in _NSTEP_KEYS}
+        state["t"] = np.array(self._t, dtype=np.int64)
+        return state
+
+    def load_state_dict(self, state: Mapping[str, npt.NDArray[np.generic]]) -> None:
+        """Restore what :meth:`state_dict` returned (same n_envs, n_step and n_obs).
+
+        Raises
+        ------
+        InvalidInputError
+            A key is missing or has the wrong shape; the message names it.
+        """
+        shapes = {key: tuple(getattr(self, f"_{key}").shape) for key in _NSTEP_KEYS}
+        _check_state("n-step state", state, shapes | {"t": ()})
+        for key in _NSTEP_KEYS:
+            getattr(self, f"_{key}")[...] = self.xp.asarray(state[key])
+        self._t = int(np.asarray(state["t"]))
+
+
+_NSTEP_KEYS = ("obs", "action", "reward", "pending")
+
+
+def _check_state(
+    what: str, state: Mapping[str, npt.NDArray[np.generic]], shapes: Mapping[str, tuple[int, ...]]
+) -> None:
+    """Raise InvalidInputError naming the first key of `shapes` missing or misshapen in `state`."""
+    for key, shape in shapes.items():
+        if key not in state:
+            raise InvalidInputError(f"{what} has no {key!r}; it holds {sorted(state)}.")
+        if tuple(np.shape(state[key])) != shape:
+            raise InvalidInputError(
+                f"{what} {key!r} must have shape {shape}, was {np.shape(state[key])}."
+            )
+
+
+def _to_host(x: Array) -> npt.NDArray[np.generic]:
+    """`x` as a numpy array (a copy from the device for CuPy)."""
+    get = getattr(x, "get", None)
+    return np.array(x) if get is None or isinstance(x, np.ndarray) else np.asarray(get())

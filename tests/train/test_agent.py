@@ -1,0 +1,311 @@
+"""fxstore.train.agent (numpy path): C51 projection, gradients, learning, checkpoints, errors."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+from fxstore.config import AgentConfig
+from fxstore.errors import InvalidInputError, TrainingDivergedError
+from fxstore.train.agent import Agent, _dueling_log_probs, make_rng, project_distribution
+from fxstore.train.replay import Batch, NStepAccumulator, PrioritizedReplay
+
+SMALL = AgentConfig(hidden=8, layers=2, n_atoms=5, v_min=-2.0, v_max=2.0, lr=1e-3, seed=3)
+SUPPORT = np.linspace(-2.0, 2.0, 5)
+
+
+def make_batch(
+    size: int, n_obs: int, n_actions: int, *, seed: int = 0, dtype: type = np.float32
+) -> Batch:
+    rng = np.random.default_rng(seed)
+    return Batch(
+        obs=rng.normal(size=(size, n_obs)).astype(dtype),
+        action=rng.integers(0, n_actions, size),
+        reward=rng.normal(size=size).astype(dtype),
+        discount=np.where(rng.random(size) < 0.3, 0.0, 0.9).astype(dtype),
+        next_obs=rng.normal(size=(size, n_obs)).astype(dtype),
+        weight=rng.uniform(0.2, 1.0, size).astype(dtype),
+        index=np.arange(size),
+    )
+
+
+# --- the C51 projection --------------------------------------------------------------------
+
+PROJECTION_CASES = [
+    # probs on atoms z = [-2, -1, 0, 1, 2], reward, discount -> projected
+    ([0, 0, 1, 0, 0], 0.5, 1.0, [0, 0, 0.5, 0.5, 0]),  # between two atoms
+    ([0.2] * 5, 1.0, 1.0, [0, 0.2, 0.2, 0.2, 0.4]),  # integer b (l == u), top atom clipped
+    ([0.1, 0.2, 0.3, 0.4, 0], 0.5, 0.5, [0, 0.05, 0.4, 0.55, 0]),  # mixed
+    ([0.5, 0, 0, 0, 0.5], -5.0, 0.5, [1, 0, 0, 0, 0]),  # everything clipped to v_min
+    ([0.3, 0.3, 0.4, 0, 0], 0.25, 0.0, [0, 0, 0.75, 0.25, 0]),  # terminal: the reward only
+]
+
+
+@pytest.mark.parametrize(("probs", "reward", "discount", "expected"), PROJECTION_CASES)
+def test_project_distribution_hand_cases_match(
+    probs: list[float], reward: float, discount: float, expected: list[float]
+) -> None:
+    got = project_distribution(np.array([probs]), np.array([reward]), np.array([discount]), SUPPORT)
+    np.testing.assert_allclose(got[0], expected, atol=1e-12)
+
+
+def test_project_distribution_random_rows_keep_unit_mass() -> None:
+    rng = np.random.default_rng(1)
+    probs = rng.dirichlet(np.ones(51), size=200).astype(np.float32)
+    reward = rng.normal(scale=8.0, size=200).astype(np.float32)
+    discount = rng.choice([0.0, 0.97], size=200).astype(np.float32)
+    support = np.linspace(-10, 10, 51, dtype=np.float32)
+    got = project_distribution(probs, reward, discount, support)
+    assert got.dtype == np.float32 and (got >= 0).all()
+    np.testing.assert_allclose(got.sum(axis=1), 1.0, atol=1e-5)
+
+
+# --- gradients -----------------------------------------------------------------------------
+
+TENSORS = [f"torso.{i}.{k}" for i in (0, 1) for k in ("weight", "bias")] + [
+    f"{head}.{k}" for head in ("value", "adv") for k in ("weight", "bias")
+]
+
+
+@pytest.mark.parametrize("name", TENSORS)
+def test_loss_and_grad_gradient_matches_central_differences(name: str) -> None:
+    agent = Agent(dataclasses.replace(SMALL, hidden=6), 4, 3)
+    agent._cast(np.float64)
+    rng = np.random.default_rng(5)
+    agent._target += rng.normal(scale=0.1, size=agent._target.shape)  # target != online
+    agent._params[agent._layout.size - agent._layout.head_width :] = rng.normal(
+        scale=0.3, size=agent._layout.head_width
+    )  # non-zero head biases
+    batch = agent._check_batch(make_batch(7, 4, 3, dtype=np.float64))
+
+    def loss() -> float:
+        return agent._loss_and_grad(batch)[0] / 7
+
+    loss()
+    analytic = agent._layout.views(agent._grad.copy())[name]
+    view = agent.parameters[name]
+    numeric = np.zeros_like(analytic)
+    step = 1e-6
+    for index in np.ndindex(view.shape):
+        original = view[index]
+        view[index] = original + step
+        up = loss()
+        view[index] = original - step
+        down = loss()
+        view[index] = original
+        numeric[index] = (up - down) / (2 * step)
+    np.testing.assert_allclose(analytic, numeric, rtol=1e-5, atol=1e-9)
+
+
+def test_update_fixed_batch_200_steps_loss_falls() -> None:
+    agent = Agent(dataclasses.replace(SMALL, hidden=32, lr=3e-3), 4, 3)
+    batch = make_batch(64, 4, 3, seed=2)
+    losses = [agent.update(batch)[0].loss for _ in range(200)]
+    assert losses[-1] < 0.6 * losses[0]
+    assert agent.step == 200
+
+
+def test_update_priorities_are_unweighted_cross_entropies() -> None:
+    agent = Agent(SMALL, 4, 3)
+    batch = make_batch(16, 4, 3)
+    stats, priority = agent.update(batch)
+    assert priority.shape == (16,) and priority.dtype == np.float32
+    assert stats.loss == pytest.approx(float((batch.weight * priority).mean()), rel=1e-5)
+
+
+def test_update_double_dqn_uses_online_argmax_with_target_distribution() -> None:
+    agent = Agent(SMALL, 2, 2)
+    online, target = agent.parameters, agent._layout.views(agent._target)
+    for net in (online, target):
+        net["head.weight"][...] = 0.0  # Q and distributions come from the head biases alone
+    online["adv.bias"][...] = [0, 0, 0, 0, 0, 0, 0, 0, 0, 4]  # online prefers action 1
+    target["adv.bias"][...] = [0, 0, 0, 0, 4, 4, 0, 0, 0, 0]  # target: action 0 high, 1 low
+    online_bias = online["head.bias"].astype(np.float64)
+    target_bias = target["head.bias"].astype(np.float64)  # before the update moves the target
+    batch = make_batch(6, 2, 2)._replace(discount=np.full(6, 0.9, np.float32))
+    _, priority = agent.update(batch)
+
+    def expected_ce(next_action: int) -> npt.NDArray[np.float64]:
+        log_p_target = _dueling_log_probs(target_bias[None], 2)[0]
+        moved = project_distribution(
+            np.repeat(np.exp(log_p_target[next_action])[None], 6, axis=0),
+            batch.reward.astype(np.float64),
+            batch.discount.astype(np.float64),
+            SUPPORT,
+        )
+        log_p = _dueling_log_probs(online_bias[None], 2)[0][batch.action]
+        ce: npt.NDArray[np.float64] = -(moved * log_p).sum(axis=1)
+        return ce
+
+    np.testing.assert_allclose(priority, expected_ce(1), rtol=1e-5)
+    assert not np.allclose(priority, expected_ce(0), rtol=1e-2)
+
+
+# --- acting and learning a known MDP ---------------------------------------------------------
+
+
+def test_act_epsilon_zero_is_greedy_and_one_is_uniform() -> None:
+    agent = Agent(SMALL, 4, 3)
+    obs = np.random.default_rng(0).normal(size=(3000, 4)).astype(np.float32)
+    greedy = agent.act(obs, 0.0, make_rng(np, 1))
+    np.testing.assert_array_equal(greedy, agent.q_values(obs).argmax(axis=1))
+    counts = np.bincount(agent.act(obs, 1.0, make_rng(np, 1)), minlength=3)
+    assert greedy.dtype == np.int64 and (abs(counts - 1000) < 120).all()
+
+
+def test_agent_learns_chain_through_replay_and_nstep() -> None:
+    # states 0..3, start at 0; action 1 moves right, 0 left (0 stays); reaching 3 pays 1, ends.
+    gamma, n_envs, steps = 0.9, 16, 400
+    config = AgentConfig(
+        hidden=32, n_atoms=11, v_min=0.0, v_max=1.5, gamma=gamma, n_step=2, lr=3e-3,
+        batch_size=64, target_tau=0.05, seed=1,
+    )  # fmt: skip
+    agent = Agent(config, 4, 2)
+    replay = PrioritizedReplay(4096, 4, alpha=0.6, eps=1e-6, seed=1)
+    accumulator = NStepAccumulator(n_envs, config.n_step, gamma, 4)
+    rng, eye = make_rng(np, 2), np.eye(4, dtype=np.float32)
+    state = np.zeros(n_envs, dtype=np.int64)
+    for t in range(steps):
+        action = agent.act(eye[state], 0.5, rng)  # off-policy: exploring half the time
+        moved = np.clip(state + np.where(action == 1, 1, -1), 0, 3)
+        done = moved == 3
+        accumulator_out = accumulator.push(
+            eye[state], action, done.astype(np.float32), done, eye[moved]
+        )
+        replay.add(*accumulator_out)
+        state = np.where(done, 0, moved)
+        if len(replay) >= 64:
+            beta = 0.4 + 0.6 * t / steps
+            batch = replay.sample(64, beta)
+            replay.update_priorities(batch.index, agent.update(batch)[1])
+    q = agent.q_values(eye[:3])
+    np.testing.assert_array_equal(q.argmax(axis=1), [1, 1, 1])
+    np.testing.assert_allclose(q[:, 1], [gamma**2, gamma, 1.0], atol=0.1)
+
+
+# --- determinism and checkpoints ------------------------------------------------------------
+
+
+def run_losses(agent: Agent, batches: list[Batch]) -> list[float]:
+    return [agent.update(batch)[0].loss for batch in batches]
+
+
+def test_update_same_seed_gives_identical_losses() -> None:
+    batches = [make_batch(32, 4, 3, seed=s) for s in range(10)]
+    first = run_losses(Agent(SMALL, 4, 3), batches)
+    second = run_losses(Agent(SMALL, 4, 3), batches)
+    assert first == second
+    assert first != run_losses(Agent(dataclasses.replace(SMALL, seed=4), 4, 3), batches)
+
+
+def test_load_state_dict_resumes_with_an_identical_next_update() -> None:
+    config = dataclasses.replace(SMALL, target_period=2, target_tau=1.0)
+    agent = Agent(config, 4, 3)
+    run_losses(agent, [make_batch(32, 4, 3, seed=s) for s in range(5)])
+    restored = Agent(dataclasses.replace(config, seed=11), 4, 3)
+    restored.load_state_dict(agent.state_dict())
+    batch = make_batch(32, 4, 3, seed=9)
+    (stats_a, priority_a), (stats_b, priority_b) = agent.update(batch), restored.update(batch)
+    assert stats_a == stats_b and stats_b.step == 6
+    np.testing.assert_array_equal(priority_a, priority_b)
+    for key, value in agent.state_dict().items():
+        np.testing.assert_array_equal(restored.state_dict()[key], value)
+
+
+def test_load_state_dict_wrong_shape_raises_one_line_error() -> None:
+    agent = Agent(SMALL, 4, 3)
+    state = agent.state_dict()
+    size = state["params"].shape[0]
+    state["adam_m"] = state["adam_m"][:-1]
+    message = f"agent state 'adam_m' must have shape ({size},), was ({size - 1},)."
+    with pytest.raises(InvalidInputError, match=f"^{re.escape(message)}$"):
+        agent.load_state_dict(state)
+
+
+def test_load_state_dict_other_network_shape_raises() -> None:
+    state = Agent(SMALL, 4, 3).state_dict()
+    other = Agent(dataclasses.replace(SMALL, hidden=9), 3, 3)
+    state["params"] = state["target_params"] = np.zeros(other._layout.size, np.float32)
+    state["adam_m"] = state["adam_v"] = state["params"]
+    with pytest.raises(InvalidInputError, match=re.escape("'shape' (n_obs, n_actions, hidden")):
+        other.load_state_dict(state)
+
+
+@pytest.mark.parametrize(
+    ("period", "synced"), [(0, [False, False, False]), (3, [False, False, True])]
+)
+def test_update_target_network_follows_polyak_or_periodic_copy(
+    period: int, synced: list[bool]
+) -> None:
+    config = dataclasses.replace(SMALL, target_period=period, target_tau=1.0 if period else 0.1)
+    agent = Agent(config, 4, 3)
+    got = []
+    for seed in range(3):
+        before = agent._target.copy()
+        agent.update(make_batch(16, 4, 3, seed=seed))
+        got.append(bool(np.array_equal(agent._target, agent._params)))
+        if period == 0:
+            np.testing.assert_allclose(
+                agent._target, before + 0.1 * (agent._params - before), rtol=1e-5, atol=1e-7
+            )
+    assert got == synced
+
+
+# --- errors ---------------------------------------------------------------------------------
+
+
+def test_update_nan_weight_raises_training_diverged_naming_the_tensor() -> None:
+    agent = Agent(SMALL, 4, 3)
+    agent.update(make_batch(16, 4, 3))
+    agent.parameters["adv.weight"][2, 3] = np.nan
+    before = agent.state_dict()
+    message = "step 2: weight adv.weight is not finite (nan); lower `lr` or `grad_clip`."
+    with pytest.raises(TrainingDivergedError, match=f"^{re.escape(message)}$"):
+        agent.update(make_batch(16, 4, 3))
+    assert agent.step == 1
+    np.testing.assert_array_equal(agent.state_dict()["adam_m"], before["adam_m"])
+
+
+def test_update_nan_reward_raises_naming_the_batch_field() -> None:
+    agent = Agent(SMALL, 4, 3)
+    batch = make_batch(16, 4, 3)
+    batch.reward[4] = np.nan
+    with pytest.raises(TrainingDivergedError, match=re.escape("step 1: batch `reward` is not")):
+        agent.update(batch)
+
+
+def test_update_wrong_obs_width_raises() -> None:
+    agent = Agent(SMALL, 4, 3)
+    message = "batch `obs` must have shape (16, 4) with B >= 1, was (16, 5)."
+    with pytest.raises(InvalidInputError, match=re.escape(message)):
+        agent.update(make_batch(16, 5, 3))
+
+
+# --- config ---------------------------------------------------------------------------------
+
+INVALID_CONFIGS = [
+    ({"n_atoms": 1}, "`n_atoms` must be > 1, was 1."),
+    ({"v_max": -10.0}, "`v_max` must be > `v_min` (-10.0), was -10.0."),
+    ({"gamma": 1.5}, "`gamma` must be in (0, 1], was 1.5."),
+    ({"adam_beta2": 1.0}, "`adam_beta2` must be in [0, 1), was 1.0."),
+    ({"per_alpha": -0.1}, "`per_alpha` must be in [0, 1], was -0.1."),
+    ({"hidden": 2.5}, "`hidden` must be a whole number, was 2.5."),
+    ({"target_period": -1}, "`target_period` must be >= 0, was -1."),
+    ({"lr": 0.0}, "`lr` must be > 0, was 0.0."),
+]
+
+
+@pytest.mark.parametrize(("kwargs", "message"), INVALID_CONFIGS)
+def test_agent_config_invalid_field_raises(kwargs: dict[str, object], message: str) -> None:
+    with pytest.raises(InvalidInputError, match=f"^{re.escape(message)}$"):
+        AgentConfig(**kwargs)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("step", "expected"), [(0, 1.0), (5_000, 0.525), (10_000, 0.05)])
+def test_agent_config_epsilon_decays_linearly(step: int, expected: float) -> None:
+    assert AgentConfig().epsilon(step) == pytest.approx(expected)
+    assert AgentConfig().to_json()["n_atoms"] == 51
