@@ -694,6 +694,143 @@ def _fold_progress(progress: _Progress) -> Callable[[int, int], None]:
     return advance
 
 
+def _train_overrides(**options: Any) -> dict[str, Any]:
+    """CLI options that were given (not None), as TrainConfig fields and sections."""
+    sections: dict[str, dict[str, Any]] = {"env": {}, "agent": {}, "walkforward": {}}
+    top: dict[str, Any] = {}
+    where = {
+        "hidden": "agent",
+        "lr": "agent",
+        "commission_per_contract": "env",
+        "slippage_ticks": "env",
+        "train_days": "walkforward",
+        "test_days": "walkforward",
+    }
+    for name, value in options.items():
+        if value is None:
+            continue
+        if name in where:
+            sections[where[name]][name] = value
+        else:
+            top[name] = value
+    return {**top, **{k: v for k, v in sections.items() if v}}
+
+
+class _TrainDisplay:
+    """A progress bar over every fold's steps, showing loss, samples/s and validation Sharpe."""
+
+    def __init__(self) -> None:
+        self._bar: Any = None
+        self._done = 0
+        self._text = ""
+
+    def __call__(self, report: Any) -> None:
+        if self._bar is None:
+            self._bar = click.progressbar(
+                length=report.n_folds * report.total_steps,
+                label="training",
+                file=sys.stderr,
+                item_show_func=lambda _item: self._text,
+            )
+            self._bar.__enter__()
+        self._text = (
+            f"fold {report.fold + 1}/{report.n_folds} loss {report.loss:.4f} "
+            f"{report.samples_per_s:,.0f} samples/s val Sharpe {report.val_sharpe:.2f}"
+        )
+        done = report.fold * report.total_steps + report.step
+        self._bar.update(max(done - self._done, 0))
+        self._done = done
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.__exit__(None, None, None)
+
+
+@cli.command(context_settings=CONTEXT_SETTINGS)
+@click.option("--symbol", default=None, help="Store symbol of the fxcache [default: ES.FUT].")
+@click.option(
+    "--profile",
+    default="default",
+    show_default=True,
+    help="smoke | default | production, or a TOML file of TrainConfig settings.",
+)
+@click.option("--featureset", default=None, help="Feature-set hash [default: the only one].")
+@click.option(
+    "--device", type=click.Choice(["auto", "cpu", "cuda"]), default=None, help="Where to train."
+)
+@click.option("--env-steps", type=int, default=None, help="Environment steps per fold.")
+@click.option("--n-envs", type=int, default=None, help="Parallel environments.")
+@click.option("--batch-size", type=int, default=None, help="Transitions per update.")
+@click.option("--replay-size", type=int, default=None, help="Replay capacity (transitions).")
+@click.option("--max-folds", type=int, default=None, help="Train the first N folds only.")
+@click.option("--hidden", type=int, default=None, help="Width of the hidden layers.")
+@click.option("--lr", type=float, default=None, help="Adam learning rate.")
+@click.option("--train-days", type=int, default=None, help="Trading days per training window.")
+@click.option("--test-days", type=int, default=None, help="Trading days per test window.")
+@click.option(
+    "--commission", "commission_per_contract", type=float, default=None, help="$ per contract."
+)
+@click.option("--slippage-ticks", type=float, default=None, help="Ticks paid per contract.")
+@click.option("--seed", type=int, default=None, help="Seed of everything random.")
+@click.option("--resume", default=None, help="Run id under runs/ to continue.")
+@json_option
+@store_option
+@quiet_option
+def train(
+    profile: str, resume: str | None, as_json: bool, store_root: Path, quiet: bool, **options: Any
+) -> None:
+    """Train the C51 double-DQN agent walk-forward on a symbol's fxcache.
+
+    For each walk-forward fold: learn on the training window from parallel environments,
+    stop early on the validation slice, then trade the unseen test window next to the
+    baselines (flat, long, random, ofi-sign) with the same costs. Writes runs/<run-id>/:
+    config, per-fold metrics and evaluations, equity curves, checkpoints.
+
+    \b
+    Example:
+      fxstore train --symbol ES.FUT --profile smoke
+      fxstore train --resume 20261201T073000Z-train
+    """
+    from fxstore.train.loop import train as run_train
+
+    config = _train_config(profile, options)
+    with _training_display(quiet) as show:
+        result = run_train(config, store_root, resume=resume, on_progress=show)
+    if as_json:
+        _echo_json(result.to_json())
+    else:
+        click.echo(result.format_table())
+        click.echo(f"run folder: {result.run_dir}")
+
+
+def _train_config(profile: str, options: dict[str, Any]) -> Any:
+    from fxstore.train.profiles import config_from_json, load_profile
+
+    base = load_profile(profile)
+    overrides = _train_overrides(**options)
+    if not overrides:
+        return base
+    data: dict[str, Any] = base.to_json()
+    for key, value in overrides.items():
+        if isinstance(value, dict):
+            data[key] = {**data[key], **value}
+        else:
+            data[key] = value
+    return config_from_json(data, where="the command line")
+
+
+@contextmanager
+def _training_display(quiet: bool) -> Iterator[Callable[[Any], None] | None]:
+    if quiet:
+        yield None
+        return
+    display = _TrainDisplay()
+    try:
+        yield display
+    finally:
+        display.close()
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Console-script entry point."""
     cli.main(args=list(argv) if argv is not None else None, prog_name="fxstore")

@@ -405,6 +405,8 @@ class FeatureConfig:
             )
 
 
+#: The baseline policies of ``fxstore backtest`` (see :mod:`fxstore.train.backtest`).
+BASELINE_POLICIES: Final = ("flat", "long", "random", "ofi-sign")
 RollMode = Literal["roll", "close"]
 RewardMode = Literal["dollars", "ticks", "vol"]
 
@@ -578,7 +580,6 @@ class BacktestConfig:
 
     def __post_init__(self) -> None:
         from fxstore.store import validate_key
-        from fxstore.train.backtest import BASELINES
 
         validate_key(self.symbol, "symbol")
         if self.featureset is not None:
@@ -586,12 +587,13 @@ class BacktestConfig:
         policies = self.policies
         if not isinstance(policies, tuple) or not policies:
             raise InvalidInputError(
-                f"`policies` must be a non-empty tuple of {', '.join(BASELINES)}, was {policies!r}."
+                f"`policies` must be a non-empty tuple of {', '.join(BASELINE_POLICIES)}, "
+                f"was {policies!r}."
             )
         for policy in policies:
-            if policy not in BASELINES:
+            if policy not in BASELINE_POLICIES:
                 raise InvalidInputError(
-                    f"unknown policy {policy!r}; choose from {', '.join(BASELINES)}."
+                    f"unknown policy {policy!r}; choose from {', '.join(BASELINE_POLICIES)}."
                 )
         if len(set(policies)) != len(policies):
             raise InvalidInputError(f"`policies` must not repeat a policy, was {policies!r}.")
@@ -755,8 +757,6 @@ def _agent_check_range(
 
 
 DeviceChoice = Literal["auto", "cpu", "cuda"]
-#: The baseline policies of ``fxstore backtest`` (see :mod:`fxstore.train.backtest`).
-BASELINE_POLICIES: Final = ("flat", "long", "random", "ofi-sign")
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,32 +25,40 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import numpy as np
 import numpy.typing as npt
 
 from fxstore import __version__
-from fxstore.config import BacktestConfig, EnvConfig
+from fxstore.config import BASELINE_POLICIES, BacktestConfig, EnvConfig
 from fxstore.errors import InvalidInputError
 from fxstore.store import atomic_write_json, create_run_dir, file_sha256, fxcache_dir
 from fxstore.train.env import ContractSpec, Market, contract_spec, evaluate_positions
 from fxstore.train.metrics import BacktestMetrics, compute_metrics
 from fxstore.train.walkforward import Fold, make_folds
 
+if TYPE_CHECKING:
+    from fxstore.train.loader import DeviceName
+
 __all__ = [
     "BASELINES",
     "BacktestResult",
+    "CachedMarket",
     "FoldResult",
     "baseline_positions",
+    "baseline_results",
     "evaluate_fold",
     "fold_result",
+    "open_cache",
+    "policy_totals",
     "run_backtest",
+    "write_equity_plots",
 ]
 
 logger = logging.getLogger(__name__)
 
-BASELINES: Final[tuple[str, ...]] = ("flat", "long", "random", "ofi-sign")
+BASELINES: Final[tuple[str, ...]] = BASELINE_POLICIES
 F64 = npt.NDArray[np.float64]
 
 
@@ -270,20 +278,36 @@ def _metric_cells(m: BacktestMetrics) -> tuple[str, str, str, str]:
 
 
 @dataclass(frozen=True, slots=True)
-class _Cache:
-    """The fxcache a backtest read: its rows as a Market and the facts the run records."""
+class CachedMarket:
+    """An fxcache's rows as a Market, and the facts a run records about the cache."""
 
     market: Market
     key: str
+    """Feature-set hash (the fxcache folder name)."""
     manifest_sha256: str
     horizon: int
+    """Longest target horizon in bars: the least gap between walk-forward slices."""
+
+    def to_json(self, symbol: str) -> dict[str, object]:
+        """The facts for a run's ``config.json``."""
+        return {
+            "symbol": symbol,
+            "key": self.key,
+            "manifest_sha256": self.manifest_sha256,
+            "n_rows": self.market.n_rows,
+            "bars_per_day": self.market.bars_per_day,
+            "max_target_horizon_bars": self.horizon,
+        }
 
 
-def _open_cache(root: Path, symbol: str, featureset: str | None) -> _Cache:
+def open_cache(
+    root: Path, symbol: str, featureset: str | None, device: DeviceName = "cpu"
+) -> CachedMarket:
+    """Open `symbol`'s fxcache on `device` as a :class:`CachedMarket`."""
     from fxstore.train.env import market_from_view
     from fxstore.train.loader import open_fxcache
 
-    with open_fxcache(root, symbol, featureset=featureset, device="cpu") as view:
+    with open_fxcache(root, symbol, featureset=featureset, device=device) as view:
         market = market_from_view(view)
         manifest = view.manifest
     definition = manifest.get("featureset")
@@ -295,53 +319,61 @@ def _open_cache(root: Path, symbol: str, featureset: str | None) -> _Cache:
             f"max_target_horizon_bars; re-run `fxstore precompute --force`."
         )
     sha = file_sha256(fxcache_dir(root, symbol, key) / "manifest.json")
-    return _Cache(market, key, sha, horizon)
+    return CachedMarket(market, key, sha, horizon)
 
 
-def _run_folds(
-    config: BacktestConfig,
+def baseline_results(
     market: Market,
+    fold: Fold,
+    policies: Sequence[str],
+    env_config: EnvConfig,
     spec: ContractSpec,
-    folds: Sequence[Fold],
-    on_progress: Callable[[int, int], None] | None,
+    *,
+    capital: float,
+    seed: int,
 ) -> list[FoldResult]:
-    """Every policy on every fold's test window, fold by fold."""
-    results = []
-    for fold in folds:
-        for policy in config.policies:
-            positions = baseline_positions(policy, market, *fold.test, config.env, seed=config.seed)
-            results.append(
-                evaluate_fold(
-                    market,
-                    fold,
-                    positions,
-                    config.env,
-                    spec,
-                    capital=config.capital,
-                    seed=config.seed,
-                    policy=policy,
-                )
-            )
-        if on_progress is not None:
-            on_progress(fold.index + 1, len(folds))
-    return results
+    """Every baseline in `policies` traded on the fold's test window, in that order."""
+    return [
+        evaluate_fold(
+            market,
+            fold,
+            baseline_positions(policy, market, *fold.test, env_config, seed=seed),
+            env_config,
+            spec,
+            capital=capital,
+            seed=seed,
+            policy=policy,
+        )
+        for policy in policies
+    ]
 
 
-def _totals(
-    config: BacktestConfig, market: Market, results: Sequence[FoldResult]
+def policy_totals(
+    results: Sequence[FoldResult], market: Market, *, capital: float, seed: int
 ) -> dict[str, BacktestMetrics]:
+    """Policy -> metrics over all its test windows concatenated (each window ends flat)."""
     totals = {}
-    for policy in config.policies:
+    for policy in dict.fromkeys(r.policy for r in results):
         mine = [r for r in results if r.policy == policy]
         totals[policy] = compute_metrics(
             np.concatenate([r.pnl for r in mine]),
             np.concatenate([r.positions for r in mine]),
             np.concatenate([r.trading_day for r in mine]),
             bars_per_day=market.bars_per_day,
-            capital=config.capital,
-            seed=config.seed,
+            capital=capital,
+            seed=seed,
         )
     return totals
+
+
+def write_equity_plots(folder: Path, results: Sequence[FoldResult]) -> None:
+    """One ``fold<NN>/equity.png`` per fold of `results`: every policy on the same axes."""
+    from fxstore.train.plots import plot_equity
+
+    folds = {r.fold.index: r.fold for r in results}
+    for index, fold in folds.items():
+        mine = {r.policy: r for r in results if r.fold.index == index}
+        plot_equity(folder / f"fold{index:02d}" / "equity.png", fold, mine)
 
 
 def run_backtest(
@@ -374,7 +406,7 @@ def run_backtest(
         Too few trading days for one fold, an unknown contract root, a bad fxcache.
     """
     root = Path(root)
-    cache = _open_cache(root, config.symbol, config.featureset)
+    cache = open_cache(root, config.symbol, config.featureset)
     market = cache.market
     folds = make_folds(
         market.trading_day, config.walkforward, max_target_horizon_bars=cache.horizon
@@ -392,32 +424,33 @@ def run_backtest(
                 "tick_size": spec.tick_size,
             },
             "fxstore_version": __version__,
-            "fxcache": {
-                "symbol": config.symbol,
-                "key": cache.key,
-                "manifest_sha256": cache.manifest_sha256,
-                "n_rows": market.n_rows,
-                "bars_per_day": market.bars_per_day,
-                "max_target_horizon_bars": cache.horizon,
-            },
+            "fxcache": cache.to_json(config.symbol),
         },
     )
-    results = _run_folds(config, market, spec, folds, on_progress)
+    results = []
+    for fold in folds:
+        results += baseline_results(
+            market,
+            fold,
+            config.policies,
+            config.env,
+            spec,
+            capital=config.capital,
+            seed=config.seed,
+        )
+        if on_progress is not None:
+            on_progress(fold.index + 1, len(folds))
     result = BacktestResult(
         run_dir=folder,
         symbol=config.symbol,
         fxcache_key=cache.key,
         policies=config.policies,
         folds=tuple(results),
-        totals=_totals(config, market, results),
+        totals=policy_totals(results, market, capital=config.capital, seed=config.seed),
     )
     atomic_write_json(folder / "metrics.json", result.to_json())
     if config.plots:
-        from fxstore.train.plots import plot_equity
-
-        for fold in folds:
-            mine = {r.policy: r for r in results if r.fold.index == fold.index}
-            plot_equity(folder / f"fold{fold.index:02d}" / "equity.png", fold, mine)
+        write_equity_plots(folder, results)
     logger.info(
         "backtest of %s: %d folds x %d policies -> %s",
         config.symbol,

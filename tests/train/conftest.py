@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from fxstore.config import BarConfig, IngestConfig
+from tests.conftest import SynthMarket
 from tests.train._fxcache import Fxcache, write_fxcache
 
 _HERE = Path(__file__).resolve().parent
@@ -36,3 +38,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def cache(tmp_path: Path) -> Fxcache:
     """Three monthly shards of 500 rows (Jan-Mar 2024), 5 features, 2 targets."""
     return write_fxcache(tmp_path)
+
+
+@pytest.fixture(scope="session")
+def store(two_roll_market: SynthMarket, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real fxcache: the two-roll synthetic market, ingested and precomputed (read-only)."""
+    from fxstore.config import FeatureConfig
+    from fxstore.features.precompute import precompute
+    from fxstore.ingest.pipeline import ingest
+
+    root = tmp_path_factory.mktemp("backtest_store")
+    config = IngestConfig(symbol="ES.FUT", bars=BarConfig(target_bars_per_day=20), workers=1)
+    ingest(config, [two_roll_market.folder], root)
+    precompute(FeatureConfig(), root)
+    return root

@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from fxstore.cli import cli
-from fxstore.config import BacktestConfig, BarConfig, EnvConfig, IngestConfig, WalkForwardConfig
+from fxstore.config import BacktestConfig, EnvConfig, WalkForwardConfig
 from fxstore.errors import InvalidInputError
 from fxstore.store import create_run_dir, file_sha256
 from fxstore.train.backtest import (
@@ -24,7 +24,6 @@ from fxstore.train.backtest import (
 from fxstore.train.env import ContractSpec, Market
 from fxstore.train.metrics import compute_metrics
 from fxstore.train.walkforward import Fold
-from tests.conftest import SynthMarket
 
 ES = ContractSpec("ES", 50.0, 0.25)
 #: 0.125 * 50 (half spread) + 1.25 (commission) = $7.50 per contract traded.
@@ -59,20 +58,6 @@ def whole_fold(n: int) -> Fold:
         validation_span=None,
         test_span=(19_800, 19_800 + (n - 1) // 3),
     )
-
-
-@pytest.fixture(scope="module")
-def store(two_roll_market: SynthMarket, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A real fxcache: the two-roll synthetic market, ingested and precomputed (read-only)."""
-    from fxstore.config import FeatureConfig
-    from fxstore.features.precompute import precompute
-    from fxstore.ingest.pipeline import ingest
-
-    root = tmp_path_factory.mktemp("backtest_store")
-    config = IngestConfig(symbol="ES.FUT", bars=BarConfig(target_bars_per_day=20), workers=1)
-    ingest(config, [two_roll_market.folder], root)
-    precompute(FeatureConfig(), root)
-    return root
 
 
 # --- baseline_positions ---------------------------------------------------------------------

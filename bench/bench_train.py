@@ -1,0 +1,229 @@
+"""Learner speed on a GPU: one C51 dueling double-DQN update, fxstore (CuPy) vs PyTorch eager.
+
+Issue 7 and DESIGN.md: one update (batch 16,384, width 256, Adam, grad clip) on an H200 in
+<= 1.2 ms, faster than the same network and update in PyTorch eager. For every (batch, width)
+in the grid, in one run on one GPU, medians over --repeat blocks of --iters updates each,
+timed with CUDA events:
+
+  (a) fxstore: ``Agent.update`` on a fixed batch on the device (forward of s and s' on the
+      online net, s' on the target net, C51 projection, cross-entropy, backward, clip, Adam,
+      Polyak) -- and the whole learner step: replay sample + update + priority write-back;
+  (b) PyTorch eager: the same network, loss and update written the usual way (scatter-add
+      projection, autograd, clip_grad_norm_, torch.optim.Adam with foreach, Polyak via
+      _foreach ops);
+
+plus kernel launches per update for both, counted with the PyTorch profiler (CUPTI sees CuPy's
+kernels too), and environment steps/s for 4,096 environments from bench_env's market.
+
+Run:  FXSTORE_BENCH_MACHINE=nvidia-h200 PYTHONPATH=. python bench/bench_train.py
+      [--batches 4096,16384] [--widths 256,512] [--iters 50] [--repeat 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from collections.abc import Callable
+from typing import Any
+
+import cupy
+import numpy as np
+from _common import write_result
+
+from fxstore.config import AgentConfig
+from fxstore.train.agent import Agent
+from fxstore.train.replay import Batch, PrioritizedReplay
+
+N_OBS = 31
+N_ACTIONS = 5
+
+
+def cuda_ms(func: Callable[[], object], iters: int, repeat: int) -> tuple[float, list[float]]:
+    """Median milliseconds per call of `func` over `repeat` blocks of `iters` calls."""
+    for _ in range(5):
+        func()
+    cupy.cuda.Device().synchronize()
+    times = []
+    for _ in range(repeat):
+        start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+        start.record()
+        for _ in range(iters):
+            func()
+        stop.record()
+        stop.synchronize()
+        times.append(cupy.cuda.get_elapsed_time(start, stop) / iters)
+    return statistics.median(times), times
+
+
+def make_batch(batch: int, seed: int) -> Batch:
+    rng = np.random.default_rng(seed)
+    obs = rng.standard_normal((batch, N_OBS)).astype(np.float32)
+    next_obs = rng.standard_normal((batch, N_OBS)).astype(np.float32)
+    return Batch(
+        obs=cupy.asarray(obs),
+        action=cupy.asarray(rng.integers(0, N_ACTIONS, batch)),
+        reward=cupy.asarray(rng.standard_normal(batch).astype(np.float32)),
+        discount=cupy.asarray(np.where(rng.random(batch) < 0.05, 0.0, 0.9**3).astype(np.float32)),
+        next_obs=cupy.asarray(next_obs),
+        weight=cupy.asarray(rng.uniform(0.2, 1.0, batch).astype(np.float32)),
+        index=cupy.arange(batch, dtype=cupy.int64),
+    )
+
+
+def agent_config(batch: int, width: int) -> AgentConfig:
+    return AgentConfig(hidden=width, layers=2, batch_size=batch, replay_size=max(4 * batch, 1))
+
+
+def ours(batch: int, width: int, iters: int, repeat: int) -> dict[str, object]:
+    config = agent_config(batch, width)
+    agent = Agent(config, N_OBS, N_ACTIONS, xp=cupy)
+    data = make_batch(batch, 0)
+    update_ms, update_all = cuda_ms(lambda: agent.update(data), iters, repeat)
+    replay = PrioritizedReplay(
+        4 * batch, N_OBS, alpha=config.per_alpha, eps=config.per_eps, xp=cupy, seed=0
+    )
+    fill = make_batch(4 * batch, 1)
+    replay.add(fill.obs, fill.action, fill.reward, fill.discount, fill.next_obs)
+
+    def learner_step() -> None:
+        sampled = replay.sample(batch, 0.4)
+        _stats, priority = agent.update(sampled)
+        replay.update_priorities(sampled.index, priority)
+
+    step_ms, step_all = cuda_ms(learner_step, iters, repeat)
+    return {
+        "update_ms": update_ms,
+        "update_ms_all": update_all,
+        "learner_step_ms": step_ms,
+        "learner_step_ms_all": step_all,
+        "launches_per_update": count_launches(lambda: agent.update(data)),
+    }
+
+
+def torch_update(batch: int, width: int) -> tuple[Callable[[], object], Any]:
+    """The same C51 dueling double-DQN update in PyTorch eager; returns (update, torch)."""
+    import torch
+    from torch import nn
+
+    config = agent_config(batch, width)
+    dev = torch.device("cuda")
+    z = torch.linspace(config.v_min, config.v_max, config.n_atoms, device=dev)
+    dz = (config.v_max - config.v_min) / (config.n_atoms - 1)
+
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.torso = nn.Sequential(
+                nn.Linear(N_OBS, width), nn.ReLU(), nn.Linear(width, width), nn.ReLU()
+            )
+            self.value = nn.Linear(width, config.n_atoms)
+            self.adv = nn.Linear(width, N_ACTIONS * config.n_atoms)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            h = self.torso(x)
+            v = self.value(h).unsqueeze(1)
+            a = self.adv(h).view(-1, N_ACTIONS, config.n_atoms)
+            return torch.log_softmax(v + a - a.mean(1, keepdim=True), dim=-1)
+
+    net, target = Net().to(dev), Net().to(dev)
+    target.load_state_dict(net.state_dict())
+    opt = torch.optim.Adam(net.parameters(), lr=config.lr, eps=config.adam_eps, foreach=True)
+    data = make_batch(batch, 0)
+    obs, nobs = torch.from_dlpack(data.obs), torch.from_dlpack(data.next_obs)
+    act, rew = torch.from_dlpack(data.action), torch.from_dlpack(data.reward)
+    disc, w = torch.from_dlpack(data.discount), torch.from_dlpack(data.weight)
+    rows = torch.arange(batch, device=dev)
+    online_params, target_params = list(net.parameters()), list(target.parameters())
+
+    def update() -> torch.Tensor:
+        with torch.no_grad():
+            a_star = (net(nobs).exp() * z).sum(-1).argmax(1)
+            p_next = target(nobs).exp()[rows, a_star]
+            tz = (rew[:, None] + disc[:, None] * z).clamp(config.v_min, config.v_max)
+            b = (tz - config.v_min) / dz
+            lo, hi = b.floor().long(), b.ceil().long()
+            m = torch.zeros_like(p_next)
+            m.scatter_add_(1, lo, p_next * (hi.float() - b + (lo == hi).float()))
+            m.scatter_add_(1, hi, p_next * (b - lo.float()))
+        logp = net(obs)[rows, act]
+        per_sample = -(m * logp).sum(-1)
+        loss = (w * per_sample).mean()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(online_params, config.grad_clip, foreach=True)
+        opt.step()
+        with torch.no_grad():
+            torch._foreach_lerp_(target_params, online_params, config.target_tau)
+        return per_sample.detach()
+
+    return update, torch
+
+
+def count_launches(func: Callable[[], object], calls: int = 20) -> float:
+    """CUDA kernel launches per call of `func`, from the PyTorch profiler (CUPTI)."""
+    try:
+        import torch
+        from torch.profiler import ProfilerActivity, profile
+    except ImportError:
+        return float("nan")
+    func()
+    torch.cuda.synchronize()
+    cupy.cuda.Device().synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            func()
+        cupy.cuda.Device().synchronize()
+        torch.cuda.synchronize()
+    kernels = [e for e in prof.events() if e.device_type.name == "CUDA"]
+    return len(kernels) / calls
+
+
+def theirs(batch: int, width: int, iters: int, repeat: int) -> dict[str, object]:
+    update, torch = torch_update(batch, width)
+
+    def timed() -> None:
+        update()
+
+    ms, all_ms = cuda_ms(timed, iters, repeat)
+    torch.cuda.synchronize()
+    return {"update_ms": ms, "update_ms_all": all_ms, "launches_per_update": count_launches(update)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batches", default="4096,16384")
+    parser.add_argument("--widths", default="256,512")
+    parser.add_argument("--iters", type=int, default=50)
+    parser.add_argument("--repeat", type=int, default=7)
+    args = parser.parse_args()
+    rows = []
+    for batch in (int(b) for b in args.batches.split(",")):
+        for width in (int(w) for w in args.widths.split(",")):
+            mine = ours(batch, width, args.iters, args.repeat)
+            ref = theirs(batch, width, args.iters, args.repeat)
+            row = {
+                "batch": batch,
+                "width": width,
+                "fxstore": mine,
+                "pytorch_eager": ref,
+                "speedup_vs_pytorch": ref["update_ms"] / mine["update_ms"],  # type: ignore[operator]
+                "fxstore_samples_per_s": batch / (mine["learner_step_ms"] / 1e3),  # type: ignore[operator]
+            }
+            rows.append(row)
+            print(
+                f"batch {batch:6d} width {width:4d}: fxstore update {mine['update_ms']:.3f} ms "
+                f"(learner step {mine['learner_step_ms']:.3f} ms, "
+                f"{mine['launches_per_update']:.0f} launches), PyTorch eager "
+                f"{ref['update_ms']:.3f} ms ({ref['launches_per_update']:.0f} launches): "
+                f"{row['speedup_vs_pytorch']:.2f}x"
+            )
+    gpu = cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
+    path = write_result(
+        "train_gpu",
+        {"gpu": gpu, "n_obs": N_OBS, "n_actions": N_ACTIONS, "iters": args.iters, "rows": rows},
+    )
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,445 @@
+"""``fxstore train``: a C51 double-DQN agent trained walk-forward on one symbol's fxcache.
+
+Reads top to bottom like a cleanrl script, inside :func:`train`:
+
+1. open the fxcache on the device and cut its rows into walk-forward folds;
+2. for each fold: fresh agent, replay and optimiser; parallel environments roll out on the
+   fold's training rows while the learner samples replay; the greedy policy is scored on the
+   validation slice every `eval_every` steps (early stopping keeps the best weights);
+3. the best weights trade the fold's test window (never seen in training or stopping), next
+   to the baselines on the same window and costs;
+4. per-fold and total metrics, equity curves and checkpoints go into ``runs/<run-id>/``.
+
+Everything random is a counter-based draw (:mod:`fxstore.train.rng`) or a generator whose
+state is checkpointed, so ``--resume`` continues to the same result as an uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Final
+
+import numpy as np
+import numpy.typing as npt
+
+from fxstore.config import AgentConfig, TrainConfig
+from fxstore.errors import InvalidInputError
+from fxstore.store import atomic_write_json
+from fxstore.train import rng as crng
+from fxstore.train.agent import Agent
+from fxstore.train.backtest import (
+    BacktestResult,
+    FoldResult,
+    baseline_results,
+    evaluate_fold,
+    open_cache,
+    policy_totals,
+)
+from fxstore.train.checkpoint import load_checkpoint, save_checkpoint
+from fxstore.train.env import ContractSpec, Market, VecEnv, contract_spec, evaluate_positions
+from fxstore.train.metrics import compute_metrics
+from fxstore.train.policy import greedy_positions
+from fxstore.train.replay import NStepAccumulator, PrioritizedReplay
+from fxstore.train.runs import RunFolder
+from fxstore.train.walkforward import Fold, make_folds
+
+__all__ = ["Progress", "train"]
+
+logger = logging.getLogger(__name__)
+
+_STREAM_ENV: Final = 1
+_STREAM_ACT: Final = 2
+_LOG_EVERY: Final = 100
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """What the trainer reports to a progress display after each logged step."""
+
+    fold: int
+    n_folds: int
+    step: int
+    """Environment steps done in this fold."""
+    total_steps: int
+    loss: float
+    """Mean loss over the updates since the last report (NaN before learning starts)."""
+    samples_per_s: float
+    """Learner samples (batch x updates) per second since the last report."""
+    val_sharpe: float
+    """Per-bar Sharpe (annualised) of the last validation evaluation (NaN before one)."""
+
+
+class _CounterRng:
+    """The generator calls :meth:`Agent.act` makes, as counter-based draws (state: one int)."""
+
+    def __init__(self, xp: ModuleType, key: int, counter: int = 0) -> None:
+        self.xp, self.key, self.counter = xp, key, counter
+
+    def random(self, size: int) -> npt.NDArray[np.float64]:
+        self.counter += 1
+        return crng.uniform(self.xp, self.key, self.counter, size)
+
+    def integers(self, low: int, high: int, size: int) -> npt.NDArray[np.int64]:
+        draws = self.random(size) * (high - low)
+        out: npt.NDArray[np.int64] = self.xp.minimum(draws.astype(self.xp.int64), high - low - 1)
+        return out + low
+
+
+@dataclass
+class _FoldState:
+    """Everything a fold's loop carries from step to step besides the agent and replay."""
+
+    step: int = 0
+    best_score: float = -np.inf
+    best_params: dict[str, npt.NDArray[np.generic]] | None = None
+    bad_evals: int = 0
+    stopped: bool = False
+    evals: list[dict[str, float | None]] = dataclasses.field(default_factory=list)
+    """Validation evaluations so far (None where a number is undefined)."""
+    loss_sum: float = 0.0
+    """Sum and count of update losses since the last evaluation."""
+    loss_count: int = 0
+
+
+def _validation_sharpe(
+    agent: Agent, market: Market, fold: Fold, config: TrainConfig, spec: ContractSpec
+) -> float:
+    """Annualised per-bar Sharpe of the greedy policy on the fold's validation slice."""
+    lo, hi = fold.validation
+    positions = greedy_positions(agent.q_values, market, lo, hi, config.env)
+    window = evaluate_positions(market, positions, lo, hi, config.env, spec)
+    metrics = compute_metrics(
+        _host(window.pnl),
+        positions,
+        window.trading_day,
+        bars_per_day=market.bars_per_day,
+        capital=config.capital,
+        n_resamples=1,
+    )
+    return metrics.sharpe_bar if np.isfinite(metrics.sharpe_bar) else -np.inf
+
+
+def _host(x: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    get = getattr(x, "get", None)
+    return x if get is None or isinstance(x, np.ndarray) else np.asarray(get())
+
+
+def _fold_agent_config(config: TrainConfig, sizes: dict[str, int], fold: int) -> AgentConfig:
+    return dataclasses.replace(
+        config.agent,
+        batch_size=sizes["batch_size"],
+        replay_size=sizes["replay_size"],
+        seed=crng.derive_key(config.seed, fold) % (1 << 31),
+    )
+
+
+def _run_fold(
+    market: Market,
+    fold: Fold,
+    config: TrainConfig,
+    sizes: dict[str, int],
+    run: RunFolder,
+    on_progress: Callable[[Progress], None] | None,
+    n_folds: int,
+) -> npt.NDArray[np.float64]:
+    """Learn on one fold; return the greedy positions of the best weights on its test window."""
+    xp = market.xp
+    spec = contract_spec(config.symbol, config.env)
+    agent_config = _fold_agent_config(config, sizes, fold.index)
+    lo, hi = fold.train
+    env = VecEnv(
+        market,
+        config.env,
+        spec,
+        n_envs=sizes["n_envs"],
+        window=(lo, hi),
+        episode_bars=min(config.episode_bars, hi - lo),
+        seed=crng.derive_key(config.seed, fold.index, _STREAM_ENV) % (1 << 31),
+    )
+    agent = Agent(agent_config, env.n_obs, env.n_actions, xp=xp)
+    replay = PrioritizedReplay(
+        agent_config.replay_size,
+        env.n_obs,
+        alpha=agent_config.per_alpha,
+        eps=agent_config.per_eps,
+        xp=xp,
+        seed=agent_config.seed,
+    )
+    nstep = NStepAccumulator(
+        sizes["n_envs"], agent_config.n_step, agent_config.gamma, env.n_obs, xp=xp
+    )
+    act_rng = _CounterRng(xp, crng.derive_key(config.seed, fold.index, _STREAM_ACT))
+    state = _FoldState()
+    obs = env.reset()
+    checkpoint = run.checkpoint_path(fold.index)
+    if checkpoint.is_file():
+        obs = _restore(checkpoint, agent, replay, nstep, env, act_rng, state)
+        logger.info("fold %d: resumed at step %d", fold.index, state.step)
+    has_validation = fold.validation[1] > fold.validation[0]
+    losses: list[float] = []
+    clock, samples = time.perf_counter(), 0
+    while state.step < config.env_steps and not state.stopped:
+        epsilon = agent_config.epsilon(state.step)
+        action = agent.act(obs, epsilon, act_rng)
+        step = env.step(action)
+        done = nstep.push(obs, action, step.reward, step.done, step.obs)
+        replay.add(*done)
+        obs = step.obs
+        state.step += 1
+        if len(replay) >= max(config.learn_start, agent_config.batch_size):
+            for _ in range(config.updates_per_step):
+                beta = _beta(agent_config, state.step, config.env_steps)
+                batch = replay.sample(agent_config.batch_size, beta)
+                stats, priority = agent.update(batch)
+                replay.update_priorities(batch.index, priority)
+                losses.append(stats.loss)
+                state.loss_sum += stats.loss
+                state.loss_count += 1
+                samples += agent_config.batch_size
+        if state.step % config.eval_every == 0 or state.step == config.env_steps:
+            _evaluate(agent, market, fold, config, spec, state, has_validation)
+        if config.checkpoint_every and state.step % config.checkpoint_every == 0:
+            _save(checkpoint, agent, replay, nstep, env, act_rng, state, obs)
+        if state.step % _LOG_EVERY == 0 or state.step == config.env_steps or state.stopped:
+            now = time.perf_counter()
+            report = Progress(
+                fold.index,
+                n_folds,
+                state.step,
+                config.env_steps,
+                float(np.mean(losses)) if losses else float("nan"),
+                samples / max(now - clock, 1e-9),
+                _or_nan(state.evals[-1]["val_sharpe"] if state.evals else None),
+            )
+            logger.info(
+                "fold %d step %d/%d loss %.4f samples/s %.0f val sharpe %.2f",
+                *(report.fold, report.step, report.total_steps, report.loss),
+                *(report.samples_per_s, report.val_sharpe),
+            )
+            if on_progress is not None:
+                on_progress(report)
+            losses, clock, samples = [], now, 0
+    run.write_evals(fold.index, state.evals)
+    if state.best_params is not None:
+        agent.load_state_dict(state.best_params)
+    return greedy_positions(agent.q_values, market, *fold.test, config.env)
+
+
+def _or_nan(value: float | None) -> float:
+    return float("nan") if value is None else value
+
+
+def _beta(config: AgentConfig, step: int, total: int) -> float:
+    """Importance-sampling exponent, annealed linearly from its start to its end value."""
+    done = min(step / max(total, 1), 1.0)
+    return config.per_beta_start + (config.per_beta_end - config.per_beta_start) * done
+
+
+def _evaluate(
+    agent: Agent,
+    market: Market,
+    fold: Fold,
+    config: TrainConfig,
+    spec: ContractSpec,
+    state: _FoldState,
+    has_validation: bool,
+) -> None:
+    """Score the greedy policy on the validation slice; keep the best weights; stop early."""
+    score = _validation_sharpe(agent, market, fold, config, spec) if has_validation else np.nan
+    state.evals.append(
+        {
+            "step": float(state.step),
+            "updates": float(agent.step),
+            "loss": state.loss_sum / state.loss_count if state.loss_count else None,
+            "val_sharpe": float(score) if np.isfinite(score) else None,
+        }
+    )
+    state.loss_sum, state.loss_count = 0.0, 0
+    if not has_validation:
+        return
+    if score > state.best_score:
+        state.best_score, state.best_params, state.bad_evals = score, agent.state_dict(), 0
+    else:
+        state.bad_evals += 1
+        state.stopped = config.patience > 0 and state.bad_evals >= config.patience
+
+
+def _save(
+    path: Path,
+    agent: Agent,
+    replay: PrioritizedReplay,
+    nstep: NStepAccumulator,
+    env: VecEnv,
+    act_rng: _CounterRng,
+    state: _FoldState,
+    obs: npt.NDArray[np.float32],
+) -> None:
+    arrays: dict[str, npt.NDArray[np.generic]] = {}
+    for prefix, part in (("agent", agent), ("replay", replay), ("nstep", nstep), ("env", env)):
+        arrays |= {f"{prefix}/{k}": v for k, v in part.state_dict().items()}
+    if state.best_params is not None:
+        arrays |= {f"best/{k}": v for k, v in state.best_params.items()}
+    arrays["obs"] = np.asarray(_host(obs))  # type: ignore[arg-type]
+    meta = {
+        "step": state.step,
+        "best_score": state.best_score if np.isfinite(state.best_score) else None,
+        "bad_evals": state.bad_evals,
+        "stopped": state.stopped,
+        "evals": state.evals,
+        "act_counter": act_rng.counter,
+        "loss_sum": state.loss_sum,
+        "loss_count": state.loss_count,
+    }
+    save_checkpoint(path, arrays, meta)
+
+
+def _restore(
+    path: Path,
+    agent: Agent,
+    replay: PrioritizedReplay,
+    nstep: NStepAccumulator,
+    env: VecEnv,
+    act_rng: _CounterRng,
+    state: _FoldState,
+) -> npt.NDArray[np.float32]:
+    arrays, meta = load_checkpoint(path)
+
+    def part(prefix: str) -> dict[str, npt.NDArray[np.generic]]:
+        return {k.split("/", 1)[1]: v for k, v in arrays.items() if k.startswith(prefix + "/")}
+
+    agent.load_state_dict(part("agent"))
+    replay.load_state_dict(part("replay"))
+    nstep.load_state_dict(part("nstep"))
+    env.load_state_dict(part("env"))
+    best = part("best")
+    state.best_params = best or None
+    state.step = int(meta["step"])  # type: ignore[call-overload]
+    score = meta["best_score"]
+    state.best_score = float(score) if isinstance(score, int | float) else -np.inf
+    state.bad_evals = int(meta["bad_evals"])  # type: ignore[call-overload]
+    state.stopped = bool(meta["stopped"])
+    state.evals = list(meta["evals"])  # type: ignore[call-overload]
+    act_rng.counter = int(meta["act_counter"])  # type: ignore[call-overload]
+    state.loss_sum = float(meta["loss_sum"])  # type: ignore[arg-type]
+    state.loss_count = int(meta["loss_count"])  # type: ignore[call-overload]
+    obs: npt.NDArray[np.float32] = env.xp.asarray(arrays["obs"], dtype=env.xp.float32)
+    return obs
+
+
+def train(
+    config: TrainConfig,
+    root: Path,
+    *,
+    resume: str | None = None,
+    on_progress: Callable[[Progress], None] | None = None,
+) -> BacktestResult:
+    """Train the agent walk-forward on `config.symbol`'s fxcache under `root`.
+
+    Parameters
+    ----------
+    config
+        What to train; with `resume`, the run's own ``config.json`` is used instead.
+    root
+        Store root (holds ``fxcache/`` and ``runs/``).
+    resume
+        Run id under ``runs/`` to continue: finished folds are kept, the fold in progress
+        continues from its last checkpoint, and the result equals an uninterrupted run.
+    on_progress
+        Called with a :class:`Progress` every few steps (the CLI's display).
+
+    Returns
+    -------
+    BacktestResult
+        The run folder, per-fold results of the agent ("agent") and the baselines on the
+        test windows, and their totals.
+
+    Raises
+    ------
+    SymbolNotFoundError, InvalidInputError
+        No fxcache for the symbol, too few days for one fold, a bad checkpoint.
+    TrainingDivergedError
+        A loss, gradient or weight stopped being finite (the message names step and tensor).
+    """
+    resumed = RunFolder.resume(root, resume) if resume else None
+    if resumed is not None:
+        config = resumed.read_config()
+    cache = open_cache(root, config.symbol, config.featureset, config.device)
+    market = cache.market
+    sizes = resumed.read_sizes() if resumed is not None else _resolve_sizes(config, market)
+    folds = make_folds(
+        market.trading_day, config.walkforward, max_target_horizon_bars=cache.horizon
+    )
+    if config.max_folds is not None:
+        folds = folds[: config.max_folds]
+    spec = contract_spec(config.symbol, config.env)  # bad input fails before the run folder
+    run = resumed if resumed is not None else RunFolder.create(root, "train")
+    if resumed is None:
+        run.write_config(config, sizes, cache)
+    results: list[FoldResult] = []
+    for fold in folds:
+        done = run.read_fold(fold, market.bars_per_day, config.capital, config.seed)
+        if done is None:
+            positions = _run_fold(market, fold, config, sizes, run, on_progress, len(folds))
+            agent = evaluate_fold(
+                market, fold, positions, config.env, spec, capital=config.capital, seed=config.seed
+            )
+            baselines = baseline_results(
+                market,
+                fold,
+                config.baselines,
+                config.env,
+                spec,
+                capital=config.capital,
+                seed=config.seed,
+            )
+            done = {r.policy: r for r in (agent, *baselines)}
+            run.write_fold(fold, done)
+            run.checkpoint_path(fold.index).unlink(missing_ok=True)
+        results += done.values()
+    result = BacktestResult(
+        run_dir=run.path,
+        symbol=config.symbol,
+        fxcache_key=cache.key,
+        policies=("agent", *config.baselines),
+        folds=tuple(results),
+        totals=policy_totals(results, market, capital=config.capital, seed=config.seed),
+    )
+    atomic_write_json(run.path / "metrics.json", result.to_json())
+    logger.info("trained %s on %d folds -> %s", config.symbol, len(folds), run.path)
+    return result
+
+
+def _resolve_sizes(config: TrainConfig, market: Market) -> dict[str, int]:
+    """n_envs, batch_size and replay_size: as set, or sized from the device."""
+    n_obs = market.features.shape[1] + 1
+    on_gpu = market.xp is not np
+    free = _free_device_bytes(market.xp) if on_gpu else 0
+    # One transition: two observations, action, reward, discount, priority.
+    per_transition = 2 * n_obs * 4 + 8 + 4 + 4 + 4
+    if config.replay_size is not None:
+        replay_size = config.replay_size
+    elif on_gpu:
+        replay_size = int(min(2_000_000, free // 4 // per_transition))
+    else:
+        replay_size = config.agent.replay_size
+    if config.batch_size is not None:
+        batch_size = config.batch_size
+    else:
+        batch_size = 16_384 if on_gpu and free >= 8 << 30 else config.agent.batch_size
+    n_envs = config.n_envs if config.n_envs is not None else (4096 if on_gpu else 64)
+    if batch_size > replay_size:
+        raise InvalidInputError(
+            f"`batch_size` ({batch_size}) must be <= `replay_size` ({replay_size})."
+        )
+    return {"n_envs": n_envs, "batch_size": batch_size, "replay_size": replay_size}
+
+
+def _free_device_bytes(xp: ModuleType) -> int:
+    free, _total = xp.cuda.runtime.memGetInfo()
+    return int(free)

@@ -1,0 +1,144 @@
+"""A training run's folder: config, per-fold results, evaluations, checkpoints, totals.
+
+Layout (``runs/<run-id>/``, DESIGN.md "Store layout")::
+
+    config.json                 the full TrainConfig, resolved sizes, input facts, version
+    fold00/evals.json           validation evaluations during learning (step, loss, Sharpe)
+    fold00/checkpoint.npz       while the fold learns: everything needed to resume it
+    fold00/results.npz          per-policy test-window PnL, positions, trading days
+    fold00/metrics.json         per-policy metrics of the fold's test window
+    fold00/equity.png           equity curves of the agent and the baselines
+    metrics.json                per-fold and total metrics of every policy
+
+Every file is written atomically; a fold counts as finished once its ``results.npz`` exists.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Final
+
+import numpy as np
+import numpy.typing as npt
+
+from fxstore import __version__
+from fxstore.config import TrainConfig
+from fxstore.errors import InvalidInputError
+from fxstore.store import atomic_path, atomic_write_json, create_run_dir, read_json, run_dir
+from fxstore.train.backtest import CachedMarket, FoldResult, fold_result
+from fxstore.train.plots import plot_equity
+from fxstore.train.profiles import config_from_json
+from fxstore.train.walkforward import Fold
+
+__all__ = ["RunFolder"]
+
+logger = logging.getLogger(__name__)
+
+_CONFIG: Final = "config.json"
+
+
+class RunFolder:
+    """One run's folder under ``runs/``; every write is atomic."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.run_id = path.name
+
+    @classmethod
+    def create(cls, root: Path, kind: str) -> RunFolder:
+        return cls(create_run_dir(root, kind))
+
+    @classmethod
+    def resume(cls, root: Path, run_id: str) -> RunFolder:
+        path = run_dir(root, run_id)
+        if not (path / _CONFIG).is_file():
+            known = sorted(p.name for p in (root / "runs").glob("*") if (p / _CONFIG).is_file())
+            raise InvalidInputError(
+                f"no run {run_id!r} in {root / 'runs'} (known: {', '.join(known) or 'none'}); "
+                "start a new one without --resume."
+            )
+        return cls(path)
+
+    def fold_dir(self, index: int) -> Path:
+        folder = self.path / f"fold{index:02d}"
+        folder.mkdir(exist_ok=True)
+        return folder
+
+    def checkpoint_path(self, index: int) -> Path:
+        return self.fold_dir(index) / "checkpoint.npz"
+
+    def write_config(
+        self, config: TrainConfig, sizes: Mapping[str, int], cache: CachedMarket
+    ) -> None:
+        atomic_write_json(
+            self.path / _CONFIG,
+            {
+                "kind": "train",
+                "config": config.to_json(),
+                "resolved": dict(sizes),
+                "fxcache": cache.to_json(config.symbol),
+                "fxstore_version": __version__,
+            },
+        )
+
+    def read_config(self) -> TrainConfig:
+        data = read_json(self.path / _CONFIG)
+        return config_from_json(data.get("config"), where=str(self.path / _CONFIG))
+
+    def read_sizes(self) -> dict[str, int]:
+        """The sizes the run resolved when it started (n_envs, batch_size, replay_size)."""
+        where = self.path / _CONFIG
+        sizes = read_json(where).get("resolved")
+        keys = ("n_envs", "batch_size", "replay_size")
+        if not isinstance(sizes, dict) or not all(isinstance(sizes.get(k), int) for k in keys):
+            raise InvalidInputError(
+                f"{where}: `resolved` must hold integer {', '.join(keys)}; the run cannot resume."
+            )
+        return {k: int(sizes[k]) for k in keys}
+
+    def write_evals(self, index: int, evals: list[dict[str, float | None]]) -> None:
+        atomic_write_json(self.fold_dir(index) / "evals.json", evals)
+
+    def write_fold(self, fold: Fold, results: Mapping[str, FoldResult]) -> None:
+        folder = self.fold_dir(fold.index)
+        arrays: dict[str, npt.NDArray[np.generic]] = {}
+        for policy, result in results.items():
+            arrays[f"{policy}/pnl"] = result.pnl
+            arrays[f"{policy}/positions"] = result.positions
+        arrays["trading_day"] = next(iter(results.values())).trading_day
+        atomic_write_json(
+            folder / "metrics.json",
+            {
+                "fold": fold.to_json(),
+                "policies": {p: r.metrics.to_json() for p, r in results.items()},
+            },
+        )
+        plot_equity(folder / "equity.png", fold, results)
+        with atomic_path(folder / "results.npz") as tmp, open(tmp, "wb") as fh:
+            np.savez(fh, **arrays)  # type: ignore[arg-type]
+
+    def read_fold(
+        self, fold: Fold, bars_per_day: float, capital: float, seed: int
+    ) -> dict[str, FoldResult] | None:
+        path = self.fold_dir(fold.index) / "results.npz"
+        if not path.is_file():
+            return None
+        with np.load(path, allow_pickle=False) as data:
+            arrays = {name: data[name] for name in data.files}
+        day = arrays.pop("trading_day")
+        policies = sorted({k.split("/", 1)[0] for k in arrays})
+        return {
+            p: fold_result(
+                fold,
+                p,
+                arrays[f"{p}/pnl"],
+                arrays[f"{p}/positions"],
+                day,
+                bars_per_day=bars_per_day,
+                capital=capital,
+                seed=seed,
+            )
+            for p in policies
+        }

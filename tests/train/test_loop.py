@@ -1,0 +1,180 @@
+"""The training loop: run folder, determinism, resume, profiles and the CLI (tiny sizes, CPU)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from fxstore.cli import cli
+from fxstore.config import AgentConfig, BacktestConfig, EnvConfig, TrainConfig, WalkForwardConfig
+from fxstore.errors import InvalidInputError, SymbolNotFoundError
+from fxstore.train.backtest import BacktestResult, run_backtest
+from fxstore.train.loop import Progress, train
+from fxstore.train.profiles import PROFILES, config_from_json, load_profile
+
+#: A few seconds per run: 2 folds of 10 test days, 120 steps of 8 environments each.
+TINY = TrainConfig(
+    device="cpu",
+    env=EnvConfig(positions=(-1, 0, 1)),
+    agent=AgentConfig(hidden=16, n_atoms=11, v_min=-5.0, v_max=5.0, gamma=0.9, lr=1e-3),
+    walkforward=WalkForwardConfig(train_days=20, test_days=10, validation_fraction=0.2),
+    n_envs=8,
+    batch_size=32,
+    replay_size=2_000,
+    episode_bars=60,
+    env_steps=120,
+    learn_start=64,
+    eval_every=40,
+    patience=0,
+    checkpoint_every=50,
+    max_folds=2,
+)
+
+
+class _Interrupt(Exception):
+    pass
+
+
+def _agent_pnl(result: BacktestResult) -> list[np.ndarray]:
+    return [r.pnl for r in result.folds if r.policy == "agent"]
+
+
+def test_train_tiny_run_writes_the_run_folder(store: Path) -> None:
+    result = train(TINY, store)
+    folder = result.run_dir
+    assert folder.parent == store / "runs"
+    assert json.loads((folder / "config.json").read_text())["resolved"] == {
+        "n_envs": 8,
+        "batch_size": 32,
+        "replay_size": 2_000,
+    }
+    for fold in ("fold00", "fold01"):
+        names = {p.name for p in (folder / fold).iterdir()}
+        assert names == {"evals.json", "metrics.json", "results.npz", "equity.png"}
+        evals = json.loads((folder / fold / "evals.json").read_text())
+        assert [e["step"] for e in evals] == [40, 80, 120]
+    metrics = json.loads((folder / "metrics.json").read_text())
+    assert metrics["policies"] == ["agent", "flat", "long", "random", "ofi-sign"]
+    assert len(metrics["folds"]) == 2
+
+
+def test_train_baselines_equal_the_backtest_of_the_same_folds(store: Path) -> None:
+    trained = train(dataclasses.replace(TINY, env_steps=40, eval_every=40), store)
+    tested = run_backtest(
+        BacktestConfig(env=TINY.env, walkforward=TINY.walkforward, plots=False), store
+    )
+    for policy in ("flat", "long", "random", "ofi-sign"):
+        mine = [r.pnl for r in trained.folds if r.policy == policy]
+        theirs = [r.pnl for r in tested.folds if r.policy == policy][: len(mine)]
+        for a, b in zip(mine, theirs, strict=True):
+            np.testing.assert_array_equal(a, b)
+
+
+def test_train_same_seed_gives_the_same_result(store: Path) -> None:
+    first, second = train(TINY, store), train(TINY, store)
+    for a, b in zip(_agent_pnl(first), _agent_pnl(second), strict=True):
+        np.testing.assert_array_equal(a, b)
+    evals = [json.loads((r.run_dir / "fold01" / "evals.json").read_text()) for r in (first, second)]
+    assert evals[0] == evals[1]
+
+
+def test_train_resume_after_interrupt_equals_uninterrupted_run(store: Path) -> None:
+    config = dataclasses.replace(TINY, env_steps=200, eval_every=50, checkpoint_every=100)
+    whole = train(config, store)
+
+    def stop_in_second_fold(report: Progress) -> None:
+        if report.fold == 1 and report.step == 100:
+            raise _Interrupt
+
+    with pytest.raises(_Interrupt):
+        train(config, store, on_progress=stop_in_second_fold)
+    run_id = max(p.name for p in (store / "runs").iterdir() if p.name != whole.run_dir.name)
+    assert (store / "runs" / run_id / "fold01" / "checkpoint.npz").is_file()
+    resumed = train(TrainConfig(), store, resume=run_id)
+    assert resumed.run_dir.name == run_id
+    assert not (resumed.run_dir / "fold01" / "checkpoint.npz").exists()
+    for a, b in zip(_agent_pnl(whole), _agent_pnl(resumed), strict=True):
+        np.testing.assert_array_equal(a, b)
+    evals = [
+        json.loads((r.run_dir / "fold01" / "evals.json").read_text()) for r in (whole, resumed)
+    ]
+    assert evals[0] == evals[1]
+
+
+def test_train_unknown_run_id_names_the_known_ones(store: Path) -> None:
+    with pytest.raises(InvalidInputError, match=r"no run 'nope' in .*start a new one"):
+        train(TINY, store, resume="nope")
+
+
+def test_train_unknown_symbol_writes_no_run_folder(store: Path) -> None:
+    before = set((store / "runs").glob("*")) if (store / "runs").exists() else set()
+    with pytest.raises(SymbolNotFoundError, match=r"No fxcache for symbol 'NQ\.FUT'"):
+        train(dataclasses.replace(TINY, symbol="NQ.FUT"), store)
+    after = set((store / "runs").glob("*")) if (store / "runs").exists() else set()
+    assert after == before
+
+
+@pytest.mark.parametrize("name", PROFILES)
+def test_load_profile_builtin_round_trips_through_json(name: str) -> None:
+    config = load_profile(name)
+    assert config.profile == name
+    assert config_from_json(json.loads(json.dumps(config.to_json())), where="x") == config
+
+
+def test_load_profile_file_overrides_only_what_it_sets(tmp_path: Path) -> None:
+    path = tmp_path / "mine.toml"
+    path.write_text("env_steps = 7\n[agent]\nhidden = 12\n[env]\npositions = [-1, 0, 1]\n")
+    config = load_profile(str(path))
+    assert (config.env_steps, config.agent.hidden, config.env.positions) == (7, 12, (-1, 0, 1))
+    assert config.agent.n_atoms == AgentConfig().n_atoms
+    assert config.profile == "mine"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("nonsense = 1\n", "unknown key 'nonsense' in the top level"),
+        ("[agent]\nwidth = 3\n", "unknown key 'width' in \\[agent\\]"),
+        ("[agent]\nhidden = 0\n", "\\[agent\\]: `hidden` must be"),
+        ("env_steps = [\n", "not valid TOML"),
+    ],
+)
+def test_load_profile_bad_file_raises_one_line(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_text(text)
+    with pytest.raises(InvalidInputError, match=message):
+        load_profile(str(path))
+
+
+def test_cli_train_smoke_profile_prints_table_and_run_folder(store: Path) -> None:
+    result = CliRunner().invoke(
+        cli,
+        ["train", "--store", str(store), "--profile", "smoke", "--env-steps", "60", "-q"],
+        catch_exceptions=False,
+    )
+    assert result.exit_code == 0
+    assert "agent" in result.output and "ofi-sign" in result.output
+    assert "run folder: " in result.output
+
+
+def test_cli_train_unknown_profile_is_one_error_line(store: Path) -> None:
+    result = CliRunner().invoke(cli, ["train", "--store", str(store), "--profile", "fast"])
+    assert result.exit_code == 1
+    assert result.output.strip().splitlines()[-1] == (
+        "Error: no profile 'fast': give one of smoke, default, production or a TOML file path."
+    )
+
+
+def test_cli_train_bad_override_is_one_error_line(store: Path) -> None:
+    result = CliRunner().invoke(
+        cli, ["train", "--store", str(store), "--profile", "smoke", "--hidden", "0"]
+    )
+    assert result.exit_code == 1
+    assert result.output.strip().splitlines()[-1] == (
+        "Error: the command line: [agent]: `hidden` must be > 0, was 0."
+    )
