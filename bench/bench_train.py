@@ -22,6 +22,7 @@ Run:  FXSTORE_BENCH_MACHINE=nvidia-h200 PYTHONPATH=. python bench/bench_train.py
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 from collections.abc import Callable
 from typing import Any
@@ -189,6 +190,28 @@ def theirs(batch: int, width: int, iters: int, repeat: int) -> dict[str, object]
     return {"update_ms": ms, "update_ms_all": all_ms, "launches_per_update": count_launches(update)}
 
 
+def try_graph_capture(batch: int, width: int) -> str:
+    """Try to capture one ``Agent.update`` in a CUDA graph; what happened, in words.
+
+    Expected to be refused: CuPy 14 does not allow cuBLAS calls during stream capture, and
+    the update reads its loss back to the host (the divergence check) -- a sync.
+    """
+    agent = Agent(agent_config(batch, width), N_OBS, N_ACTIONS, xp=cupy)
+    data = make_batch(batch, 0)
+    agent.update(data)
+    stream = cupy.cuda.Stream(non_blocking=True)
+    with stream:
+        try:
+            stream.begin_capture()
+            agent.update(data)
+            stream.end_capture()
+        except Exception as err:  # report whatever CuPy/CUDA says, then clean up
+            with contextlib.suppress(Exception):
+                stream.end_capture()
+            return f"refused: {type(err).__name__}: {str(err).splitlines()[0][:200]}"
+    return "captured"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batches", default="4096,16384")
@@ -218,10 +241,11 @@ def main() -> None:
                 f"{row['speedup_vs_pytorch']:.2f}x"
             )
     gpu = cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
-    path = write_result(
-        "train_gpu",
-        {"gpu": gpu, "n_obs": N_OBS, "n_actions": N_ACTIONS, "iters": args.iters, "rows": rows},
-    )
+    payload = {"gpu": gpu, "n_obs": N_OBS, "n_actions": N_ACTIONS, "iters": args.iters}
+    path = write_result("train_gpu", {**payload, "rows": rows})
+    capture = try_graph_capture(16_384, 256)  # last: a refused capture may upset the stream
+    print(f"CUDA graph capture of one update: {capture}")
+    path = write_result("train_gpu", {**payload, "rows": rows, "graph_capture": capture})
     print(f"wrote {path}")
 
 

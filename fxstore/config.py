@@ -416,8 +416,8 @@ class EnvConfig:
     """How :class:`fxstore.train.env.VecEnv` trades fxcache bars and books their PnL.
 
     At the close of bar t the agent picks a target position from `positions`; it trades to
-    it at that close, paying `cost_per_contract` per contract traded, and holds it over bar
-    t -> t+1. Money is float64 dollars.
+    it at that close, paying commission, half the spread at the close and slippage per
+    contract traded, and holds it over bar t -> t+1. Money is float64 dollars.
     """
 
     positions: tuple[int, ...] = (-2, -1, 0, 1, 2)

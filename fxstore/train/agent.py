@@ -33,6 +33,7 @@ import numpy.typing as npt
 
 from fxstore.config import AgentConfig
 from fxstore.errors import InvalidInputError, TrainingDivergedError
+from fxstore.train.checkpoint import check_state
 from fxstore.train.metrics import array_module
 from fxstore.train.replay import F32, I64, Array, Batch, _to_host
 
@@ -522,13 +523,7 @@ class Agent:
             A key is missing, has the wrong shape, or 'shape' describes another network.
         """
         shapes = {key: (self._layout.size,) for key in _STATE_KEYS} | {"step": (), "shape": (5,)}
-        for key, shape in shapes.items():
-            if key not in state:
-                raise InvalidInputError(f"agent state has no {key!r}; it holds {sorted(state)}.")
-            if tuple(np.shape(state[key])) != shape:
-                raise InvalidInputError(
-                    f"agent state {key!r} must have shape {shape}, was {np.shape(state[key])}."
-                )
+        check_state("agent state", state, shapes)
         if not np.array_equal(state["shape"], self._shape()):
             raise InvalidInputError(
                 f"agent state 'shape' (n_obs, n_actions, hidden, layers, n_atoms) is "

@@ -20,7 +20,7 @@ import numpy.typing as npt
 from fxstore.errors import InvalidInputError
 from fxstore.store import atomic_path
 
-__all__ = ["CHECKPOINT_FORMAT", "load_checkpoint", "save_checkpoint"]
+__all__ = ["CHECKPOINT_FORMAT", "check_state", "load_checkpoint", "save_checkpoint"]
 
 logger = logging.getLogger(__name__)
 
@@ -70,3 +70,16 @@ def load_checkpoint(path: Path) -> tuple[dict[str, npt.NDArray[np.generic]], dic
             f"{path}: not an {CHECKPOINT_FORMAT} checkpoint; delete it to start the fold anew."
         )
     return arrays, meta
+
+
+def check_state(
+    what: str, state: Mapping[str, npt.NDArray[np.generic]], shapes: Mapping[str, tuple[int, ...]]
+) -> None:
+    """Raise InvalidInputError naming the first key of `shapes` missing or misshapen in `state`."""
+    for key, shape in shapes.items():
+        if key not in state:
+            raise InvalidInputError(f"{what} has no {key!r}; it holds {sorted(state)}.")
+        if tuple(np.shape(state[key])) != shape:
+            raise InvalidInputError(
+                f"{what} {key!r} must have shape {shape}, was {np.shape(state[key])}."
+            )

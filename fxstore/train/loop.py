@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Final
+from typing import Final, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -122,7 +122,9 @@ def _validation_sharpe(
         capital=config.capital,
         n_resamples=1,
     )
-    return metrics.sharpe_bar if np.isfinite(metrics.sharpe_bar) else -np.inf
+    # A policy that stays flat has no variance and so no Sharpe: it scores 0 (no risk, no
+    # return), which any policy that earns something beats.
+    return metrics.sharpe_bar if np.isfinite(metrics.sharpe_bar) else 0.0
 
 
 def _host(x: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
@@ -175,11 +177,12 @@ def _run_fold(
         sizes["n_envs"], agent_config.n_step, agent_config.gamma, env.n_obs, xp=xp
     )
     act_rng = _CounterRng(xp, crng.derive_key(config.seed, fold.index, _STREAM_ACT))
+    learner = _Learner(agent, replay, nstep, env, act_rng)
     state = _FoldState()
     obs = env.reset()
     checkpoint = run.checkpoint_path(fold.index)
     if checkpoint.is_file():
-        obs = _restore(checkpoint, agent, replay, nstep, env, act_rng, state)
+        obs = _restore(checkpoint, learner, state)
         logger.info("fold %d: resumed at step %d", fold.index, state.step)
     has_validation = fold.validation[1] > fold.validation[0]
     losses: list[float] = []
@@ -205,7 +208,7 @@ def _run_fold(
         if state.step % config.eval_every == 0 or state.step == config.env_steps:
             _evaluate(agent, market, fold, config, spec, state, has_validation)
         if config.checkpoint_every and state.step % config.checkpoint_every == 0:
-            _save(checkpoint, agent, replay, nstep, env, act_rng, state, obs)
+            _save(checkpoint, learner, state, obs)
         if state.step % _LOG_EVERY == 0 or state.step == config.env_steps or state.stopped:
             now = time.perf_counter()
             report = Progress(
@@ -270,18 +273,22 @@ def _evaluate(
         state.stopped = config.patience > 0 and state.bad_evals >= config.patience
 
 
-def _save(
-    path: Path,
-    agent: Agent,
-    replay: PrioritizedReplay,
-    nstep: NStepAccumulator,
-    env: VecEnv,
-    act_rng: _CounterRng,
-    state: _FoldState,
-    obs: npt.NDArray[np.float32],
-) -> None:
+class _Learner(NamedTuple):
+    """The stateful parts of a fold's learning, saved and restored together."""
+
+    agent: Agent
+    replay: PrioritizedReplay
+    nstep: NStepAccumulator
+    env: VecEnv
+    act_rng: _CounterRng
+
+    def parts(self) -> dict[str, Agent | PrioritizedReplay | NStepAccumulator | VecEnv]:
+        return {"agent": self.agent, "replay": self.replay, "nstep": self.nstep, "env": self.env}
+
+
+def _save(path: Path, learner: _Learner, state: _FoldState, obs: npt.NDArray[np.float32]) -> None:
     arrays: dict[str, npt.NDArray[np.generic]] = {}
-    for prefix, part in (("agent", agent), ("replay", replay), ("nstep", nstep), ("env", env)):
+    for prefix, part in learner.parts().items():
         arrays |= {f"{prefix}/{k}": v for k, v in part.state_dict().items()}
     if state.best_params is not None:
         arrays |= {f"best/{k}": v for k, v in state.best_params.items()}
@@ -292,31 +299,21 @@ def _save(
         "bad_evals": state.bad_evals,
         "stopped": state.stopped,
         "evals": state.evals,
-        "act_counter": act_rng.counter,
+        "act_counter": learner.act_rng.counter,
         "loss_sum": state.loss_sum,
         "loss_count": state.loss_count,
     }
     save_checkpoint(path, arrays, meta)
 
 
-def _restore(
-    path: Path,
-    agent: Agent,
-    replay: PrioritizedReplay,
-    nstep: NStepAccumulator,
-    env: VecEnv,
-    act_rng: _CounterRng,
-    state: _FoldState,
-) -> npt.NDArray[np.float32]:
+def _restore(path: Path, learner: _Learner, state: _FoldState) -> npt.NDArray[np.float32]:
     arrays, meta = load_checkpoint(path)
 
     def part(prefix: str) -> dict[str, npt.NDArray[np.generic]]:
         return {k.split("/", 1)[1]: v for k, v in arrays.items() if k.startswith(prefix + "/")}
 
-    agent.load_state_dict(part("agent"))
-    replay.load_state_dict(part("replay"))
-    nstep.load_state_dict(part("nstep"))
-    env.load_state_dict(part("env"))
+    for prefix, component in learner.parts().items():
+        component.load_state_dict(part(prefix))
     best = part("best")
     state.best_params = best or None
     state.step = int(meta["step"])  # type: ignore[call-overload]
@@ -325,10 +322,11 @@ def _restore(
     state.bad_evals = int(meta["bad_evals"])  # type: ignore[call-overload]
     state.stopped = bool(meta["stopped"])
     state.evals = list(meta["evals"])  # type: ignore[call-overload]
-    act_rng.counter = int(meta["act_counter"])  # type: ignore[call-overload]
+    learner.act_rng.counter = int(meta["act_counter"])  # type: ignore[call-overload]
     state.loss_sum = float(meta["loss_sum"])  # type: ignore[arg-type]
     state.loss_count = int(meta["loss_count"])  # type: ignore[call-overload]
-    obs: npt.NDArray[np.float32] = env.xp.asarray(arrays["obs"], dtype=env.xp.float32)
+    xp = learner.env.xp
+    obs: npt.NDArray[np.float32] = xp.asarray(arrays["obs"], dtype=xp.float32)
     return obs
 
 

@@ -22,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from fxstore.errors import InvalidInputError
+from fxstore.train.checkpoint import check_state
 
 __all__ = ["Batch", "NStepAccumulator", "PrioritizedReplay", "Transitions"]
 
@@ -231,7 +232,7 @@ class PrioritizedReplay:
             key: tuple(getattr(self, key).shape) for key in _STATE_KEYS
         }
         shapes |= {"rng": (6,), "max_priority": (), "position": (2,)}
-        _check_state("replay state", state, shapes)
+        check_state("replay state", state, shapes)
         position = np.asarray(state["position"])
         if not 0 <= position[1] <= self.capacity or not 0 <= position[0] < self.capacity:
             raise InvalidInputError(f"replay state 'position' is out of range: {position}.")
@@ -368,26 +369,13 @@ class NStepAccumulator:
             A key is missing or has the wrong shape; the message names it.
         """
         shapes = {key: tuple(getattr(self, f"_{key}").shape) for key in _NSTEP_KEYS}
-        _check_state("n-step state", state, shapes | {"t": ()})
+        check_state("n-step state", state, shapes | {"t": ()})
         for key in _NSTEP_KEYS:
             getattr(self, f"_{key}")[...] = self.xp.asarray(state[key])
         self._t = int(np.asarray(state["t"]))
 
 
 _NSTEP_KEYS = ("obs", "action", "reward", "pending")
-
-
-def _check_state(
-    what: str, state: Mapping[str, npt.NDArray[np.generic]], shapes: Mapping[str, tuple[int, ...]]
-) -> None:
-    """Raise InvalidInputError naming the first key of `shapes` missing or misshapen in `state`."""
-    for key, shape in shapes.items():
-        if key not in state:
-            raise InvalidInputError(f"{what} has no {key!r}; it holds {sorted(state)}.")
-        if tuple(np.shape(state[key])) != shape:
-            raise InvalidInputError(
-                f"{what} {key!r} must have shape {shape}, was {np.shape(state[key])}."
-            )
 
 
 def _to_host(x: Array) -> npt.NDArray[np.generic]:
