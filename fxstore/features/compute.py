@@ -19,7 +19,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from fxstore.errors import InvalidInputError
-from fxstore.features import kernels
+from fxstore.features import book, kernels
 from fxstore.features.definitions import FeatureDef, FeatureSet, Settings
 from fxstore.features.inputs import BarInputs
 from fxstore.features.registry import Params
@@ -34,14 +34,9 @@ __all__ = [
 
 F32 = npt.NDArray[np.float32]
 F64 = npt.NDArray[np.float64]
+I64 = npt.NDArray[np.int64]
 ComputeFn = Callable[[BarInputs, Params, Settings], F32]
 
-#: Kinds that sum book levels (their `levels` parameter), and the columns they sum.
-_LEVEL_SUMS: Final[Mapping[str, tuple[str, ...]]] = {
-    "ofi_multi": ("ofi", "bid", "ask"),
-    "book_imbalance": ("bid", "ask"),
-    "depth": ("bid", "ask"),
-}
 #: Depth below which a level's average depth is not trusted as a denominator (contracts).
 _MIN_DEPTH: Final = 1.0
 
@@ -193,134 +188,192 @@ def _raise_nonfinite(value: float, t: int, what: str, bars: BarInputs) -> None:
     )
 
 
-#: Kept rows of one column and its first non-finite bar (-1: none).
-_Kept = tuple[F32, int]
-
-#: Computes a column's kept rows into `out`; returns the first non-finite bar, or -1.
-_IntoFn = Callable[[BarInputs, Params, Settings, int, int, F32], int]
+#: Computes a column's kept rows into `out` (float64 `scratch` (n,) free to overwrite);
+#: returns the first non-finite bar, or -1.
+_IntoFn = Callable[[BarInputs, Params, Settings, int, int, F32, F64], int]
 
 
-def _log_return_into(bars: BarInputs, p: Params, _s: Settings, lo: int, hi: int, out: F32) -> int:
+def _log_return_into(
+    bars: BarInputs, p: Params, _s: Settings, lo: int, hi: int, out: F32, _scratch: F64
+) -> int:
     h = _p(p, "horizon")
     factor = 1.0 / math.sqrt(h)
     return int(kernels.rolling_sum_into(bars.r, h, bars.inv_sigma, factor, False, lo, hi, out))
 
 
-def _realised_vol_into(bars: BarInputs, p: Params, _s: Settings, lo: int, hi: int, out: F32) -> int:
+def _realised_vol_into(
+    bars: BarInputs, p: Params, _s: Settings, lo: int, hi: int, out: F32, _scratch: F64
+) -> int:
     n = _p(p, "window")
     return int(kernels.rolling_sum_into(bars.r, n, bars.inv_sigma, 1.0, True, lo, hi, out))
 
 
 def _forward_return_into(
-    bars: BarInputs, p: Params, _s: Settings, lo: int, hi: int, out: F32
+    bars: BarInputs, p: Params, _s: Settings, lo: int, hi: int, out: F32, _scratch: F64
 ) -> int:
     h = _p(p, "horizon")
     factor = 1.0 / math.sqrt(h)
     return int(kernels.forward_sum_into(bars.r, h, bars.inv_sigma, factor, lo, hi, out))
 
 
-def _ofi_level_into(bars: BarInputs, p: Params, _s: Settings, lo: int, hi: int, out: F32) -> int:
-    level = _p(p, "level")
-    return int(
-        kernels.over_rolling_depth_into(
-            bars.float64(f"ofi_{level:02d}"),
-            bars.size("bid", level),
-            bars.size("ask", level),
-            _p(p, "window"),
-            _MIN_DEPTH,
-            lo,
-            hi,
-            out,
-        )
-    )
-
-
-def _ofi_multi_into(bars: BarInputs, p: Params, _s: Settings, lo: int, hi: int, out: F32) -> int:
-    levels = _p(p, "levels")
-    return int(
-        kernels.over_rolling_depth_into(
-            bars.level_sum("ofi", levels),
-            bars.level_sum("bid", levels),
-            bars.level_sum("ask", levels),
-            _p(p, "window"),
-            _MIN_DEPTH,
-            lo,
-            hi,
-            out,
-        )
-    )
-
-
-def _book_imbalance_into(
-    bars: BarInputs, p: Params, _s: Settings, lo: int, hi: int, out: F32
+def _spread_into(
+    bars: BarInputs, _p: Params, s: Settings, lo: int, hi: int, out: F32, _scratch: F64
 ) -> int:
-    levels = _p(p, "levels")
-    if levels == 1:  # the level-0 sizes themselves (their float64 "sums" equal them)
-        return int(kernels.balance_into(bars.size("bid", 0), bars.size("ask", 0), lo, hi, out))
-    bid, ask = bars.level_sum("bid", levels), bars.level_sum("ask", levels)
-    return int(kernels.balance_into(bid, ask, lo, hi, out))
+    ask, bid = bars.float64("ask_px_00"), bars.float64("bid_px_00")
+    return int(kernels.scaled_difference_into(ask, bid, 1.0 / s.tick_size, lo, hi, out))
 
 
-def _depth_into(bars: BarInputs, p: Params, _s: Settings, lo: int, hi: int, out: F32) -> int:
-    levels = _p(p, "levels")
-    total = bars.level_sum("bid", levels) + bars.level_sum("ask", levels)
-    np.log1p(total, out=total)
-    return int(kernels.demeaned_into(total, _p(p, "window"), lo, hi, out))
+def _microprice_into(
+    bars: BarInputs, _p: Params, s: Settings, lo: int, hi: int, out: F32, _scratch: F64
+) -> int:
+    return int(
+        kernels.microprice_offset_into(
+            bars.float64("bid_px_00"),
+            bars.float64("ask_px_00"),
+            bars.size("bid", 0),
+            bars.size("ask", 0),
+            s.tick_size,
+            lo,
+            hi,
+            out,
+        )
+    )
+
+
+def _trade_imbalance_into(
+    bars: BarInputs, _p: Params, _s: Settings, lo: int, hi: int, out: F32, _scratch: F64
+) -> int:
+    buy, sell, volume = (bars.int64(name) for name in ("buy_volume", "sell_volume", "volume"))
+    return int(kernels.difference_over_into(buy, sell, volume, lo, hi, out))
+
+
+def _vwap_distance_into(
+    bars: BarInputs, _p: Params, s: Settings, lo: int, hi: int, out: F32, _scratch: F64
+) -> int:
+    vwap = bars.float64("vwap")
+    return int(kernels.scaled_difference_into(bars.close, vwap, 1.0 / s.tick_size, lo, hi, out))
+
+
+def _session_start_into(
+    bars: BarInputs, _p: Params, _s: Settings, lo: int, hi: int, out: F32, _scratch: F64
+) -> int:
+    np.copyto(out, bars.session_start[lo:hi])  # 0 or 1: always finite
+    return -1
 
 
 def _trade_intensity_into(
-    bars: BarInputs, p: Params, _s: Settings, lo: int, hi: int, out: F32
+    bars: BarInputs, p: Params, _s: Settings, lo: int, hi: int, out: F32, scratch: F64
 ) -> int:
-    log_rate = bars.int64("n_trades").astype(np.float64)
-    np.log(log_rate, out=log_rate)
-    log_rate -= bars.log_duration_s
-    return int(kernels.demeaned_into(log_rate, _p(p, "window"), lo, hi, out))
+    np.copyto(scratch, bars.int64("n_trades"))  # float64, in the buffer: no new array
+    np.log(scratch, out=scratch)
+    scratch -= bars.log_duration_s
+    return int(kernels.demeaned_into(scratch, _p(p, "window"), lo, hi, out))
 
 
-def _bar_duration_into(bars: BarInputs, p: Params, _s: Settings, lo: int, hi: int, out: F32) -> int:
+def _bar_duration_into(
+    bars: BarInputs, p: Params, _s: Settings, lo: int, hi: int, out: F32, _scratch: F64
+) -> int:
     return int(kernels.demeaned_into(bars.log_duration_s, _p(p, "window"), lo, hi, out))
 
 
-def _time_of_day_into(bars: BarInputs, p: Params, _s: Settings, lo: int, hi: int, out: F32) -> int:
+def _time_of_day_into(
+    bars: BarInputs, p: Params, _s: Settings, lo: int, hi: int, out: F32, _scratch: F64
+) -> int:
     kernels.angle_into(bars.session_phase, lo, hi, out)
     (np.cos if p["fn"] == "cos" else np.sin)(out, out=out)  # in place: no temporaries
-    bad = int(kernels.first_nonfinite(out, 0, hi - lo))
-    return bad + lo if bad >= 0 else -1
+    return int(kernels.first_nonfinite_f32(out, lo))
 
 
 _INTO: Final[Mapping[str, _IntoFn]] = {
     "log_return": _log_return_into,
     "realised_vol": _realised_vol_into,
     "forward_return": _forward_return_into,
-    "ofi_level": _ofi_level_into,
-    "ofi_multi": _ofi_multi_into,
-    "book_imbalance": _book_imbalance_into,
-    "depth": _depth_into,
+    "spread_ticks": _spread_into,
+    "microprice_offset": _microprice_into,
+    "trade_imbalance": _trade_imbalance_into,
+    "vwap_distance": _vwap_distance_into,
+    "session_start": _session_start_into,
     "trade_intensity": _trade_intensity_into,
     "bar_duration": _bar_duration_into,
     "time_of_day": _time_of_day_into,
 }
 
 
+def _book_specs(defs: Sequence[FeatureDef]) -> tuple[I64, I64, I64, list[tuple[int, int]]]:
+    """The book kinds of `defs` as :func:`book.book_levels_into` specs.
+
+    Returns ``(ofi_specs, balance_specs, depth_levels, depth_rows)``; `depth_rows` holds
+    ``(row, window)`` per depth total, in `depth_levels` order.
+    """
+    ofi, balance, depth_levels, depth_rows = [], [], [], []
+    for row, d in enumerate(defs):
+        p = d.params
+        if d.kind == "ofi_level":
+            ofi.append((_p(p, "level"), 1, _p(p, "window"), row))
+        elif d.kind == "ofi_multi":
+            ofi.append((0, _p(p, "levels"), _p(p, "window"), row))
+        elif d.kind == "book_imbalance":
+            balance.append((_p(p, "levels"), row))
+        elif d.kind == "depth":
+            depth_levels.append(_p(p, "levels"))
+            depth_rows.append((row, _p(p, "window")))
+    ofi_specs = np.array(ofi, dtype=np.int64).reshape(-1, 4)
+    balance_specs = np.array(balance, dtype=np.int64).reshape(-1, 2)
+    return ofi_specs, balance_specs, np.array(depth_levels, dtype=np.int64), depth_rows
+
+
+def _book_columns(
+    bars: BarInputs, defs: Sequence[FeatureDef], lo: int, hi: int, out: F32, scratch: F64
+) -> None:
+    """Rows of `out` (float32 (len(defs), hi - lo)) for the book kinds of `defs`, in one pass.
+
+    `scratch` is float64 (>= number of depth features, n), overwritten.
+    """
+    ofi_specs, balance_specs, depth_levels, depth_rows = _book_specs(defs)
+    if not (ofi_specs.size or balance_specs.size or depth_rows):
+        return
+    totals = scratch[: len(depth_rows), :hi]
+    book.book_levels_into(
+        bars.sizes("bid"),
+        bars.sizes("ask"),
+        bars.ofi_levels(),
+        ofi_specs,
+        balance_specs,
+        depth_levels,
+        _MIN_DEPTH,
+        lo,
+        hi,
+        out,
+        totals,
+    )
+    for total, (row, window) in zip(totals, depth_rows, strict=True):
+        np.log1p(total, out=total)  # numpy's log1p, as the full-length depth column uses
+        kernels.demeaned_into(total, window, lo, hi, out[row])
+
+
 def _kept_columns(
     bars: BarInputs, defs: Sequence[FeatureDef], settings: Settings, lo: int, hi: int
-) -> list[_Kept]:
+) -> tuple[F32, list[int]]:
     """Kept rows ``lo .. hi - 1`` of each definition's column and its first non-finite bar.
 
-    Rolling kinds are computed over bars ``0 .. hi - 1`` and write the kept bars' float32
-    values straight into their column (no full-length output, no separate finiteness
-    pass); the elementwise kinds are views of their full-length column.
+    Returns float32 (len(defs), hi - lo), row i definition i's values, and the first bar
+    whose value is not finite per definition (-1: none). The kernels are computed over bars
+    ``0 .. hi - 1`` and write the kept bars' values straight into one preallocated block
+    (no full-length outputs, no float64 results converted afterwards); the book kinds are
+    computed together in one pass over the levels.
     """
-    kept: list[_Kept] = []
-    for d in defs:
+    n_depth = sum(d.kind == "depth" for d in defs)
+    out = np.empty((len(defs), hi - lo), dtype=np.float32)
+    scratch = np.empty((max(n_depth, 1), bars.n))  # reused by every kind that needs one
+    _book_columns(bars, defs, lo, hi, out, scratch)
+    bad = []
+    for d, row in zip(defs, out, strict=True):
         into = _INTO.get(d.kind)
-        if into is None:
-            values = compute_column(bars, d, settings)
-            kept.append((values[lo:hi], int(kernels.first_nonfinite(values, lo, hi))))
+        if into is None:  # a book kind, already written
+            bad.append(int(kernels.first_nonfinite_f32(row, lo)))
         else:
-            out = kernels.empty_f32(hi - lo)
-            kept.append((out, into(bars, d.params, settings, lo, hi, out)))
-    return kept
+            bad.append(into(bars, d.params, settings, lo, hi, row, scratch[0]))
+    return out, bad
 
 
 @dataclass(frozen=True, slots=True)
@@ -376,11 +429,11 @@ def _compute_groups(
     """Features and targets over `rows` (checked finite), named ``f_*`` and ``target_*``."""
     lo, hi = rows
     defs = (*featureset.features, *featureset.targets)
-    kept = _kept_columns(bars, defs, featureset.settings, lo, hi)
+    block, first_bad = _kept_columns(bars, defs, featureset.settings, lo, hi)
     n_features = len(featureset.features)
     features: dict[str, F32] = {}
     targets: dict[str, F32] = {}
-    for i, (d, (values, bad)) in enumerate(zip(defs, kept, strict=True)):
+    for i, (d, values, bad) in enumerate(zip(defs, block, first_bad, strict=True)):
         label = "feature" if i < n_features else "target"
         if bad >= 0:
             _raise_nonfinite(float(values[bad - lo]), bad, f"{label} {d.name!r}", bars)
@@ -429,14 +482,6 @@ def compute_features(table: pa.Table, featureset: FeatureSet) -> FeatureFrame:
     half_spread *= 0.5
     # close of the bar's own contract; half the spread at close (for trading costs)
     market = {MARKET_COLUMNS[0]: bars.close, MARKET_COLUMNS[1]: half_spread}
-    bars.prepare_level_sums(
-        {
-            (kind, int(d.params["levels"]))
-            for d in featureset.features
-            for kind in _LEVEL_SUMS.get(d.kind, ())
-            if d.kind != "book_imbalance" or int(d.params["levels"]) > 1
-        }
-    )
     features, targets = _compute_groups(bars, featureset, (lo, hi))
     for name, prices in market.items():
         _check_finite(prices, lo, hi, f"market column {name!r}", bars)

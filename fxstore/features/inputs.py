@@ -117,10 +117,12 @@ class BarInputs:
             raise SchemaError(
                 f"bars: close must be a positive price; bar {bad[0]} has it {self.close[bad[0]]}."
             )
-        self.r, self.is_roll = kernels.contract_returns(np.log(self.close), self.instrument_id)
+        buffer = np.log(self.close)
+        self.r, self.is_roll = kernels.contract_returns(buffer, self.instrument_id)
         window = settings.vol_window
         self.sigma = kernels.rolling_rms(self.r, window, window, settings.vol_floor)
-        self.inv_sigma = 1.0 / self.sigma  # normalising multiplies: cheaper than dividing
+        # normalising multiplies: cheaper than dividing; the log closes' buffer is reused
+        self.inv_sigma = np.divide(1.0, self.sigma, out=buffer)
         self.day_index, self.session_start = kernels.trading_day_starts(self.trading_day)
         self._cache: dict[tuple[str, object], npt.NDArray[np.float64]] = {}
 
@@ -140,6 +142,10 @@ class BarInputs:
         """uint32 sizes of `side` ('bid' or 'ask') at close, one array per level 0..9."""
         return tuple(self.columns[f"{side}_sz_{lv}"] for lv in _LV)  # type: ignore[misc]
 
+    def ofi_levels(self) -> tuple[npt.NDArray[np.float64], ...]:
+        """float64 order-flow imbalance per level 0..9, one array each."""
+        return tuple(self.float64(f"ofi_{lv}") for lv in _LV)
+
     def level_sum(self, kind: str, levels: int) -> npt.NDArray[np.float64]:
         """Sum over the first `levels` levels of 'bid' or 'ask' sizes, or of 'ofi' (memoised).
 
@@ -150,11 +156,7 @@ class BarInputs:
             done = [n for k, n in self._cache if k == kind and isinstance(n, int) and n < levels]
             start = max(done, default=0)
             base = self._cache[(kind, start)] if start else np.empty(0)
-            columns = (
-                tuple(self.float64(f"ofi_{lv}") for lv in _LV)
-                if kind == "ofi"
-                else self.sizes(kind)
-            )
+            columns = self.ofi_levels() if kind == "ofi" else self.sizes(kind)
             self._cache[key] = kernels.level_sum(columns, start, levels, base)
         return self._cache[key]
 
@@ -167,9 +169,7 @@ class BarInputs:
     def log_duration_s(self) -> npt.NDArray[np.float64]:
         """``log(max(ts_close - ts_open, 1 ms) / 1 s)`` per bar (memoised)."""
         if ("log_duration", 0) not in self._cache:
-            duration = self.ts_close - self.ts_open
-            np.maximum(duration, MIN_DURATION_NS, out=duration)
-            seconds = duration * 1e-9
+            seconds = kernels.duration_s(self.ts_open, self.ts_close, MIN_DURATION_NS)
             self._cache[("log_duration", 0)] = np.log(seconds, out=seconds)
         return self._cache[("log_duration", 0)]
 

@@ -30,12 +30,16 @@ __all__ = [
     "demeaned",
     "demeaned_into",
     "difference_over",
+    "difference_over_into",
+    "duration_s",
     "empty_f32",
     "first_nonfinite",
+    "first_nonfinite_f32",
     "forward_sum",
     "forward_sum_into",
     "level_sum",
     "microprice_offset",
+    "microprice_offset_into",
     "over_rolling_depth",
     "over_rolling_depth_into",
     "rolling_rms",
@@ -43,6 +47,7 @@ __all__ = [
     "rolling_sum_into",
     "rolling_sum_over",
     "scaled_difference",
+    "scaled_difference_into",
     "session_phase",
     "trading_day_starts",
 ]
@@ -307,6 +312,16 @@ def trading_day_starts(trading_day: npt.NDArray[np.int32]) -> tuple[I64, U8]:
 
 
 @_njit
+def duration_s(ts_open: I64, ts_close: I64, min_ns: int) -> F64:
+    """``max(ts_close - ts_open, min_ns) * 1e-9`` per bar: float64 seconds, floored."""
+    n = ts_close.shape[0]
+    out = np.empty(n)
+    for t in range(n):
+        out[t] = float(max(ts_close[t] - ts_open[t], min_ns)) * 1e-9
+    return out
+
+
+@_njit
 def session_phase(ts_close: I64, day_index: I64, open_ns: I64, close_ns: I64) -> F64:
     """Fraction of the bar's session elapsed at its close: ``(ts - open) / (close - open)``."""
     n = ts_close.shape[0]
@@ -500,3 +515,59 @@ def angle_into(phase: F64, lo: int, hi: int, out: F32) -> None:
     kept = phase[lo:hi]
     for i in range(kept.shape[0]):
         out[i] = two_pi * kept[i]
+
+
+@_njit
+def scaled_difference_into(a: F64, b: F64, scale: float, lo: int, hi: int, out: F32) -> int:
+    """:func:`scaled_difference` written to ``out[t - lo]`` for ``lo <= t < hi``.
+
+    Returns the first bar in ``lo .. hi - 1`` whose value is not finite, or -1.
+    """
+    for i in range(hi - lo):
+        out[i] = (a[lo + i] - b[lo + i]) * scale
+    return _first_nonfinite_f32(out[: hi - lo], lo)
+
+
+@_njit
+def difference_over_into(a: Numeric, b: Numeric, total: Numeric, lo: int, hi: int, out: F32) -> int:
+    """:func:`difference_over` written to ``out[t - lo]`` for ``lo <= t < hi``.
+
+    Returns the first bar in ``lo .. hi - 1`` whose value is not finite, or -1.
+    """
+    for i in range(hi - lo):
+        den = float(total[lo + i])
+        out[i] = (float(a[lo + i]) - float(b[lo + i])) / den if den != 0.0 else np.nan
+    return _first_nonfinite_f32(out[: hi - lo], lo)
+
+
+@_njit
+def microprice_offset_into(
+    bid_px: F64,
+    ask_px: F64,
+    bid_sz: npt.NDArray[np.uint32],
+    ask_sz: npt.NDArray[np.uint32],
+    tick_size: float,
+    lo: int,
+    hi: int,
+    out: F32,
+) -> int:
+    """:func:`microprice_offset` written to ``out[t - lo]`` for ``lo <= t < hi``.
+
+    Returns the first bar in ``lo .. hi - 1`` whose value is not finite, or -1.
+    """
+    for i in range(hi - lo):
+        t = lo + i
+        qb = float(bid_sz[t])
+        qa = float(ask_sz[t])
+        den = qa + qb
+        if den == 0.0:
+            out[i] = np.nan
+        else:
+            out[i] = 0.5 * (ask_px[t] - bid_px[t]) * (qb - qa) / den / tick_size
+    return _first_nonfinite_f32(out[: hi - lo], lo)
+
+
+@_njit
+def first_nonfinite_f32(x: F32, offset: int) -> int:
+    """``offset`` plus the first index where float32 `x` is not finite, or -1."""
+    return _first_nonfinite_f32(x, offset)

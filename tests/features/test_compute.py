@@ -109,6 +109,44 @@ def test_compute_features_drops_and_counts_warmup_and_tail(bars: pa.Table) -> No
     assert all(np.isfinite(v).all() and v.dtype == np.float32 for v in frame.features.values())
 
 
+SHARED = FeatureSet(
+    features=(
+        FeatureDef("ofi_all", "ofi_multi", {"levels": 10, "window": 40}),
+        FeatureDef("ofi_2", "ofi_level", {"level": 2, "window": 40}),
+        FeatureDef("ofi_2_again", "ofi_level", {"level": 2, "window": 40}),
+        FeatureDef("ofi_2lv_w1", "ofi_multi", {"levels": 2, "window": 1}),
+        FeatureDef("imb_4", "book_imbalance", {"levels": 4}),
+        FeatureDef("imb_1", "book_imbalance", {"levels": 1}),
+        FeatureDef("depth_10", "depth", {"levels": 10, "window": 40}),
+        FeatureDef("depth_2", "depth", {"levels": 2, "window": 3}),
+        FeatureDef("intensity", "trade_intensity", {"window": 40}),
+    ),
+    settings=SETTINGS,
+)
+
+
+@pytest.mark.parametrize("featureset", [ALL, SHARED], ids=["all", "shared_book_sums"])
+@pytest.mark.parametrize("rows", [(0, 420), (1, 300), (150, 2200)])
+def test_compute_features_equals_full_columns_bit_for_bit(
+    featureset: FeatureSet, rows: tuple[int, int]
+) -> None:
+    table = synthetic_bars(rows[1], n_days=6, roll_days=(3,), seed=5).slice(rows[0])
+    defs = (*featureset.features, *featureset.targets)
+    full = compute_columns(BarInputs(table, SETTINGS), defs, SETTINGS)
+
+    frame = compute_features(table, featureset)
+
+    lo, hi = frame.warmup_rows_dropped, frame.n_bars - frame.tail_rows_dropped
+    got = {**frame.features, **frame.targets}
+    for d in featureset.features:
+        np.testing.assert_array_equal(
+            got[f"f_{d.name}"].view(np.uint32), full[d.name][lo:hi].view(np.uint32)
+        )
+    for d in featureset.targets:
+        expected = full[d.name][lo:hi].view(np.uint32)
+        np.testing.assert_array_equal(got[f"target_{d.name}"].view(np.uint32), expected)
+
+
 def test_compute_features_table_has_contract_column_order_and_no_nulls(bars: pa.Table) -> None:
     table = compute_features(bars, ALL).to_table()
 
