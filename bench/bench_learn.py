@@ -8,8 +8,17 @@ Sharpe with its bootstrap 95% interval, trades, and the per-fold daily Sharpe. P
 signal, the agent's Sharpe is positive and above every baseline's; without, its interval
 holds 0 or lies below it (no leakage).
 
+The recorded run (bench/results/learn_gpu.json) used one synthetic year per store, made with
+(S = 1.0 for "signal", 0.0 for "none"):
+
+    fxstore synth --store data/learn-S --start 2023-01-03 --end 2023-12-29 \
+        --events-per-day 200000 --signal S --seed 11
+    fxstore ingest data/learn-S/synth/ES.FUT --store data/learn-S
+    fxstore precompute --store data/learn-S
+
 Run:  FXSTORE_BENCH_MACHINE=nvidia-h200 PYTHONPATH=. python bench/bench_learn.py \
-          --store signal=data/learn-signal --store none=data/learn-none --profile default
+          --store signal=data/learn-signal --store none=data/learn-none \
+          --profile bench/profiles/learn_gpu.toml --name learn_gpu
 """
 
 from __future__ import annotations

@@ -96,8 +96,12 @@ class _FoldState:
     """Everything a fold's loop carries from step to step besides the agent and replay."""
 
     step: int = 0
-    best_score: float = -np.inf
+    best_score: float = 0.0
+    """Best validation Sharpe so far; it starts at the flat policy's (0): weights must beat
+    standing aside on the validation slice to be kept."""
     best_params: dict[str, npt.NDArray[np.generic]] | None = None
+    """The kept weights; None while no evaluation has beaten flat."""
+    best_step: int | None = None
     bad_evals: int = 0
     stopped: bool = False
     evals: list[dict[str, float | None]] = dataclasses.field(default_factory=list)
@@ -228,9 +232,17 @@ def _run_fold(
             if on_progress is not None:
                 on_progress(report)
             losses, clock, samples = [], now, 0
-    run.write_evals(fold.index, state.evals)
-    if state.best_params is not None:
+    if not has_validation:  # nothing to select on: the last weights trade
+        chosen = "last"
+    elif state.best_params is None:  # no validated edge: stand aside
+        chosen = "flat"
+    else:
+        chosen = "best"
         agent.load_state_dict(state.best_params)
+    run.write_evals(fold.index, state.evals, chosen, state.best_step)
+    logger.info("fold %d: trading the %s policy on the test window", fold.index, chosen)
+    if chosen == "flat":
+        return np.zeros(fold.test[1] - fold.test[0])
     return greedy_positions(agent.q_values, market, *fold.test, config.env)
 
 
@@ -268,6 +280,7 @@ def _evaluate(
         return
     if score > state.best_score:
         state.best_score, state.best_params, state.bad_evals = score, agent.state_dict(), 0
+        state.best_step = state.step
     else:
         state.bad_evals += 1
         state.stopped = config.patience > 0 and state.bad_evals >= config.patience
@@ -295,7 +308,8 @@ def _save(path: Path, learner: _Learner, state: _FoldState, obs: npt.NDArray[np.
     arrays["obs"] = np.asarray(_host(obs))  # type: ignore[arg-type]
     meta = {
         "step": state.step,
-        "best_score": state.best_score if np.isfinite(state.best_score) else None,
+        "best_score": state.best_score,
+        "best_step": state.best_step,
         "bad_evals": state.bad_evals,
         "stopped": state.stopped,
         "evals": state.evals,
@@ -317,8 +331,9 @@ def _restore(path: Path, learner: _Learner, state: _FoldState) -> npt.NDArray[np
     best = part("best")
     state.best_params = best or None
     state.step = int(meta["step"])  # type: ignore[call-overload]
-    score = meta["best_score"]
-    state.best_score = float(score) if isinstance(score, int | float) else -np.inf
+    state.best_score = float(meta["best_score"])  # type: ignore[arg-type]
+    step = meta["best_step"]
+    state.best_step = int(step) if isinstance(step, int) else None
     state.bad_evals = int(meta["bad_evals"])  # type: ignore[call-overload]
     state.stopped = bool(meta["stopped"])
     state.evals = list(meta["evals"])  # type: ignore[call-overload]

@@ -3,7 +3,7 @@
 Layout (``runs/<run-id>/``, DESIGN.md "Store layout")::
 
     config.json                 the full TrainConfig, resolved sizes, input facts, version
-    fold00/evals.json           validation evaluations during learning (step, loss, Sharpe)
+    fold00/evals.json           validation evaluations (step, loss, Sharpe), the policy kept
     fold00/checkpoint.npz       while the fold learns: everything needed to resume it
     fold00/results.npz          per-policy test-window PnL, positions, trading days
     fold00/metrics.json         per-policy metrics of the fold's test window
@@ -98,8 +98,19 @@ class RunFolder:
             )
         return {k: int(sizes[k]) for k in keys}
 
-    def write_evals(self, index: int, evals: list[dict[str, float | None]]) -> None:
-        atomic_write_json(self.fold_dir(index) / "evals.json", evals)
+    def write_evals(
+        self,
+        index: int,
+        evals: list[dict[str, float | None]],
+        chosen: str,
+        best_step: int | None,
+    ) -> None:
+        """The fold's validation evaluations and which policy traded its test window:
+        "best" (the weights of `best_step`), "flat" (none beat standing aside) or "last"."""
+        atomic_write_json(
+            self.fold_dir(index) / "evals.json",
+            {"evals": evals, "chosen": chosen, "best_step": best_step},
+        )
 
     def write_fold(self, fold: Fold, results: Mapping[str, FoldResult]) -> None:
         folder = self.fold_dir(fold.index)

@@ -109,5 +109,7 @@ def test_train_planted_signal_agent_beats_every_baseline(signal_result: Backtest
 
 
 def test_train_no_signal_out_of_sample_sharpe_not_above_zero(null_result: BacktestResult) -> None:
-    low, _high = null_result.totals["agent"].sharpe_daily_ci
-    assert low <= 0.0
+    agent = null_result.totals["agent"]
+    low, _high = agent.sharpe_daily_ci
+    # NaN: the agent stood aside in every fold (validation never beat flat): no Sharpe at all.
+    assert math.isnan(low) or low <= 0.0

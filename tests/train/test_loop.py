@@ -57,7 +57,8 @@ def test_train_tiny_run_writes_the_run_folder(store: Path) -> None:
         names = {p.name for p in (folder / fold).iterdir()}
         assert names == {"evals.json", "metrics.json", "results.npz", "equity.png"}
         evals = json.loads((folder / fold / "evals.json").read_text())
-        assert [e["step"] for e in evals] == [40, 80, 120]
+        assert [e["step"] for e in evals["evals"]] == [40, 80, 120]
+        assert evals["chosen"] in ("best", "flat")
     metrics = json.loads((folder / "metrics.json").read_text())
     assert metrics["policies"] == ["agent", "flat", "long", "random", "ofi-sign"]
     assert len(metrics["folds"]) == 2
@@ -104,6 +105,16 @@ def test_train_resume_after_interrupt_equals_uninterrupted_run(store: Path) -> N
         json.loads((r.run_dir / "fold01" / "evals.json").read_text()) for r in (whole, resumed)
     ]
     assert evals[0] == evals[1]
+
+
+def test_train_no_validated_edge_stands_aside_on_the_test_window(store: Path) -> None:
+    ruinous = dataclasses.replace(TINY.env, commission_per_contract=1e6)
+    result = train(dataclasses.replace(TINY, env=ruinous), store)
+    for fold in ("fold00", "fold01"):
+        evals = json.loads((result.run_dir / fold / "evals.json").read_text())
+        assert (evals["chosen"], evals["best_step"]) == ("flat", None)
+    for pnl in _agent_pnl(result):
+        assert not pnl.any()
 
 
 def test_train_unknown_run_id_names_the_known_ones(store: Path) -> None:
