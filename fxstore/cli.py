@@ -809,6 +809,12 @@ def train(
       fxstore train --symbol ES.FUT --profile smoke
       fxstore train --resume 20261201T073000Z-train
     """
+    given = [f"--{k.replace('_', '-')}" for k, v in options.items() if v is not None]
+    if resume and (given or profile != "default"):
+        raise click.UsageError(
+            f"--resume continues a run with the settings in its config.json; drop "
+            f"{', '.join(given or ['--profile'])}."
+        )
     _run_train(_train_config(profile, options), store_root, quiet, resume=resume, as_json=as_json)
 
 

@@ -181,6 +181,16 @@ def test_cli_train_unknown_profile_is_one_error_line(store: Path) -> None:
     )
 
 
+def test_cli_train_resume_with_overrides_is_refused(store: Path) -> None:
+    result = CliRunner().invoke(
+        cli, ["train", "--store", str(store), "--resume", "x", "--env-steps", "5"]
+    )
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines()[-1] == (
+        "Error: --resume continues a run with the settings in its config.json; drop --env-steps."
+    )
+
+
 def test_cli_train_bad_override_is_one_error_line(store: Path) -> None:
     result = CliRunner().invoke(
         cli, ["train", "--store", str(store), "--profile", "smoke", "--hidden", "0"]
