@@ -16,16 +16,16 @@ held into row ``hi - 1`` is closed there at its cost; when row ``hi - 1`` is a r
 position is closed at the old contract's last close only (never reopened just to close).
 
 :func:`evaluate_positions` books a whole window of chosen positions at once (baselines,
-backtests); :class:`VecEnv` steps many environments in parallel for learning, on one array
-module (CuPy on a GPU, numpy otherwise). Both go through :func:`_book`, so they agree to the
-last cent (tested); on CuPy, VecEnv steps with one fused kernel (``_env_kernels``) that repeats
-:func:`_book`'s expressions and the start draws bit for bit (tested against numpy).
+backtests); :class:`fxstore.train.vecenv.VecEnv` steps many environments in parallel for
+learning, on one array module (CuPy on a GPU, numpy otherwise). Both go through
+:func:`_book`, so they agree to the last cent (tested); on CuPy, VecEnv steps with one fused
+kernel (``_env_kernels``) that repeats :func:`_book`'s expressions and the start draws bit
+for bit (tested against numpy).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Final, NamedTuple, TypeAlias
@@ -36,18 +36,14 @@ import numpy.typing as npt
 from fxstore.config import EnvConfig
 from fxstore.errors import InvalidInputError, SchemaError
 from fxstore.train.metrics import array_module
-from fxstore.train.rng import derive_key, uniform
 
 if TYPE_CHECKING:
-    from fxstore.train._env_kernels import CupyEnvKernels
     from fxstore.train.loader import FxCacheView
 
 __all__ = [
     "CONTRACT_SPECS",
     "ContractSpec",
     "Market",
-    "Step",
-    "VecEnv",
     "WindowPnL",
     "contract_spec",
     "evaluate_positions",
@@ -400,193 +396,3 @@ def _scan_actions(table: I64, roll_next: Bool, config: EnvConfig) -> F64:
         out[i] = values[action]
         held = flat if close_at_roll and roll_next[i] else action
     return out
-
-
-class Step(NamedTuple):
-    """What :meth:`VecEnv.step` returns for every environment."""
-
-    obs: F32
-    """float32 ``(n_envs, n_obs)``: the next observation (a fresh episode's where done)."""
-    reward: F32
-    """float32 ``(n_envs,)``: PnL of the step in reward units (see EnvConfig.reward)."""
-    pnl: F64
-    """float64 ``(n_envs,)``: PnL of the step in dollars, net of costs."""
-    done: Bool
-    """bool ``(n_envs,)``: the episode ended with this step (its position closed out)."""
-
-
-class VecEnv:
-    """`n_envs` episodes of `episode_bars` rows each, inside rows ``[lo, hi)``, stepped at once.
-
-    An episode starts flat at a uniformly drawn row s and ends at row ``s + episode_bars - 1``,
-    where the position is closed out; finished episodes restart at a new random row within
-    the same step (the returned observation is the new episode's). Observation = the row's
-    features, then the held position over `max_position` (float32).
-    """
-
-    def __init__(
-        self,
-        market: Market,
-        config: EnvConfig,
-        spec: ContractSpec,
-        *,
-        n_envs: int,
-        window: tuple[int, int],
-        episode_bars: int,
-        seed: int = 0,
-    ) -> None:
-        lo, hi = window
-        _check_window(market, lo, hi)
-        if n_envs < 1:
-            raise InvalidInputError(f"`n_envs` must be >= 1, was {n_envs}.")
-        if not 2 <= episode_bars <= hi - lo:
-            raise InvalidInputError(
-                f"`episode_bars` must be in 2..{hi - lo} (the window's rows), was {episode_bars}."
-            )
-        xp = market.xp
-        self.market, self.config, self.spec = market, config, spec
-        self.xp = xp
-        self.n_envs = n_envs
-        self.window = (lo, hi)
-        self.episode_bars = episode_bars
-        self.n_obs = market.features.shape[1] + 1
-        self.n_actions = len(config.positions)
-        self._values = xp.asarray(config.positions, dtype=xp.float64)
-        self._costs = _costs(market, config, spec)
-        self._key = derive_key(seed)
-        self._draws = 0  # restarts so far: the counter of the start draws
-        self._t: I64 = xp.zeros(n_envs, dtype=xp.int64)
-        self._stop = xp.zeros(n_envs, dtype=xp.int64)
-        self._held = xp.zeros(n_envs, dtype=xp.float64)
-        self._is_started = False
-        self._kernels: CupyEnvKernels | None = None
-        if xp is not np:  # CuPy: one fused launch per step instead of ~40 small kernels
-            from fxstore.train._env_kernels import CupyEnvKernels
-
-            args = (market, self._costs, self._values, config, (lo, hi), episode_bars)
-            self._kernels = CupyEnvKernels(*args)
-
-    def reset(self) -> F32:
-        """Start every environment on a fresh episode; returns the observations."""
-        self._is_started = True
-        if self._kernels is not None:
-            state = self._kernels.reset(self._key, self._draws, self.n_envs)
-            self._draws += 1
-            self._t, self._stop, self._held, obs = state
-            return obs
-        self._restart(self.xp.ones(self.n_envs, dtype=bool))
-        return self._observe()
-
-    def _restart(self, mask: Bool) -> None:
-        xp = self.xp
-        lo, hi = self.window
-        span = hi - lo - self.episode_bars + 1
-        # counter-based draws: the same starts on numpy and CuPy, resumable from state_dict
-        u = uniform(xp, self._key, self._draws, self.n_envs)
-        self._draws += 1
-        draw = xp.floor(u * span).astype(xp.int64)
-        start = xp.minimum(draw, span - 1) + lo
-        self._t = xp.where(mask, start, self._t)
-        self._stop = xp.where(mask, start + self.episode_bars - 1, self._stop)
-        self._held = xp.where(mask, 0.0, self._held)
-
-    def _observe(self) -> F32:
-        xp = self.xp
-        obs: F32 = xp.empty((self.n_envs, self.n_obs), dtype=xp.float32)
-        obs[:, :-1] = self.market.features[self._t]
-        obs[:, -1] = self._held / self.config.max_position
-        return obs
-
-    @property
-    def rows(self) -> I64:
-        """The row each environment is at (int64 ``(n_envs,)``)."""
-        return self._t
-
-    def step(self, action: I64) -> Step:
-        """Trade every environment to ``positions[action]`` and move it one row on.
-
-        Parameters
-        ----------
-        action
-            int ``(n_envs,)``: an index into :attr:`EnvConfig.positions` per environment, on
-            the market's array module (checked against the range on numpy only: on a GPU the
-            check would cost a device sync every step).
-
-        Raises
-        ------
-        InvalidInputError
-            :meth:`reset` was never called, or `action` has the wrong shape, dtype or range.
-        """
-        xp = self.xp
-        self._check_action(action)
-        if self._kernels is not None:  # the same book in one launch (see _env_kernels)
-            out = self._kernels.step(
-                self._t, self._stop, self._held, action, self._key, self._draws
-            )
-            self._draws += 1
-            self._t, self._stop, self._held = out.t, out.stop, out.held
-            return Step(out.obs, out.reward, out.pnl, out.done)
-        target = self._values[action]
-        t = self._t
-        nxt = t + 1
-        done = nxt == self._stop
-        carry = ~done & (self.config.roll == "roll")
-        pnl, _, carried = _book(xp, self._held, target, t, self.market, self._costs, carry)
-        # The last row of an episode closes the position out at that row's cost.
-        pnl = pnl - xp.where(done, xp.abs(carried) * self._costs.cost[nxt], 0.0)
-        reward = (pnl / self._costs.unit[t]).astype(xp.float32)
-        self._t = nxt
-        self._held = carried
-        self._restart(done)  # no host sync: a draw for every env, kept where done
-        return Step(self._observe(), reward, pnl, done)
-
-    def _check_action(self, action: I64) -> None:
-        if not self._is_started:
-            raise InvalidInputError("VecEnv.step() before reset(): call reset() first.")
-        shape = getattr(action, "shape", None)
-        kind = getattr(getattr(action, "dtype", None), "kind", None)
-        if shape != (self.n_envs,) or kind not in ("i", "u"):
-            raise InvalidInputError(
-                f"`action` must be an int array of shape ({self.n_envs},), was "
-                f"{getattr(action, 'dtype', type(action).__name__)} with shape {shape}."
-            )
-        if isinstance(action, np.ndarray) and action.size:
-            low, high = int(action.min()), int(action.max())
-            if low < 0 or high >= self.n_actions:
-                raise InvalidInputError(
-                    f"`action` must be in 0..{self.n_actions - 1}, was {low}..{high}."
-                )
-
-    def state_dict(self) -> dict[str, npt.NDArray[np.generic]]:
-        """Everything that decides the next steps, as host arrays (for a checkpoint)."""
-        return {
-            "t": np.asarray(_host(self._t), dtype=np.int64),
-            "stop": np.asarray(_host(self._stop), dtype=np.int64),
-            "held": np.asarray(_host(self._held), dtype=np.float64),
-            "draws": np.array(self._draws, dtype=np.int64),
-            "is_started": np.array(self._is_started),
-        }
-
-    def load_state_dict(self, state: Mapping[str, npt.NDArray[np.generic]]) -> None:
-        """Restore what :meth:`state_dict` returned (for an env of the same `n_envs`)."""
-        n = (self.n_envs,)
-        shapes: dict[str, tuple[int, ...]] = {
-            "t": n,
-            "stop": n,
-            "held": n,
-            "draws": (),
-            "is_started": (),
-        }
-        for name, shape in shapes.items():
-            if name not in state or np.shape(state[name]) != shape:
-                raise InvalidInputError(
-                    f"VecEnv state `{name}` must have shape {shape}, was "
-                    f"{np.shape(state[name]) if name in state else 'missing'}; resume with the "
-                    "same n_envs."
-                )
-        xp = self.xp
-        self._t = xp.asarray(state["t"], dtype=xp.int64)
-        self._stop = xp.asarray(state["stop"], dtype=xp.int64)
-        self._held = xp.asarray(state["held"], dtype=xp.float64)
-        self._draws = int(state["draws"])
-        self._is_started = bool(state["is_started"])

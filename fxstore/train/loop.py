@@ -42,11 +42,12 @@ from fxstore.train.backtest import (
     policy_totals,
 )
 from fxstore.train.checkpoint import load_checkpoint, save_checkpoint
-from fxstore.train.env import ContractSpec, Market, VecEnv, contract_spec, evaluate_positions
+from fxstore.train.env import ContractSpec, Market, contract_spec, evaluate_positions
 from fxstore.train.metrics import compute_metrics
 from fxstore.train.policy import greedy_positions
 from fxstore.train.replay import NStepAccumulator, PrioritizedReplay
 from fxstore.train.runs import RunFolder
+from fxstore.train.vecenv import VecEnv
 from fxstore.train.walkforward import Fold, make_folds
 
 __all__ = ["Progress", "train"]

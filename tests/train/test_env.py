@@ -15,7 +15,6 @@ from fxstore.errors import FxStoreError, InvalidInputError, SchemaError
 from fxstore.train.env import (
     ContractSpec,
     Market,
-    VecEnv,
     _costs,
     contract_spec,
     evaluate_positions,
@@ -23,6 +22,7 @@ from fxstore.train.env import (
     policy_positions,
 )
 from fxstore.train.loader import open_fxcache
+from fxstore.train.vecenv import VecEnv
 from tests.train._fxcache import SYMBOL, write_fxcache
 
 ES = ContractSpec("ES", 50.0, 0.25)

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from fxstore.config import EnvConfig
-from fxstore.train.env import Market, VecEnv
+from fxstore.train.env import Market
+from fxstore.train.vecenv import VecEnv
 from tests.train.test_env import ES, random_market
 
 N_ENVS = 300  # two full blocks of 128 envs and a partial one
@@ -149,7 +150,7 @@ def test_numpy_vecenv_never_imports_the_cupy_kernels() -> None:
 import sys
 import numpy as np
 from fxstore.config import EnvConfig
-from fxstore.train.env import VecEnv
+from fxstore.train.vecenv import VecEnv
 from tests.train.test_env import ES, random_market
 
 env = VecEnv(random_market(30, seed=1), EnvConfig(), ES, n_envs=2, window=(0, 30), episode_bars=5)
