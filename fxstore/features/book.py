@@ -3,7 +3,8 @@
 The order-flow (``ofi_level``, ``ofi_multi``), ``book_imbalance`` and ``depth`` kinds all sum
 sizes and OFI over book levels. :func:`book_levels_into` reads each level's columns once per
 block of bars (cache-sized temporaries, no full-length level sums) and writes the kept bars'
-float32 values straight into their output rows. The operations and their order are those of
+float32 values straight into their output rows, checking each block of them for
+non-finite values while it is in cache. The operations and their order are those of
 :func:`fxstore.features.kernels.over_rolling_depth`, :func:`~fxstore.features.kernels.balance`
 and :func:`~fxstore.features.kernels.level_sum`, so the values equal theirs bit for bit:
 sizes are whole numbers far below 2**53, so their sums (kept here in int64, over levels and
@@ -51,9 +52,10 @@ def _rolling_depth(bid: U32, ask: U32, window: int, b0: int, acc: np.int64, rs: 
     bid_out = bid[b0 + split - window : b0 + m - window]
     ask_out = ask[b0 + split - window : b0 + m - window]
     rs_rest = rs[split:]
-    for i in range(m - split):
-        acc += np.int64(bid_in[i]) + np.int64(ask_in[i])
-        acc -= np.int64(bid_out[i]) + np.int64(ask_out[i])
+    for i in range(m - split):  # one dependent addition per bar (integers: exact)
+        acc += (np.int64(bid_in[i]) + np.int64(ask_in[i])) - (
+            np.int64(bid_out[i]) + np.int64(ask_out[i])
+        )
         rs_rest[i] = acc
     return acc
 
@@ -113,6 +115,25 @@ def _write_balance(b: I64, a: I64, b0: int, lo: int, out: F32) -> None:
 
 
 @_njit_numpy_errors
+def _check_block(out: F32, rows: I64, b0: int, size: int, lo: int, first_bad: I64) -> None:
+    """Record in `first_bad` the block's first non-finite kept bar per row of `rows`."""
+    start = max(b0, lo)
+    exponent = np.uint32(0x7F800000)
+    for row in rows:
+        if first_bad[row] >= 0:
+            continue
+        bits = out[row, start - lo : b0 + size - lo].view(np.uint32)
+        found = np.uint32(0)
+        for i in range(bits.shape[0]):  # branch-free: vectorised
+            found |= np.uint32((bits[i] & exponent) == exponent)
+        if found:
+            for i in range(bits.shape[0]):
+                if (bits[i] & exponent) == exponent:
+                    first_bad[row] = start + i
+                    break
+
+
+@_njit_numpy_errors
 def book_levels_into(
     bid: tuple[U32, ...],
     ask: tuple[U32, ...],
@@ -125,6 +146,7 @@ def book_levels_into(
     hi: int,
     out: F32,
     depth_total: F64,
+    first_bad: I64,
 ) -> None:
     """Order-flow, book-imbalance and depth totals over book levels, in one blocked pass.
 
@@ -153,8 +175,13 @@ def book_levels_into(
         float32 (n_columns, hi - lo): the rows named by the specs are written.
     depth_total
         float64 (p, hi), written for every bar ``0 .. hi - 1`` (rolling means need them all).
+    first_bad
+        int64 (n_columns,): for each row written, set to the first kept bar whose value is
+        not finite, or -1 (checked per block while it is in cache); other rows untouched.
     """
     k, m, p = ofi_specs.shape[0], balance_specs.shape[0], depth_levels.shape[0]
+    first_bad[ofi_specs[:, 3]] = -1
+    first_bad[balance_specs[:, 1]] = -1
     n_levels = len(bid)
     acc = np.zeros((k, n_levels), dtype=np.int64)
     rs = np.empty((k, _BLOCK), dtype=np.int64)  # one level's window depth sums, per spec
@@ -202,3 +229,5 @@ def book_levels_into(
                 if ofi_specs[j, 1] > 1:
                     row = out[ofi_specs[j, 3]]
                     _write_ofi(num[j, :size], den[j, :size], ofi_specs[j, 2], floor, b0, lo, row)
+            _check_block(out, ofi_specs[:, 3], b0, size, lo, first_bad)
+            _check_block(out, balance_specs[:, 1], b0, size, lo, first_bad)

@@ -19,7 +19,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from fxstore.errors import InvalidInputError
-from fxstore.features import book, kernels
+from fxstore.features import book, kernels, returns
 from fxstore.features.definitions import FeatureDef, FeatureSet, Settings
 from fxstore.features.inputs import BarInputs
 from fxstore.features.registry import Params
@@ -193,29 +193,6 @@ def _raise_nonfinite(value: float, t: int, what: str, bars: BarInputs) -> None:
 _IntoFn = Callable[[BarInputs, Params, Settings, int, int, F32, F64], int]
 
 
-def _log_return_into(
-    bars: BarInputs, p: Params, _s: Settings, lo: int, hi: int, out: F32, _scratch: F64
-) -> int:
-    h = _p(p, "horizon")
-    factor = 1.0 / math.sqrt(h)
-    return int(kernels.rolling_sum_into(bars.r, h, bars.inv_sigma, factor, False, lo, hi, out))
-
-
-def _realised_vol_into(
-    bars: BarInputs, p: Params, _s: Settings, lo: int, hi: int, out: F32, _scratch: F64
-) -> int:
-    n = _p(p, "window")
-    return int(kernels.rolling_sum_into(bars.r, n, bars.inv_sigma, 1.0, True, lo, hi, out))
-
-
-def _forward_return_into(
-    bars: BarInputs, p: Params, _s: Settings, lo: int, hi: int, out: F32, _scratch: F64
-) -> int:
-    h = _p(p, "horizon")
-    factor = 1.0 / math.sqrt(h)
-    return int(kernels.forward_sum_into(bars.r, h, bars.inv_sigma, factor, lo, hi, out))
-
-
 def _spread_into(
     bars: BarInputs, _p: Params, s: Settings, lo: int, hi: int, out: F32, _scratch: F64
 ) -> int:
@@ -285,9 +262,6 @@ def _time_of_day_into(
 
 
 _INTO: Final[Mapping[str, _IntoFn]] = {
-    "log_return": _log_return_into,
-    "realised_vol": _realised_vol_into,
-    "forward_return": _forward_return_into,
     "spread_ticks": _spread_into,
     "microprice_offset": _microprice_into,
     "trade_imbalance": _trade_imbalance_into,
@@ -297,6 +271,36 @@ _INTO: Final[Mapping[str, _IntoFn]] = {
     "bar_duration": _bar_duration_into,
     "time_of_day": _time_of_day_into,
 }
+
+
+def _return_columns(
+    bars: BarInputs, defs: Sequence[FeatureDef], lo: int, hi: int, out: F32
+) -> dict[int, int]:
+    """Rows of `out` for the return kinds of `defs` (two fused passes); first bad bar per row."""
+    rolling = [(row, d) for row, d in enumerate(defs) if d.kind in ("log_return", "realised_vol")]
+    forward = [(row, d) for row, d in enumerate(defs) if d.kind == "forward_return"]
+    bad: dict[int, int] = {}
+    if rolling:
+        specs = np.array(
+            [
+                (_p(d.params, "horizon"), 0, row)
+                if d.kind == "log_return"
+                else (_p(d.params, "window"), 1, row)
+                for row, d in rolling
+            ],
+            dtype=np.int64,
+        )
+        factors = np.array([1.0 / math.sqrt(w) if not rms else 1.0 for w, rms, _ in specs])
+        first_bad = np.empty(len(rolling), dtype=np.int64)
+        returns.rolling_returns_into(bars.r, bars.inv_sigma, specs, factors, lo, hi, out, first_bad)
+        bad.update(zip(specs[:, 2].tolist(), first_bad.tolist(), strict=True))
+    if forward:
+        horizons = np.array([_p(d.params, "horizon") for _, d in forward], dtype=np.int64)
+        rows = np.array([row for row, _ in forward], dtype=np.int64)
+        first_bad = np.empty(len(forward), dtype=np.int64)
+        returns.forward_returns_into(bars.r, bars.inv_sigma, horizons, rows, lo, hi, out, first_bad)
+        bad.update(zip(rows.tolist(), first_bad.tolist(), strict=True))
+    return bad
 
 
 def _book_specs(defs: Sequence[FeatureDef]) -> tuple[I64, I64, I64, list[tuple[int, int]]]:
@@ -324,15 +328,17 @@ def _book_specs(defs: Sequence[FeatureDef]) -> tuple[I64, I64, I64, list[tuple[i
 
 def _book_columns(
     bars: BarInputs, defs: Sequence[FeatureDef], lo: int, hi: int, out: F32, scratch: F64
-) -> None:
+) -> dict[int, int]:
     """Rows of `out` (float32 (len(defs), hi - lo)) for the book kinds of `defs`, in one pass.
 
-    `scratch` is float64 (>= number of depth features, n), overwritten.
+    `scratch` is float64 (>= number of depth features, n), overwritten. Returns the first
+    bar whose value is not finite (or -1) per row written.
     """
     ofi_specs, balance_specs, depth_levels, depth_rows = _book_specs(defs)
     if not (ofi_specs.size or balance_specs.size or depth_rows):
-        return
+        return {}
     totals = scratch[: len(depth_rows), :hi]
+    first_bad = np.full(len(defs), -1, dtype=np.int64)
     book.book_levels_into(
         bars.sizes("bid"),
         bars.sizes("ask"),
@@ -345,10 +351,13 @@ def _book_columns(
         hi,
         out,
         totals,
+        first_bad,
     )
     for total, (row, window) in zip(totals, depth_rows, strict=True):
         np.log1p(total, out=total)  # numpy's log1p, as the full-length depth column uses
-        kernels.demeaned_into(total, window, lo, hi, out[row])
+        first_bad[row] = kernels.demeaned_into(total, window, lo, hi, out[row])
+    written = [*ofi_specs[:, 3].tolist(), *balance_specs[:, 1].tolist()]
+    return {row: int(first_bad[row]) for row in (*written, *(row for row, _ in depth_rows))}
 
 
 def _kept_columns(
@@ -360,19 +369,21 @@ def _kept_columns(
     whose value is not finite per definition (-1: none). The kernels are computed over bars
     ``0 .. hi - 1`` and write the kept bars' values straight into one preallocated block
     (no full-length outputs, no float64 results converted afterwards); the book kinds are
-    computed together in one pass over the levels.
+    computed together in one pass over the levels, the rolling return kinds in one pass and
+    the forward returns in another, each checking its values for non-finite ones per block
+    while they are in cache (no separate pass).
     """
     n_depth = sum(d.kind == "depth" for d in defs)
     out = np.empty((len(defs), hi - lo), dtype=np.float32)
     scratch = np.empty((max(n_depth, 1), bars.n))  # reused by every kind that needs one
-    _book_columns(bars, defs, lo, hi, out, scratch)
+    done = _book_columns(bars, defs, lo, hi, out, scratch)
+    done.update(_return_columns(bars, defs, lo, hi, out))
     bad = []
-    for d, row in zip(defs, out, strict=True):
-        into = _INTO.get(d.kind)
-        if into is None:  # a book kind, already written
-            bad.append(int(kernels.first_nonfinite_f32(row, lo)))
+    for i, (d, row) in enumerate(zip(defs, out, strict=True)):
+        if i in done:  # a book or return kind, written and checked by its fused pass
+            bad.append(done[i])
         else:
-            bad.append(into(bars, d.params, settings, lo, hi, row, scratch[0]))
+            bad.append(_INTO[d.kind](bars, d.params, settings, lo, hi, row, scratch[0]))
     return out, bad
 
 

@@ -3,7 +3,8 @@
 :class:`BarInputs` checks a bar table (``fxstore.ingest.bars.BAR_SCHEMA`` columns, one
 continuous series: front month or one instrument, sorted by ``ts_close``) and exposes its
 columns without copying where Arrow allows, plus the within-contract returns ``r``, the
-roll flags, the volatility normaliser ``sigma`` and trading-day boundaries.
+roll flags, the volatility normaliser ``sigma`` (and ``1 / sigma``) and the first bar of
+each trading day, in numpy-allocated arrays.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from fxstore.errors import SchemaError
-from fxstore.features import kernels
+from fxstore.features import kernels, returns
 from fxstore.features.definitions import Settings
 from fxstore.features.registry import N_LEVELS
 from fxstore.ingest.calendar import session_bounds_ns
@@ -117,13 +118,28 @@ class BarInputs:
             raise SchemaError(
                 f"bars: close must be a positive price; bar {bad[0]} has it {self.close[bad[0]]}."
             )
-        buffer = np.log(self.close)
-        self.r, self.is_roll = kernels.contract_returns(buffer, self.instrument_id)
-        window = settings.vol_window
-        self.sigma = kernels.rolling_rms(self.r, window, window, settings.vol_floor)
+        # Buffers come from numpy, not from inside the kernels: large numpy allocations get
+        # transparent huge pages (a few faults instead of one per 4 KiB page on first touch).
+        log_close = np.log(self.close)
+        self.r = np.empty(self.n)
+        self.is_roll = np.empty(self.n, dtype=np.uint8)
+        self.sigma = np.empty(self.n)
         # normalising multiplies: cheaper than dividing; the log closes' buffer is reused
-        self.inv_sigma = np.divide(1.0, self.sigma, out=buffer)
-        self.day_index, self.session_start = kernels.trading_day_starts(self.trading_day)
+        self.inv_sigma = log_close
+        returns.contract_series_into(
+            log_close,
+            self.instrument_id,
+            settings.vol_window,
+            settings.vol_floor,
+            self.r,
+            self.is_roll,
+            self.sigma,
+            self.inv_sigma,
+        )
+        self.session_start = np.empty(self.n, dtype=np.uint8)
+        self.session_start[0] = 1
+        day = self.trading_day
+        np.not_equal(day[1:], day[:-1], out=self.session_start[1:].view(np.bool_))
         self._cache: dict[tuple[str, object], npt.NDArray[np.float64]] = {}
 
     def float64(self, name: str) -> npt.NDArray[np.float64]:
@@ -169,7 +185,8 @@ class BarInputs:
     def log_duration_s(self) -> npt.NDArray[np.float64]:
         """``log(max(ts_close - ts_open, 1 ms) / 1 s)`` per bar (memoised)."""
         if ("log_duration", 0) not in self._cache:
-            seconds = kernels.duration_s(self.ts_open, self.ts_close, MIN_DURATION_NS)
+            seconds = np.empty(self.n)
+            kernels.duration_s_into(self.ts_open, self.ts_close, MIN_DURATION_NS, seconds)
             self._cache[("log_duration", 0)] = np.log(seconds, out=seconds)
         return self._cache[("log_duration", 0)]
 
@@ -182,7 +199,7 @@ class BarInputs:
             bounds = [session_bounds_ns(_EPOCH + dt.timedelta(days=int(d))) for d in days]
             open_ns = np.array([b[0] for b in bounds], dtype=np.int64)
             close_ns = np.array([b[1] for b in bounds], dtype=np.int64)
-            self._cache[("phase", 0)] = kernels.session_phase(
-                self.ts_close, self.day_index, open_ns, close_ns
-            )
+            phase = np.empty(self.n)
+            kernels.session_phase_into(self.ts_close, self.session_start, open_ns, close_ns, phase)
+            self._cache[("phase", 0)] = phase
         return self._cache[("phase", 0)]

@@ -32,6 +32,7 @@ __all__ = [
     "difference_over",
     "difference_over_into",
     "duration_s",
+    "duration_s_into",
     "empty_f32",
     "first_nonfinite",
     "first_nonfinite_f32",
@@ -49,6 +50,7 @@ __all__ = [
     "scaled_difference",
     "scaled_difference_into",
     "session_phase",
+    "session_phase_into",
     "trading_day_starts",
 ]
 
@@ -311,14 +313,18 @@ def trading_day_starts(trading_day: npt.NDArray[np.int32]) -> tuple[I64, U8]:
     return index, start
 
 
-@_njit
 def duration_s(ts_open: I64, ts_close: I64, min_ns: int) -> F64:
     """``max(ts_close - ts_open, min_ns) * 1e-9`` per bar: float64 seconds, floored."""
-    n = ts_close.shape[0]
-    out = np.empty(n)
-    for t in range(n):
-        out[t] = float(max(ts_close[t] - ts_open[t], min_ns)) * 1e-9
+    out = np.empty(ts_close.shape[0])
+    duration_s_into(ts_open, ts_close, min_ns, out)
     return out
+
+
+@_njit
+def duration_s_into(ts_open: I64, ts_close: I64, min_ns: int, out: F64) -> None:
+    """:func:`duration_s` into float64 (n,) `out` (allocated by the caller, with numpy)."""
+    for t in range(ts_close.shape[0]):
+        out[t] = float(max(ts_close[t] - ts_open[t], min_ns)) * 1e-9
 
 
 @_njit
@@ -330,6 +336,22 @@ def session_phase(ts_close: I64, day_index: I64, open_ns: I64, close_ns: I64) ->
         d = day_index[t]
         out[t] = (ts_close[t] - open_ns[d]) / (close_ns[d] - open_ns[d])
     return out
+
+
+@_njit
+def session_phase_into(
+    ts_close: I64, session_start: U8, open_ns: I64, close_ns: I64, out: F64
+) -> None:
+    """:func:`session_phase` into float64 (n,) `out`, the day counted from `session_start`.
+
+    Day d's bounds are ``open_ns[d]``, ``close_ns[d]``; `session_start` is 1 on each day's
+    first bar (bar 0 included).
+    """
+    d = -1
+    for t in range(ts_close.shape[0]):
+        if session_start[t]:
+            d += 1
+        out[t] = (ts_close[t] - open_ns[d]) / (close_ns[d] - open_ns[d])
 
 
 def cyclical(phase: F64, use_cos: bool) -> F32:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fxstore.features import kernels
+from fxstore.features import kernels, returns
 
 
 def _same(into: np.ndarray, full: np.ndarray) -> None:
@@ -69,3 +69,20 @@ def test_angle_into_then_cos_equals_cyclical() -> None:
         kernels.angle_into(phase, 7, 997, out)
         fn(out, out=out)
         _same(out, kernels.cyclical(phase, use_cos)[7:997])
+
+
+def test_contract_series_into_equals_returns_then_rolling_rms() -> None:
+    rng = np.random.default_rng(8)
+    log_close = np.log(rng.uniform(4000.0, 4100.0, size=300))
+    ids = np.repeat(np.array([3, 5, 9], dtype=np.uint32), 100)
+    r, is_roll, sigma = np.empty(300), np.empty(300, dtype=np.uint8), np.empty(300)
+    inv_sigma = log_close.copy()  # may alias log_close, as BarInputs uses it
+
+    returns.contract_series_into(inv_sigma, ids, 20, 1e-6, r, is_roll, sigma, inv_sigma)
+
+    r_full, roll_full = kernels.contract_returns(log_close, ids)
+    sigma_full = kernels.rolling_rms(r_full, 20, 20, 1e-6)
+    np.testing.assert_array_equal(r.view(np.uint64), r_full.view(np.uint64))
+    np.testing.assert_array_equal(is_roll, roll_full)
+    np.testing.assert_array_equal(sigma.view(np.uint64), sigma_full.view(np.uint64))
+    np.testing.assert_array_equal(inv_sigma, np.divide(1.0, sigma_full))
