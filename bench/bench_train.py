@@ -12,11 +12,14 @@ timed with CUDA events:
       projection, autograd, clip_grad_norm_, torch.optim.Adam with foreach, Polyak via
       _foreach ops);
 
-plus kernel launches per update for both, counted with the PyTorch profiler (CUPTI sees CuPy's
-kernels too), and environment steps/s for 4,096 environments from bench_env's market.
+each with float32 matmuls and with TF32 matmul inputs (``AgentConfig.tf32``; PyTorch's
+``allow_tf32``), plus kernel launches per update for both, counted with the PyTorch
+profiler (CUPTI sees CuPy's kernels too), and an attempt at CUDA graph capture of one update.
+Environment steps/s are bench_env.py's.
 
 Run:  FXSTORE_BENCH_MACHINE=nvidia-h200 PYTHONPATH=. python bench/bench_train.py
-      [--batches 4096,16384] [--widths 256,512] [--iters 50] [--repeat 7]
+      [--batches 4096,16384] [--widths 256,512] [--precisions fp32,tf32] [--iters 50]
+      [--repeat 7]
 """
 
 from __future__ import annotations
@@ -71,12 +74,14 @@ def make_batch(batch: int, seed: int) -> Batch:
     )
 
 
-def agent_config(batch: int, width: int) -> AgentConfig:
-    return AgentConfig(hidden=width, layers=2, batch_size=batch, replay_size=max(4 * batch, 1))
+def agent_config(batch: int, width: int, tf32: bool = False) -> AgentConfig:
+    return AgentConfig(
+        hidden=width, layers=2, batch_size=batch, replay_size=max(4 * batch, 1), tf32=tf32
+    )
 
 
-def ours(batch: int, width: int, iters: int, repeat: int) -> dict[str, object]:
-    config = agent_config(batch, width)
+def ours(batch: int, width: int, iters: int, repeat: int, tf32: bool) -> dict[str, object]:
+    config = agent_config(batch, width, tf32)
     agent = Agent(config, N_OBS, N_ACTIONS, xp=cupy)
     data = make_batch(batch, 0)
     update_ms, update_all = cuda_ms(lambda: agent.update(data), iters, repeat)
@@ -101,11 +106,12 @@ def ours(batch: int, width: int, iters: int, repeat: int) -> dict[str, object]:
     }
 
 
-def torch_update(batch: int, width: int) -> tuple[Callable[[], object], Any]:
+def torch_update(batch: int, width: int, tf32: bool) -> tuple[Callable[[], object], Any]:
     """The same C51 dueling double-DQN update in PyTorch eager; returns (update, torch)."""
     import torch
     from torch import nn
 
+    torch.backends.cuda.matmul.allow_tf32 = tf32  # the same matmul precision as ours
     config = agent_config(batch, width)
     dev = torch.device("cuda")
     z = torch.linspace(config.v_min, config.v_max, config.n_atoms, device=dev)
@@ -179,8 +185,8 @@ def count_launches(func: Callable[[], object], calls: int = 20) -> float:
     return len(kernels) / calls
 
 
-def theirs(batch: int, width: int, iters: int, repeat: int) -> dict[str, object]:
-    update, torch = torch_update(batch, width)
+def theirs(batch: int, width: int, iters: int, repeat: int, tf32: bool) -> dict[str, object]:
+    update, torch = torch_update(batch, width, tf32)
 
     def timed() -> None:
         update()
@@ -218,28 +224,41 @@ def main() -> None:
     parser.add_argument("--widths", default="256,512")
     parser.add_argument("--iters", type=int, default=50)
     parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--precisions", default="fp32,tf32", help="matmul input precisions")
     args = parser.parse_args()
     rows = []
-    for batch in (int(b) for b in args.batches.split(",")):
-        for width in (int(w) for w in args.widths.split(",")):
-            mine = ours(batch, width, args.iters, args.repeat)
-            ref = theirs(batch, width, args.iters, args.repeat)
-            row = {
-                "batch": batch,
-                "width": width,
-                "fxstore": mine,
-                "pytorch_eager": ref,
-                "speedup_vs_pytorch": ref["update_ms"] / mine["update_ms"],  # type: ignore[operator]
-                "fxstore_samples_per_s": batch / (mine["learner_step_ms"] / 1e3),  # type: ignore[operator]
-            }
-            rows.append(row)
-            print(
-                f"batch {batch:6d} width {width:4d}: fxstore update {mine['update_ms']:.3f} ms "
-                f"(learner step {mine['learner_step_ms']:.3f} ms, "
-                f"{mine['launches_per_update']:.0f} launches), PyTorch eager "
-                f"{ref['update_ms']:.3f} ms ({ref['launches_per_update']:.0f} launches): "
-                f"{row['speedup_vs_pytorch']:.2f}x"
-            )
+    grid = [
+        (precision, int(batch), int(width))
+        for precision in args.precisions.split(",")
+        for batch in args.batches.split(",")
+        for width in args.widths.split(",")
+    ]
+    for precision, batch, width in grid:
+        tf32 = precision == "tf32"
+        try:
+            mine = ours(batch, width, args.iters, args.repeat, tf32)
+        except Exception as err:  # a CuPy without the TF32 switch: record it, go on
+            rows.append({"precision": precision, "batch": batch, "width": width, "error": str(err)})
+            print(f"{precision} batch {batch} width {width}: {err}")
+            continue
+        ref = theirs(batch, width, args.iters, args.repeat, tf32)
+        row = {
+            "precision": precision,
+            "batch": batch,
+            "width": width,
+            "fxstore": mine,
+            "pytorch_eager": ref,
+            "speedup_vs_pytorch": ref["update_ms"] / mine["update_ms"],  # type: ignore[operator]
+            "fxstore_samples_per_s": batch / (mine["learner_step_ms"] / 1e3),  # type: ignore[operator]
+        }
+        rows.append(row)
+        print(
+            f"{precision} batch {batch:6d} width {width:4d}: fxstore update "
+            f"{mine['update_ms']:.3f} ms (learner step {mine['learner_step_ms']:.3f} ms, "
+            f"{mine['launches_per_update']:.0f} launches), PyTorch eager "
+            f"{ref['update_ms']:.3f} ms ({ref['launches_per_update']:.0f} launches): "
+            f"{row['speedup_vs_pytorch']:.2f}x"
+        )
     gpu = cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
     payload = {"gpu": gpu, "n_obs": N_OBS, "n_actions": N_ACTIONS, "iters": args.iters}
     path = write_result("train_gpu", {**payload, "rows": rows})

@@ -704,7 +704,13 @@ class AgentConfig:
     seed: int = 0
     """Seed of the weight initialisation (and of replay sampling and exploration)."""
 
+    tf32: bool = False
+    """On a GPU, let cuBLAS round float32 matmul inputs to TF32 (tensor cores: faster, about
+    1e-3 relative error per product; still deterministic). numpy ignores it."""
+
     def __post_init__(self) -> None:
+        if not isinstance(self.tf32, bool):
+            raise InvalidInputError(f"`tf32` must be true or false, was {self.tf32!r}.")
         for name in ("hidden", "layers", "n_step", "batch_size", "replay_size"):
             _check_number(name, getattr(self, name), above=0, integral=True)
         _check_number("n_atoms", self.n_atoms, above=1, integral=True)

@@ -8,12 +8,16 @@ reference, in one kernel launch; reductions run in float64 with cupy's fixed-ord
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
-from typing import TYPE_CHECKING, Final
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, Final
 
 import cupy
 import numpy as np
+
+from fxstore.errors import InvalidInputError
 
 if TYPE_CHECKING:
     from fxstore.train.agent import _AdamInputs, _C51Inputs
@@ -196,11 +200,43 @@ def _grid(rows: int) -> tuple[int]:
     return ((rows + _THREADS - 1) // _THREADS,)
 
 
+def _compute_types() -> Any:
+    """CuPy's matmul compute-type switch (what CUPY_TF32=1 sets), wherever this CuPy keeps it."""
+    try:
+        from cupy._core import _routines_linalg as linalg
+    except ImportError:
+        try:
+            from cupy._core import _linalg as linalg
+        except ImportError as err:
+            raise InvalidInputError(
+                f"`tf32` needs CuPy's compute-type switch, which CuPy {cupy.__version__} does "
+                "not have; set tf32 = false (or run with CUPY_TF32=1)."
+            ) from err
+    return linalg
+
+
 class CupyOps:
     """The fused steps of one update on CuPy float32 arrays (see ``agent._Ops``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, tf32: bool = False) -> None:
         self._ones_cache: F32 = cupy.ones(0, dtype=cupy.float32)
+        self._tf32 = tf32
+        if tf32:
+            _compute_types()  # fail at construction, not in the middle of training
+
+    @contextlib.contextmanager
+    def matmul_precision(self) -> Iterator[None]:
+        """float32 matmuls inside run with TF32 inputs when asked; restored on exit."""
+        if not self._tf32:
+            yield
+            return
+        linalg = _compute_types()
+        before = linalg.get_compute_type(np.float32)
+        linalg.set_compute_type(np.float32, linalg.COMPUTE_TYPE_TF32)
+        try:
+            yield
+        finally:
+            linalg.set_compute_type(np.float32, before)
 
     def _ones(self, n: int) -> F32:
         if self._ones_cache.shape[0] < n:

@@ -21,9 +21,11 @@ the batch. Its per-sample value (unweighted) is the new replay priority.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Protocol, TypeVar
@@ -170,6 +172,8 @@ def _init_params(layout: _Layout, seed: int) -> npt.NDArray[np.float32]:
 class _Ops(Protocol):
     """The fused steps of one update; numpy reference here, CuPy in _gpu_kernels."""
 
+    def matmul_precision(self) -> AbstractContextManager[None]: ...
+
     def bias_relu(self, z: F32, bias: F32) -> None: ...
     def relu_grad(self, h: F32, grad: F32) -> None: ...
     def col_sum(self, x: F32, out: F32) -> None: ...
@@ -224,6 +228,9 @@ def _dueling_log_probs(head: F32, n_actions: int) -> F32:
 class _NumpyOps:
     """The reference implementation of every fused step (float32 unless given float64)."""
 
+    def matmul_precision(self) -> AbstractContextManager[None]:
+        return contextlib.nullcontext()
+
     def bias_relu(self, z: F32, bias: F32) -> None:
         np.maximum(z + bias, 0, out=z)
 
@@ -276,12 +283,12 @@ class _NumpyOps:
         target += s.tau * (params - target)
 
 
-def _ops_for(xp: ModuleType) -> _Ops:
+def _ops_for(xp: ModuleType, tf32: bool) -> _Ops:
     if xp is np:
         return _NumpyOps()
     from fxstore.train._gpu_kernels import CupyOps
 
-    return CupyOps()
+    return CupyOps(tf32=tf32)
 
 
 _STATE_KEYS = ("params", "target_params", "adam_m", "adam_v")
@@ -313,7 +320,7 @@ class Agent:
         self.step = 0
         """Updates done."""
         self._layout = _Layout(n_obs, n_actions, config.hidden, config.layers, config.n_atoms)
-        self._ops = _ops_for(xp)
+        self._ops = _ops_for(xp, config.tf32)
         support = np.linspace(config.v_min, config.v_max, config.n_atoms).astype(np.float32)
         self._set_buffers(xp.asarray(_init_params(self._layout, config.seed)), support)
 
@@ -355,7 +362,8 @@ class Agent:
     def q_values(self, obs: F32) -> F32:
         """Expected Q (n, n_actions) float32 of the online net for obs (n, n_obs)."""
         obs = self.xp.asarray(obs, dtype=self._params.dtype)
-        head = self._torso(self._net, obs)[-1] @ self._net["head.weight"]
+        with self._ops.matmul_precision():
+            head = self._torso(self._net, obs)[-1] @ self._net["head.weight"]
         return self._ops.q_values(head, self._net["head.bias"], self._support)
 
     def act(self, obs: F32, epsilon: float, rng: RandomGenerator) -> I64:
@@ -387,7 +395,8 @@ class Agent:
         """
         batch = self._check_batch(batch)
         size = batch.action.shape[0]
-        loss_sum, grad_sq, ce = self._loss_and_grad(batch)
+        with self._ops.matmul_precision():
+            loss_sum, grad_sq, ce = self._loss_and_grad(batch)
         loss, grad_norm = loss_sum / size, math.sqrt(grad_sq) if grad_sq >= 0 else math.nan
         if not (math.isfinite(loss) and math.isfinite(grad_norm)):
             raise self._diverged(batch, loss, grad_norm)

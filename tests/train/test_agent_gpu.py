@@ -103,3 +103,23 @@ def test_replay_and_nstep_cupy_feed_the_agent() -> None:
     replay.update_priorities(batch.index, priority)
     assert isinstance(priority, cupy.ndarray) and np.isfinite(stats.loss)
     assert len(replay) > 100
+
+
+def test_update_tf32_is_close_to_fp32_deterministic_and_restores_precision() -> None:
+    import cupy
+
+    from fxstore.train._gpu_kernels import _compute_types
+
+    linalg = _compute_types()
+    before = linalg.get_compute_type(np.float32)
+    fast = dataclasses.replace(CONFIG, hidden=256, tf32=True)
+    exact = dataclasses.replace(CONFIG, hidden=256)
+    losses = []
+    for config in (fast, fast, exact):
+        agent = Agent(config, 6, 3, xp=cupy)
+        losses.append(
+            [agent.update(to_device(make_batch(512, 6, 3, seed=s)))[0].loss for s in range(5)]
+        )
+    assert losses[0] == losses[1]  # TF32 is still deterministic
+    np.testing.assert_allclose(losses[0], losses[2], rtol=1e-2)
+    assert linalg.get_compute_type(np.float32) == before
