@@ -37,7 +37,7 @@ TINY = TrainConfig(
 
 
 class _Interrupt(Exception):
-    pass
+    """Raised from the progress callback to kill a run in the middle of a fold."""
 
 
 def _agent_pnl(result: BacktestResult) -> list[np.ndarray]:
