@@ -33,6 +33,19 @@ def test_cli_help_lists_commands(flag: str) -> None:
         assert command in result.output
 
 
+def test_cli_fresh_process_registers_training_commands() -> None:
+    # A fresh interpreter: no other test has imported fxstore.cli_train before.
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-m", "fxstore", "--help"], capture_output=True, text=True, check=True
+    ).stdout
+
+    commands = {line.split()[0] for line in out.split("Commands:")[1].splitlines() if line}
+    assert {"backtest", "train", "demo", "ingest", "precompute"} <= commands
+
+
 def test_scan_peer_file_prints_symbol_and_front_month() -> None:
     path = PEER / "GLBX.MDP3.test_data.mbp-10.dbn.zst"
 
