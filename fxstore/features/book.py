@@ -14,29 +14,17 @@ over a window) are exact in any order, and the OFI sums add levels left to right
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TypeVar, cast
-
-import numba
 import numpy as np
 import numpy.typing as npt
 
+from fxstore.features.kernels import F32, F64, I64, _njit_numpy_errors
+
 __all__ = ["book_levels_into"]
 
-_F = TypeVar("_F", bound=Callable[..., object])
-
-F32 = npt.NDArray[np.float32]
-F64 = npt.NDArray[np.float64]
-I64 = npt.NDArray[np.int64]
 U32 = npt.NDArray[np.uint32]
 
 #: Bars per block: the block's int64/float64 temporaries stay in the core's L2 cache.
 _BLOCK = 1024
-
-
-def _njit_numpy_errors(func: _F) -> _F:
-    """Compile in nopython mode (cached, GIL released), numpy's error model (x / 0 is inf)."""
-    return cast(_F, numba.njit(cache=True, nogil=True, error_model="numpy")(func))
 
 
 @_njit_numpy_errors

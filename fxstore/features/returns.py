@@ -19,33 +19,21 @@ targets on ``t .. n - 1``).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from typing import TypeVar, cast
 
-import numba
 import numpy as np
 import numpy.typing as npt
 
+from fxstore.features.kernels import F32, F64, I64, U8, _njit_numpy_errors
+
 __all__ = ["contract_series_into", "forward_returns_into", "rolling_returns_into"]
 
-_F = TypeVar("_F", bound=Callable[..., object])
-
-F32 = npt.NDArray[np.float32]
-F64 = npt.NDArray[np.float64]
-I64 = npt.NDArray[np.int64]
-U8 = npt.NDArray[np.uint8]
 
 #: Bars per block: the block's r, 1 / sigma and running sums stay in the L1/L2 cache.
 _BLOCK = 2048
 _EXPONENT = np.uint32(0x7F800000)
 
 
-def _njit(func: _F) -> _F:
-    """Compile in nopython mode (cached, GIL released), numpy's error model (x / 0 is inf)."""
-    return cast(_F, numba.njit(cache=True, nogil=True, error_model="numpy")(func))
-
-
-@_njit
+@_njit_numpy_errors
 def contract_series_into(
     log_close: F64,
     instrument_id: npt.NDArray[np.uint32],
@@ -82,7 +70,7 @@ def contract_series_into(
         inv_sigma[t] = 1.0 / s
 
 
-@_njit
+@_njit_numpy_errors
 def _first_nonfinite(x: F32) -> int:
     """The first index where float32 `x` is not finite, or -1 (a branch-free pass first)."""
     found = np.uint32(0)
@@ -97,7 +85,7 @@ def _first_nonfinite(x: F32) -> int:
     return -1
 
 
-@_njit
+@_njit_numpy_errors
 def _rolling_block(
     r: F64, inv: F64, window: int, is_rms: bool, factor: float, b0: int, acc: float, kept: F32
 ) -> float:
@@ -129,7 +117,7 @@ def _rolling_block(
     return acc
 
 
-@_njit
+@_njit_numpy_errors
 def rolling_returns_into(
     r: F64,
     inv_sigma: F64,
@@ -182,7 +170,7 @@ def rolling_returns_into(
                     first_bad[j] = b0 + bad
 
 
-@_njit
+@_njit_numpy_errors
 def forward_returns_into(
     r: F64,
     inv_sigma: F64,
