@@ -49,9 +49,7 @@ __all__ = [
     "rolling_sum_over",
     "scaled_difference",
     "scaled_difference_into",
-    "session_phase",
     "session_phase_into",
-    "trading_day_starts",
 ]
 
 _F = TypeVar("_F", bound=Callable[..., object])
@@ -250,21 +248,16 @@ def balance(a: Numeric, b: Numeric) -> F32:
 @_njit
 def difference_over(a: Numeric, b: Numeric, total: Numeric) -> F32:
     """``(a - b) / total``; NaN where `total` is 0."""
-    n = a.shape[0]
-    out = np.empty(n, dtype=np.float32)
-    for t in range(n):
-        den = float(total[t])
-        out[t] = (float(a[t]) - float(b[t])) / den if den != 0.0 else np.nan
+    out = np.empty(a.shape[0], dtype=np.float32)
+    difference_over_into(a, b, total, 0, a.shape[0], out)
     return out
 
 
 @_njit
 def scaled_difference(a: F64, b: F64, scale: float) -> F32:
     """``(a - b) * scale``; NaN where an input is NaN (an empty book level)."""
-    n = a.shape[0]
-    out = np.empty(n, dtype=np.float32)
-    for t in range(n):
-        out[t] = (a[t] - b[t]) * scale
+    out = np.empty(a.shape[0], dtype=np.float32)
+    scaled_difference_into(a, b, scale, 0, a.shape[0], out)
     return out
 
 
@@ -281,36 +274,9 @@ def microprice_offset(
     The microprice ``(bid * Qa + ask * Qb) / (Qa + Qb)`` leans towards the side with less
     size; minus the mid it is the half-spread times the level-0 size imbalance.
     """
-    n = bid_px.shape[0]
-    out = np.empty(n, dtype=np.float32)
-    for t in range(n):
-        qb = float(bid_sz[t])
-        qa = float(ask_sz[t])
-        den = qa + qb
-        if den == 0.0:
-            out[t] = np.nan
-        else:
-            out[t] = 0.5 * (ask_px[t] - bid_px[t]) * (qb - qa) / den / tick_size
+    out = np.empty(bid_px.shape[0], dtype=np.float32)
+    microprice_offset_into(bid_px, ask_px, bid_sz, ask_sz, tick_size, 0, bid_px.shape[0], out)
     return out
-
-
-@_njit
-def trading_day_starts(trading_day: npt.NDArray[np.int32]) -> tuple[I64, U8]:
-    """``(day_index, session_start)``: per bar, its day's ordinal and 1 on a day's first bar.
-
-    `trading_day` is non-decreasing; bar 0 starts day 0.
-    """
-    n = trading_day.shape[0]
-    index = np.zeros(n, dtype=np.int64)
-    start = np.zeros(n, dtype=np.uint8)
-    day = 0
-    for t in range(n):
-        if t == 0 or trading_day[t] != trading_day[t - 1]:
-            if t > 0:
-                day += 1
-            start[t] = 1
-        index[t] = day
-    return index, start
 
 
 def duration_s(ts_open: I64, ts_close: I64, min_ns: int) -> F64:
@@ -328,21 +294,11 @@ def duration_s_into(ts_open: I64, ts_close: I64, min_ns: int, out: F64) -> None:
 
 
 @_njit
-def session_phase(ts_close: I64, day_index: I64, open_ns: I64, close_ns: I64) -> F64:
-    """Fraction of the bar's session elapsed at its close: ``(ts - open) / (close - open)``."""
-    n = ts_close.shape[0]
-    out = np.empty(n)
-    for t in range(n):
-        d = day_index[t]
-        out[t] = (ts_close[t] - open_ns[d]) / (close_ns[d] - open_ns[d])
-    return out
-
-
-@_njit
 def session_phase_into(
     ts_close: I64, session_start: U8, open_ns: I64, close_ns: I64, out: F64
 ) -> None:
-    """:func:`session_phase` into float64 (n,) `out`, the day counted from `session_start`.
+    """Fraction of each bar's session elapsed at its close, ``(ts - open) / (close - open)``,
+    into float64 (n,) `out`, the day counted from `session_start`.
 
     Day d's bounds are ``open_ns[d]``, ``close_ns[d]``; `session_start` is 1 on each day's
     first bar (bar 0 included).

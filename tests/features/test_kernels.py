@@ -113,20 +113,17 @@ def test_microprice_offset_leans_to_thin_side() -> None:
     np.testing.assert_allclose(out, [(100.1875 - 100.125) / 0.25])
 
 
-def test_trading_day_starts_marks_first_bar_of_each_day() -> None:
-    index, start = kernels.trading_day_starts(np.array([5, 5, 6, 6, 6, 9], dtype=np.int32))
-
-    assert index.tolist() == [0, 0, 1, 1, 1, 2]
-    assert start.tolist() == [1, 0, 1, 0, 0, 1]
-
-
 def test_session_phase_and_cyclical() -> None:
-    phase = kernels.session_phase(
-        np.array([150, 1_025], dtype=np.int64),
-        np.array([0, 1]),
+    both = np.empty(3)
+    kernels.session_phase_into(
+        np.array([150, 200, 1_025], dtype=np.int64),
+        np.array([1, 0, 1], dtype=np.uint8),  # bars 0-1 in day 0, bar 2 in day 1
         np.array([100, 1_000], dtype=np.int64),
         np.array([300, 1_100], dtype=np.int64),
+        both,
     )
+    assert both[1] == 0.5
+    phase = both[[0, 2]]
 
     np.testing.assert_allclose(phase, [0.25, 0.25])
     np.testing.assert_allclose(kernels.cyclical(phase, False), [1.0, 1.0], atol=1e-7)
