@@ -43,7 +43,7 @@ from fxstore.train.backtest import (
 )
 from fxstore.train.checkpoint import load_checkpoint, save_checkpoint
 from fxstore.train.env import ContractSpec, Market, contract_spec, evaluate_positions
-from fxstore.train.metrics import compute_metrics
+from fxstore.train.metrics import sharpe_per_bar
 from fxstore.train.policy import greedy_positions
 from fxstore.train.replay import NStepAccumulator, PrioritizedReplay
 from fxstore.train.runs import RunFolder
@@ -119,17 +119,12 @@ def _validation_sharpe(
     lo, hi = fold.validation
     positions = greedy_positions(agent.q_values, market, lo, hi, config.env)
     window = evaluate_positions(market, positions, lo, hi, config.env, spec)
-    metrics = compute_metrics(
-        _host(window.pnl),
-        positions,
-        window.trading_day,
-        bars_per_day=market.bars_per_day,
-        capital=config.capital,
-        n_resamples=1,
+    sharpe = sharpe_per_bar(
+        _host(window.pnl), bars_per_day=market.bars_per_day, capital=config.capital
     )
     # A policy that stays flat has no variance and so no Sharpe: it scores 0 (no risk, no
     # return), which any policy that earns something beats.
-    return metrics.sharpe_bar if np.isfinite(metrics.sharpe_bar) else 0.0
+    return sharpe if np.isfinite(sharpe) else 0.0
 
 
 def _host(x: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
@@ -150,6 +145,7 @@ def _run_fold(
     market: Market,
     fold: Fold,
     config: TrainConfig,
+    spec: ContractSpec,
     sizes: dict[str, int],
     run: RunFolder,
     on_progress: Callable[[Progress], None] | None,
@@ -157,7 +153,6 @@ def _run_fold(
 ) -> npt.NDArray[np.float64]:
     """Learn on one fold; return the greedy positions of the best weights on its test window."""
     xp = market.xp
-    spec = contract_spec(config.symbol, config.env)
     agent_config = _fold_agent_config(config, sizes, fold.index)
     lo, hi = fold.train
     env = VecEnv(
@@ -399,7 +394,7 @@ def train(
     for fold in folds:
         done = run.read_fold(fold, market.bars_per_day, config.capital, config.seed)
         if done is None:
-            positions = _run_fold(market, fold, config, sizes, run, on_progress, len(folds))
+            positions = _run_fold(market, fold, config, spec, sizes, run, on_progress, len(folds))
             agent = evaluate_fold(
                 market, fold, positions, config.env, spec, capital=config.capital, seed=config.seed
             )

@@ -41,6 +41,7 @@ __all__ = [
     "compute_metrics",
     "daily_pnl",
     "max_drawdown",
+    "sharpe_per_bar",
     "trade_pnls",
 ]
 
@@ -198,6 +199,15 @@ def _ratios(returns: FloatArray, scale: float) -> tuple[float, float]:
     sharpe = mean / std * scale if std > tiny else math.nan
     sortino = mean / downside * scale if downside > tiny else math.nan
     return sharpe, sortino
+
+
+def sharpe_per_bar(pnl: FloatArray, *, bars_per_day: float, capital: float) -> float:
+    """Annualised per-bar Sharpe of `pnl` on `capital` (:attr:`BacktestMetrics.sharpe_bar`).
+
+    NaN when undefined (fewer than 2 bars, or no variance: a flat book).
+    """
+    scale = math.sqrt(TRADING_DAYS_PER_YEAR * _check_positive("bars_per_day", bars_per_day))
+    return _ratios(pnl / _check_positive("capital", capital), scale)[0]
 
 
 def max_drawdown(pnl: FloatArray, capital: float) -> tuple[float, float]:

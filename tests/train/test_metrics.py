@@ -18,6 +18,7 @@ from fxstore.train.metrics import (
     compute_metrics,
     daily_pnl,
     max_drawdown,
+    sharpe_per_bar,
     trade_pnls,
 )
 
@@ -264,3 +265,14 @@ def test_compute_metrics_any_backtest_consistent_totals_and_nonpositive_drawdown
     assert 0.0 <= m.exposure <= 1.0
     lo, hi = m.sharpe_daily_ci
     assert math.isnan(lo) or lo <= hi
+
+
+def test_sharpe_per_bar_equals_compute_metrics_sharpe_bar() -> None:
+    days = np.array([1, 1, 2, 2], dtype=np.int32)
+    metrics = compute_metrics(PNL, POSITIONS, days, bars_per_day=2.0, capital=1000.0)
+
+    assert sharpe_per_bar(PNL, bars_per_day=2.0, capital=1000.0) == metrics.sharpe_bar
+
+
+def test_sharpe_per_bar_flat_book_is_nan() -> None:
+    assert np.isnan(sharpe_per_bar(np.zeros(5), bars_per_day=2.0, capital=1000.0))
