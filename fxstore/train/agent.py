@@ -36,8 +36,8 @@ import numpy.typing as npt
 from fxstore.config import AgentConfig
 from fxstore.errors import InvalidInputError, TrainingDivergedError
 from fxstore.train.checkpoint import check_state
-from fxstore.train.metrics import array_module
-from fxstore.train.replay import F32, I64, Array, Batch, _to_host
+from fxstore.train.metrics import array_module, to_host
+from fxstore.train.replay import F32, I64, Array, Batch
 
 __all__ = ["Agent", "Batch", "RandomGenerator", "UpdateStats", "make_rng", "project_distribution"]
 
@@ -337,7 +337,7 @@ class Agent:
 
     def _cast(self, dtype: type[np.floating]) -> None:
         """Recast every buffer to `dtype` (numpy only; float64 for gradient checks)."""
-        support = _to_host(self._support).astype(dtype)
+        support = to_host(self._support).astype(dtype)
         params, target = self._params.astype(dtype), self._target.astype(dtype)
         self._set_buffers(params, support)
         self._target[...] = target
@@ -447,7 +447,7 @@ class Agent:
         self._backward([a[:size] for a in acts], d_head)
         ops.total(weighted, self._scalars[0:1].reshape(()))
         ops.sum_squares(self._grad, self._scalars[1:2].reshape(()))
-        loss_sum, grad_sq = (float(v) for v in _to_host(self._scalars))  # the one sync
+        loss_sum, grad_sq = (float(v) for v in to_host(self._scalars))  # the one sync
         return loss_sum, grad_sq, ce
 
     def _backward(self, acts: list[F32], d_head: F32) -> None:
@@ -493,7 +493,7 @@ class Agent:
         step = self.step + 1
         groups = [("weight", self._params), ("target weight", self._target)]
         for what, flat in [*groups, ("gradient of", self._grad)]:
-            host = np.asarray(_to_host(flat), dtype=np.float64)
+            host = np.asarray(to_host(flat), dtype=np.float64)
             for name, view in self._layout.views(host).items():
                 bad = view[~np.isfinite(view)]
                 if bad.size and not name.startswith("head."):  # named as value.* / adv.*
@@ -502,7 +502,7 @@ class Agent:
                     )
             if what == "target weight":
                 for name in ("obs", "reward", "discount", "next_obs", "weight"):
-                    values = _to_host(getattr(batch, name))
+                    values = to_host(getattr(batch, name))
                     if not np.isfinite(values).all():
                         return TrainingDivergedError(
                             f"step {step}: batch `{name}` is not finite; check the inputs."
@@ -518,7 +518,9 @@ class Agent:
         layers, n_atoms.
         """
         buffers = zip(_STATE_KEYS, self._buffers(), strict=True)
-        state = {key: _to_host(buf).copy() for key, buf in buffers}
+        state: dict[str, npt.NDArray[np.generic]] = {
+            key: to_host(buf, copy=True) for key, buf in buffers
+        }
         state["step"] = np.array(self.step, dtype=np.int64)
         state["shape"] = self._shape()
         return state

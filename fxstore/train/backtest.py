@@ -35,7 +35,7 @@ from fxstore.config import BASELINE_POLICIES, BacktestConfig, EnvConfig
 from fxstore.errors import InvalidInputError
 from fxstore.store import atomic_write_json, create_run_dir, file_sha256, fxcache_dir
 from fxstore.train.env import ContractSpec, Market, contract_spec, evaluate_positions
-from fxstore.train.metrics import BacktestMetrics, compute_metrics
+from fxstore.train.metrics import BacktestMetrics, compute_metrics, to_host
 from fxstore.train.walkforward import Fold, make_folds
 
 if TYPE_CHECKING:
@@ -60,12 +60,6 @@ logger = logging.getLogger(__name__)
 
 BASELINES: Final[tuple[str, ...]] = BASELINE_POLICIES
 F64 = npt.NDArray[np.float64]
-
-
-def _to_numpy(x: object) -> npt.NDArray[np.generic]:
-    """`x` as a numpy array (a copy from the device for CuPy)."""
-    get = getattr(x, "get", None)
-    return np.asarray(x if get is None or isinstance(x, np.ndarray) else get())
 
 
 def baseline_positions(
@@ -117,7 +111,7 @@ def baseline_positions(
     if policy == "random":
         rng = np.random.default_rng([seed, lo])
         return rng.choice(np.asarray(env_config.positions, dtype=np.float64), size=n)
-    signal = _to_numpy(market.feature(feature)[lo:hi]).astype(np.float64)
+    signal = to_host(market.feature(feature)[lo:hi]).astype(np.float64)
     return np.sign(np.nan_to_num(signal, nan=0.0))
 
 
@@ -144,18 +138,18 @@ class FoldResult:
 def fold_result(
     fold: Fold,
     policy: str,
-    pnl: npt.ArrayLike,
-    positions: npt.ArrayLike,
-    trading_day: npt.ArrayLike,
+    pnl: npt.NDArray[np.generic],
+    positions: npt.NDArray[np.generic],
+    trading_day: npt.NDArray[np.generic],
     *,
     bars_per_day: float,
     capital: float,
     seed: int,
 ) -> FoldResult:
     """Score a booked test window: the metrics of its per-row PnL and positions."""
-    pnl_host = np.asarray(_to_numpy(pnl), dtype=np.float64)
-    positions_host = np.asarray(_to_numpy(positions), dtype=np.float64)
-    day_host = np.asarray(_to_numpy(trading_day), dtype=np.int32)
+    pnl_host = to_host(pnl).astype(np.float64, copy=False)
+    positions_host = to_host(positions).astype(np.float64, copy=False)
+    day_host = to_host(trading_day).astype(np.int32, copy=False)
     metrics = compute_metrics(
         pnl_host,
         positions_host,

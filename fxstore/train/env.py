@@ -35,7 +35,7 @@ import numpy.typing as npt
 
 from fxstore.config import EnvConfig
 from fxstore.errors import InvalidInputError, SchemaError
-from fxstore.train.metrics import array_module
+from fxstore.train.metrics import array_module, to_host
 
 if TYPE_CHECKING:
     from fxstore.train.loader import FxCacheView
@@ -195,7 +195,7 @@ def market_from_view(view: FxCacheView) -> Market:
         out: npt.NDArray[np.generic] = xp.concatenate([xp.asarray(p) for p in columns[name]])
         return out
 
-    trading_day = np.concatenate([np.asarray(_host(p)) for p in columns["trading_day"]])
+    trading_day = np.concatenate([to_host(p) for p in columns["trading_day"]])
     bars_per_day = view.manifest.get("bars_per_day")
     if not isinstance(bars_per_day, int | float) or bars_per_day <= 0:
         raise SchemaError(
@@ -211,11 +211,6 @@ def market_from_view(view: FxCacheView) -> Market:
         feature_names=view.feature_names,
         bars_per_day=float(bars_per_day),
     )
-
-
-def _host(x: object) -> object:
-    get = getattr(x, "get", None)
-    return x if get is None or isinstance(x, np.ndarray) else get()
 
 
 def _check_window(market: Market, lo: int, hi: int) -> None:
@@ -374,14 +369,14 @@ def policy_positions(actions: I64, market: Market, lo: int, hi: int, config: Env
     numpy float64 ``(hi - lo,)``: the positions chosen, for :func:`evaluate_positions`.
     """
     _check_window(market, lo, hi)
-    table = np.asarray(_host(actions), dtype=np.int64)
+    table = to_host(actions).astype(np.int64, copy=False)
     n_pos = len(config.positions)
     if table.shape != (hi - lo, n_pos):
         raise InvalidInputError(f"`actions` must be ({hi - lo}, {n_pos}), was {table.shape}.")
     if table.size and (table.min() < 0 or table.max() >= n_pos):
         raise InvalidInputError(f"`actions` must be in 0..{n_pos - 1}.")
     roll_next = np.zeros(hi - lo, dtype=bool)
-    roll_next[:-1] = np.asarray(_host(market.is_roll[lo + 1 : hi]))
+    roll_next[:-1] = to_host(market.is_roll[lo + 1 : hi])
     return _scan_actions(table, roll_next, config)
 
 

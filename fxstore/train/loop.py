@@ -43,7 +43,7 @@ from fxstore.train.backtest import (
 )
 from fxstore.train.checkpoint import load_checkpoint, save_checkpoint
 from fxstore.train.env import ContractSpec, Market, contract_spec, evaluate_positions
-from fxstore.train.metrics import sharpe_per_bar
+from fxstore.train.metrics import sharpe_per_bar, to_host
 from fxstore.train.policy import greedy_positions
 from fxstore.train.replay import NStepAccumulator, PrioritizedReplay
 from fxstore.train.runs import RunFolder
@@ -120,16 +120,11 @@ def _validation_sharpe(
     positions = greedy_positions(agent.q_values, market, lo, hi, config.env)
     window = evaluate_positions(market, positions, lo, hi, config.env, spec)
     sharpe = sharpe_per_bar(
-        _host(window.pnl), bars_per_day=market.bars_per_day, capital=config.capital
+        to_host(window.pnl), bars_per_day=market.bars_per_day, capital=config.capital
     )
     # A policy that stays flat has no variance and so no Sharpe: it scores 0 (no risk, no
     # return), which any policy that earns something beats.
     return sharpe if np.isfinite(sharpe) else 0.0
-
-
-def _host(x: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-    get = getattr(x, "get", None)
-    return x if get is None or isinstance(x, np.ndarray) else np.asarray(get())
 
 
 def _fold_agent_config(config: TrainConfig, sizes: dict[str, int], fold: int) -> AgentConfig:
@@ -301,7 +296,7 @@ def _save(path: Path, learner: _Learner, state: _FoldState, obs: npt.NDArray[np.
         arrays |= {f"{prefix}/{k}": v for k, v in part.state_dict().items()}
     if state.best_params is not None:
         arrays |= {f"best/{k}": v for k, v in state.best_params.items()}
-    arrays["obs"] = np.asarray(_host(obs))  # type: ignore[arg-type]
+    arrays["obs"] = to_host(obs)
     meta = {
         "step": state.step,
         "best_score": state.best_score,

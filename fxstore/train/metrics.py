@@ -42,6 +42,7 @@ __all__ = [
     "daily_pnl",
     "max_drawdown",
     "sharpe_per_bar",
+    "to_host",
     "trade_pnls",
 ]
 
@@ -72,10 +73,15 @@ def array_module(*arrays: object) -> ModuleType:
     return module
 
 
-def _to_host(x: npt.NDArray[_G]) -> npt.NDArray[_G]:
-    """`x` as a numpy array (a copy from the device for CuPy)."""
+def to_host(x: npt.NDArray[_G], *, copy: bool = False) -> npt.NDArray[_G]:
+    """`x` as a numpy array: a copy from the device for CuPy; numpy as it is, or a copy.
+
+    Pass ``copy=True`` when the result must not alias `x` (state snapshots, checkpoints).
+    """
     get = getattr(x, "get", None)
-    return x if get is None or isinstance(x, np.ndarray) else np.asarray(get())
+    if get is not None and not isinstance(x, np.ndarray):
+        return np.asarray(get())
+    return np.array(x, copy=True) if copy else np.asarray(x)
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,7 +221,7 @@ def max_drawdown(pnl: FloatArray, capital: float) -> tuple[float, float]:
 
     The running peak starts at `capital`. Both values are <= 0 (0 when equity never falls).
     """
-    equity = capital + np.cumsum(_to_host(pnl), dtype=np.float64)
+    equity = capital + np.cumsum(to_host(pnl), dtype=np.float64)
     peak = np.maximum.accumulate(np.maximum(equity, capital))
     drawdown = equity - peak
     return float(drawdown.min(initial=0.0)), float((drawdown / peak).min(initial=0.0))
@@ -229,7 +235,7 @@ def trade_pnls(pnl: FloatArray, positions: PositionArray) -> npt.NDArray[np.floa
     (n_trades,) float64
         Empty when the position is never non-zero.
     """
-    side = np.sign(_to_host(positions)).astype(np.int8)
+    side = np.sign(to_host(positions)).astype(np.int8)
     prev = np.concatenate(([0], side[:-1]))
     opens = (side != 0) & (side != prev)
     trade = np.cumsum(opens) - 1  # trade id of each bar (-1 before the first)
@@ -237,7 +243,7 @@ def trade_pnls(pnl: FloatArray, positions: PositionArray) -> npt.NDArray[np.floa
     owned = (side != 0) | (prev != 0)
     ids = trade[owned]
     n_trades = int(opens.sum())
-    weights = _to_host(pnl)[owned].astype(np.float64)
+    weights = to_host(pnl)[owned].astype(np.float64)
     return np.bincount(ids, weights=weights, minlength=n_trades).astype(np.float64)
 
 
@@ -272,7 +278,7 @@ def bootstrap_sharpe_ci(
             f"need mean_block_days >= 1, 0 < level < 1 and n_resamples >= 1; were "
             f"{mean_block_days!r}, {level!r}, {n_resamples!r}."
         )
-    x = _to_host(daily).astype(np.float64)
+    x = to_host(daily).astype(np.float64)
     n = len(x)
     if n < 2:
         return math.nan, math.nan

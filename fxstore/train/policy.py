@@ -16,6 +16,7 @@ import numpy.typing as npt
 
 from fxstore.config import EnvConfig
 from fxstore.train.env import Market, policy_positions
+from fxstore.train.metrics import to_host
 
 __all__ = ["greedy_positions", "observations"]
 
@@ -60,6 +61,5 @@ def greedy_positions(
         rows = xp.arange(start, min(start + _CHUNK_ROWS, hi), dtype=xp.int64)
         for j, held in enumerate(config.positions):
             best = xp.argmax(q_values(observations(market, rows, float(held), config)), axis=1)
-            chunk = best.get() if hasattr(best, "get") else best
-            table[start - lo : start - lo + rows.shape[0], j] = chunk
+            table[start - lo : start - lo + rows.shape[0], j] = to_host(best)
     return policy_positions(table, market, lo, hi, config)

@@ -23,6 +23,7 @@ import numpy.typing as npt
 
 from fxstore.errors import InvalidInputError
 from fxstore.train.checkpoint import check_state
+from fxstore.train.metrics import to_host
 
 __all__ = ["Batch", "NStepAccumulator", "PrioritizedReplay", "Transitions"]
 
@@ -203,7 +204,7 @@ class PrioritizedReplay:
 
     def state_dict(self) -> dict[str, npt.NDArray[np.generic]]:
         """The buffer, its position and the sampling generator's state, as host arrays."""
-        state = {key: _to_host(getattr(self, key)) for key in _STATE_KEYS}
+        state = {key: to_host(getattr(self, key), copy=True) for key in _STATE_KEYS}
         bits = self._rng.bit_generator.state
         state["rng"] = np.array(
             [
@@ -216,7 +217,7 @@ class PrioritizedReplay:
             ],
             dtype=np.uint64,
         )
-        state["max_priority"] = np.asarray(_to_host(self._max_priority), dtype=np.float32)
+        state["max_priority"] = np.asarray(to_host(self._max_priority, copy=True), dtype=np.float32)
         state["position"] = np.array([self._pos, self._size], dtype=np.int64)
         return state
 
@@ -356,7 +357,7 @@ class NStepAccumulator:
 
     def state_dict(self) -> dict[str, npt.NDArray[np.generic]]:
         """The open windows of every environment, as host arrays (for an exact resume)."""
-        state = {key: _to_host(getattr(self, f"_{key}")) for key in _NSTEP_KEYS}
+        state = {key: to_host(getattr(self, f"_{key}"), copy=True) for key in _NSTEP_KEYS}
         state["t"] = np.array(self._t, dtype=np.int64)
         return state
 
@@ -376,9 +377,3 @@ class NStepAccumulator:
 
 
 _NSTEP_KEYS = ("obs", "action", "reward", "pending")
-
-
-def _to_host(x: Array) -> npt.NDArray[np.generic]:
-    """`x` as a numpy array (a copy from the device for CuPy)."""
-    get = getattr(x, "get", None)
-    return np.array(x) if get is None or isinstance(x, np.ndarray) else np.asarray(get())

@@ -27,8 +27,8 @@ from fxstore.train.env import (
     _book,
     _check_window,
     _costs,
-    _host,
 )
+from fxstore.train.metrics import to_host
 from fxstore.train.rng import derive_key, uniform
 
 if TYPE_CHECKING:
@@ -197,9 +197,9 @@ class VecEnv:
     def state_dict(self) -> dict[str, npt.NDArray[np.generic]]:
         """Everything that decides the next steps, as host arrays (for a checkpoint)."""
         return {
-            "t": np.asarray(_host(self._t), dtype=np.int64),
-            "stop": np.asarray(_host(self._stop), dtype=np.int64),
-            "held": np.asarray(_host(self._held), dtype=np.float64),
+            "t": to_host(self._t, copy=True).astype(np.int64, copy=False),
+            "stop": to_host(self._stop, copy=True).astype(np.int64, copy=False),
+            "held": to_host(self._held, copy=True).astype(np.float64, copy=False),
             "draws": np.array(self._draws, dtype=np.int64),
             "is_started": np.array(self._is_started),
         }
