@@ -22,6 +22,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 os.environ.setdefault("NUMBA_NUM_THREADS", "1")
@@ -31,6 +32,7 @@ from _common import median_seconds, run_shell_seconds, write_result
 
 from fxstore.config import BarConfig, IngestConfig, SynthConfig
 from fxstore.ingest.calendar import trading_days_between
+from fxstore.ingest.pipeline import IngestSummary
 from fxstore.synth import generate_market
 
 DAY = dt.date(2024, 3, 5)  # a week before the March 2024 roll: the front month dominates
@@ -38,10 +40,21 @@ CONFIG = IngestConfig(symbol="ES.FUT", bars=BarConfig("dollar_imbalance"), worke
 
 
 def ingest_once(paths: list[Path], store: Path, workers: int = 1) -> int:
+    return ingest_summary(paths, store, workers).n_records
+
+
+def ingest_summary(paths: list[Path], store: Path, workers: int = 1) -> IngestSummary:
     from fxstore.ingest.pipeline import ingest
 
-    summary = ingest(dataclasses.replace(CONFIG, workers=workers), paths, store)
-    return summary.n_records
+    return ingest(dataclasses.replace(CONFIG, workers=workers), paths, store)
+
+
+def _ingest_slice(args: tuple[list[Path], Path]) -> float:
+    """One process of the ceiling run: ingest its own days on one core, timed inside."""
+    paths, store = args
+    start = time.perf_counter()
+    ingest_once(paths, store)
+    return time.perf_counter() - start
 
 
 def by_hand(path: Path) -> int:
@@ -80,6 +93,15 @@ def make_days(folder: Path, start: dt.date, end: dt.date, records: int) -> list[
     with multiprocessing.get_context("spawn").Pool(os.cpu_count() or 1) as pool:
         files = pool.map(_make_one, [(folder, d, records) for d in days], chunksize=1)
     return sorted(p for group in files for p in group)
+
+
+def many_days(tmp: Path, n_days: int, day_records: int) -> list[Path]:
+    """`n_days` synthetic trading days from DAY on, generated once per run."""
+    folder = tmp / f"many_{n_days}_{day_records}"
+    if not folder.exists():
+        end = DAY + dt.timedelta(days=int(n_days * 7 / 5) + 7)
+        make_days(folder, DAY, end, day_records)
+    return sorted(folder.glob("*.dbn*"))[:n_days]
 
 
 def peak_rss_mib(path: Path, store: Path) -> float:
@@ -125,15 +147,24 @@ def scaling(
     tmp: Path, n_days: int, day_records: int, workers: list[int], repeat: int
 ) -> dict[str, object]:
     """The same multi-day ingest with each worker count."""
-    end = DAY + dt.timedelta(days=int(n_days * 7 / 5) + 7)
-    days = make_days(tmp / "many", DAY, end, day_records)[:n_days]
+    days = many_days(tmp, n_days, day_records)
     ingest_once(days[:2], tmp / "warm2", 1)
-    times = {}
+    times: dict[int, dict[str, object]] = {}
     for n in workers:
-        med, runs = median_seconds(lambda n=n: ingest_once(days, tmp / f"s{n}", n), repeat)
-        times[n] = {"median": med, "all": runs}
-    base = times[workers[0]]["median"] * workers[0]
-    speedups = {n: base / t["median"] for n, t in times.items()}
+        busy: list[float] = []
+
+        def run(n: int = n, busy: list[float] = busy) -> None:
+            busy.append(ingest_summary(days, tmp / f"s{n}", n).build_s)
+
+        med, runs = median_seconds(run, repeat)
+        # How busy the pool was: build seconds summed over groups / (wall x workers).
+        times[n] = {
+            "median": med,
+            "all": runs,
+            "pool_busy": [b / (t * n) for b, t in zip(busy, runs, strict=True)],
+        }
+    base = float(times[workers[0]]["median"]) * workers[0]  # type: ignore[arg-type]
+    speedups = {n: base / float(t["median"]) for n, t in times.items()}  # type: ignore[arg-type]
     print("scaling: " + ", ".join(f"{n} workers {speedups[n]:.2f}x" for n in workers))
     return {
         "days": len(days),
@@ -142,6 +173,70 @@ def scaling(
         "speedup": {str(n): v for n, v in speedups.items()},
         "speedup_per_worker": {str(n): v / n for n, v in speedups.items()},
     }
+
+
+def _spin(n: int) -> float:
+    """Pure arithmetic in registers for `n` steps (no memory traffic); seconds taken."""
+    import numba
+
+    @numba.njit(cache=False)
+    def loop(n: int) -> float:
+        x = 1.0
+        for _ in range(n):
+            x = x * 1.0000001 + 1e-9
+        return x
+
+    loop(10)
+    start = time.perf_counter()
+    loop(n)
+    return time.perf_counter() - start
+
+
+def cpu(workers: list[int], repeat: int) -> dict[str, object]:
+    """The machine's limit for pure compute: N processes spinning at once, time per spin
+    relative to one alone (1.0 = the cores are truly independent)."""
+    context = multiprocessing.get_context("spawn")
+    result: dict[str, object] = {}
+    base = 0.0
+    for n in workers:
+        with context.Pool(n) as pool:
+            pool.map(_spin, [10] * n, chunksize=1)
+            runs = [max(pool.map(_spin, [400_000_000] * n, chunksize=1)) for _ in range(repeat)]
+        med = float(np.median(runs))
+        base = base or med
+        result[str(n)] = {"median": med, "all": runs, "per_worker": base / med}
+        print(f"cpu: {n} processes {base / med:.2f} of one alone each")
+    return result
+
+
+def ceiling(
+    tmp: Path, n_days: int, day_records: int, workers: list[int], repeat: int
+) -> dict[str, object]:
+    """The machine's limit for this work: N independent warm processes, each ingesting its
+    own contiguous slice of the days on one core (front month only, no pool, no parent),
+    all started together. Speed-up = one process doing all days / the slowest of N."""
+    days = many_days(tmp, n_days, day_records)
+    result: dict[str, object] = {}
+    context = multiprocessing.get_context("spawn")
+    base = 0.0
+    for n in workers:
+        slices = [list(a) for a in np.array_split(np.array(days, dtype=object), n)]
+        with context.Pool(n) as pool:
+            pool.map(_ingest_slice, [(days[:1], tmp / f"cw{i}") for i in range(n)], chunksize=1)
+            runs = []
+            for r in range(repeat):
+                jobs = [(s, tmp / f"c{n}_{i}_{r}") for i, s in enumerate(slices)]
+                runs.append(max(pool.map(_ingest_slice, jobs, chunksize=1)))
+        med = float(np.median(runs))
+        base = base or med * n
+        result[str(n)] = {
+            "median": med,
+            "all": runs,
+            "speedup": base / med,
+            "per_worker": base / med / n,
+        }
+        print(f"ceiling: {n} processes {base / med:.2f}x")
+    return result
 
 
 def main() -> None:
@@ -165,6 +260,11 @@ def main() -> None:
         if "scaling" in parts:
             workers = [int(n) for n in args.workers.split(",")]
             result["scaling"] = scaling(tmp, args.days, args.day_records, workers, args.repeat)
+        if "cpu" in parts:
+            result["cpu"] = cpu([int(n) for n in args.workers.split(",")], args.repeat)
+        if "ceiling" in parts:
+            workers = [int(n) for n in args.workers.split(",")]
+            result["ceiling"] = ceiling(tmp, args.days, args.day_records, workers, args.repeat)
     out = write_result(os.environ.get("FXSTORE_BENCH_NAME", "ingest"), result)
     print(f"-> {out}")
 

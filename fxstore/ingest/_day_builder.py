@@ -11,7 +11,7 @@ and finishes the bars once the day is over: no day's records are ever held in me
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,12 +20,14 @@ import pyarrow as pa
 
 from fxstore.config import BarConfig
 from fxstore.errors import SchemaError
+from fxstore.ingest._day_files import DayFile, combine_instruments, write_day_file
 from fxstore.ingest.activity import DaySplitter, count_by_instrument, take_records
 from fxstore.ingest.bars import BarBuilder
 from fxstore.ingest.calendar import session_bounds_ns
 from fxstore.ingest.contracts import parse_outright
 from fxstore.ingest.dbn import DbnSource, open_dbn
-from fxstore.ingest.instruments import InstrumentSelection, symbols_listed
+from fxstore.ingest.instruments import InstrumentSelection, contract_expiry, symbols_listed
+from fxstore.store import file_sha256
 
 #: Instrument ids to keep on a day, given the symbols listed that day; None keeps all.
 Chooser = Callable[[dt.date, dict[int, str]], set[int] | None]
@@ -42,6 +44,15 @@ class GroupTask:
     root: str | None
     bars: BarConfig
     chunk_records: int
+    #: Worker mode: write each built day's files here (see :mod:`._day_files`) and send
+    #: back only their descriptions; None: keep the tables (in-process runs).
+    parts_dir: Path | None = None
+    #: Parquet metadata of the day files (worker mode).
+    metadata: dict[bytes, bytes] | None = None
+
+
+#: The key of the one file of a day in modes all and id=N (all instruments together).
+ALL_INSTRUMENTS = -1
 
 
 @dataclass(slots=True)
@@ -55,6 +66,11 @@ class DayResult:
     activity: dict[int, tuple[int, int]] = field(default_factory=dict)
     #: instrument_id → that day's bars (candidates only).
     bars: dict[int, pa.Table] = field(default_factory=dict)
+    #: Instruments whose bars were built (with or without bars).
+    built: set[int] = field(default_factory=set)
+    #: Worker mode: the day's files in the parts folder, by instrument id (front month) or
+    #: ALL_INSTRUMENTS; a built instrument with no bars has none.
+    parts: dict[int, DayFile] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,21 +82,22 @@ class GroupResult:
     inputs: list[tuple[str, int, str]]
     n_records: int
     n_dropped_bytes: int
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while block := fh.read(1 << 22):
-            digest.update(block)
-    return digest.hexdigest()
+    #: Seconds the group took to build (wall time in its process).
+    build_s: float
 
 
 def outright_chooser(root: str) -> Chooser:
-    """Keep every outright of `root` listed that day (front-month mode, in parallel)."""
+    """The two nearest live outrights of `root` listed that day (front-month mode, in
+    parallel): the front month is one of them unless a contract further out led yesterday's
+    volume, and then the parent builds that day again for the contract it chose."""
 
     def choose(day: dt.date, listed: dict[int, str]) -> set[int] | None:
-        return {i for i, sym in listed.items() if parse_outright(sym, root, day) is not None}
+        live = []
+        for instrument_id, symbol in listed.items():
+            contract = parse_outright(symbol, root, day)
+            if contract is not None and contract_expiry(root, contract) >= day:
+                live.append((contract, instrument_id))
+        return {instrument_id for _, instrument_id in sorted(live)[:2]}
 
     return choose
 
@@ -107,10 +124,28 @@ def _start_builder(day: DayResult, instrument_id: int, config: BarConfig) -> Bar
     )
 
 
-def _finish_day(day: DayResult, builders: dict[int, BarBuilder]) -> None:
+def _finish_day(day: DayResult, builders: dict[int, BarBuilder], task: GroupTask) -> None:
     for instrument_id, builder in sorted(builders.items()):
         day.bars[instrument_id] = builder.finish()
+        day.built.add(instrument_id)
     builders.clear()
+    if task.parts_dir is not None:
+        _write_parts(day, task.parts_dir, task.metadata or {}, task.selection.mode)
+
+
+def _write_parts(day: DayResult, parts_dir: Path, metadata: dict[bytes, bytes], mode: str) -> None:
+    """Write the day's files into the parts folder and drop its tables (worker mode)."""
+    if mode == "front-month":
+        tables = {i: t for i, t in day.bars.items() if t.num_rows}
+    else:
+        combined = combine_instruments(day.bars)
+        tables = {ALL_INSTRUMENTS: combined} if combined is not None and combined.num_rows else {}
+    stem = day.day.isoformat()
+    day.parts = {
+        key: write_day_file(table, parts_dir / f"{stem}.{key}.parquet", metadata)
+        for key, table in tables.items()
+    }
+    day.bars.clear()
 
 
 def _iter_days(
@@ -132,7 +167,7 @@ def _iter_days(
         for day, run in splitter.split(chunk.records):
             if current is None or day != current.day:
                 if current is not None:
-                    _finish_day(current, builders)
+                    _finish_day(current, builders, task)
                     if on_day_end:
                         on_day_end(current)
                     yield current
@@ -153,7 +188,7 @@ def _iter_days(
                     mine = run if n == len(run) else take_records(run, run["instrument_id"] == key)
                     builders[key].update(mine)
     if current is not None:
-        _finish_day(current, builders)
+        _finish_day(current, builders, task)
         if on_day_end:
             on_day_end(current)
         yield current
@@ -182,10 +217,12 @@ def build_group(
         The group's files already opened and checked (in-process runs); a worker process
         opens ``task.paths`` itself.
     """
+    started = time.perf_counter()
     if source is None:
         source = open_dbn(list(task.paths))
     chooser = choose or selection_chooser(task.selection, task.root)
     days = list(_iter_days(source, task, chooser, on_day))
-    inputs = [(p.name, p.stat().st_size, _sha256(p)) for p in task.paths]
+    inputs = [(p.name, p.stat().st_size, file_sha256(p, 1 << 22)) for p in task.paths]
     stats = source.stats
-    return GroupResult(days, inputs, stats.n_records, stats.n_dropped_bytes)
+    elapsed = time.perf_counter() - started
+    return GroupResult(days, inputs, stats.n_records, stats.n_dropped_bytes, elapsed)

@@ -14,35 +14,50 @@ After each group the parent saves its progress; a killed run resumes from there.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import datetime as dt
+import functools
 import hashlib
 import json
 import logging
 import multiprocessing
+import os
+import shutil
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from fxstore import __version__
 from fxstore.config import IngestConfig
-from fxstore.ingest._day_builder import Chooser, DayResult, GroupResult, GroupTask, build_group
-from fxstore.ingest.bars import BAR_SCHEMA
+from fxstore.ingest._day_builder import (
+    ALL_INSTRUMENTS,
+    Chooser,
+    DayResult,
+    GroupResult,
+    GroupTask,
+    build_group,
+)
+from fxstore.ingest._day_files import (
+    PARTS_DIR,
+    DayFile,
+    bars_metadata,
+    combine_instruments,
+    day_file_name,
+    write_day_file,
+)
 from fxstore.ingest.calendar import is_trading_day, trading_day_of
 from fxstore.ingest.contracts import root_of_parent
 from fxstore.ingest.dbn import DbnFile, DbnSource, open_dbn
 from fxstore.ingest.instruments import FrontMonthSelector, RollEntry, parse_instrument_mode
 from fxstore.store import (
-    atomic_path,
     atomic_write_json,
     bars_dir,
-    file_sha256,
+    fsync_dir,
     key_lock,
     read_json,
 )
@@ -73,6 +88,9 @@ class IngestSummary:
     n_bars: int
     schedule: tuple[RollEntry, ...]
     elapsed_s: float
+    #: Seconds spent building days, summed over the groups built (each group's wall time in
+    #: its process): against ``elapsed_s × workers`` it shows how busy the pool was.
+    build_s: float
     #: True when inputs and config were unchanged and nothing had to be done.
     up_to_date: bool
 
@@ -130,12 +148,9 @@ class _DayWriter:
         self.selector = FrontMonthSelector(root) if root is not None else None
         self.entries: list[Json] = []
         self._begun: tuple[dt.date, int | None] | None = None
-        self.metadata = {
-            b"fxstore": json.dumps(
-                {"version": __version__, "stage": "ingest", "config": config.to_json()},
-                sort_keys=True,
-            ).encode()
-        }
+        self.metadata = bars_metadata(config)
+        #: Builds a worker's day again in-process for the instrument chosen (set per group).
+        self.rebuild: Callable[[dt.date, int], DayResult] | None = None
 
     def begin(self, day: dt.date, listed: dict[int, str]) -> set[int]:
         """Choose the front month of `day` before its records are read (in-process runs)."""
@@ -144,53 +159,67 @@ class _DayWriter:
         self._begun = (day, chosen)
         return set() if chosen is None else {chosen}
 
-    def _pick(self, day: DayResult) -> tuple[pa.Table, str, int]:
-        """The day's output table, its contract(s) and how many records were kept for it."""
-        if self.selector is not None:
-            if self._begun is not None and self._begun[0] == day.day:
-                chosen = self._begun[1]
-            else:
-                chosen = self.selector.start_day(day.day, day.listed)
-            self._begun = None
-            self.selector.end_day({i: v for i, (_, v) in day.activity.items()})
-            if chosen is None:
-                return BAR_SCHEMA.empty_table(), "", 0
-            kept = day.activity.get(chosen, (0, 0))[0]
-            table = day.bars.get(chosen, BAR_SCHEMA.empty_table())
-            return table, day.listed.get(chosen, ""), kept
-        kept = sum(day.activity.get(i, (0, 0))[0] for i in day.bars)
-        tables = [day.bars[i] for i in sorted(day.bars)]
-        if not tables:
-            return BAR_SCHEMA.empty_table(), "", kept
-        table = pa.concat_tables(tables)
-        if len(tables) > 1:
-            table = table.sort_by([("ts_close", "ascending"), ("instrument_id", "ascending")])
-        return table, ",".join(sorted({day.listed.get(i, "?") for i in day.bars})), kept
+    def _choose(self, day: DayResult) -> int | None:
+        """The front month of `day` (chosen from the days before it), then log its volume."""
+        assert self.selector is not None
+        if self._begun is not None and self._begun[0] == day.day:
+            chosen = self._begun[1]
+        else:
+            chosen = self.selector.start_day(day.day, day.listed)
+        self._begun = None
+        self.selector.end_day({i: v for i, (_, v) in day.activity.items()})
+        return chosen
 
     def write(self, day: DayResult) -> Json:
         """Write one day's file (if it has bars); return its manifest entry."""
-        table, contract, kept = self._pick(day)
+        if self.selector is not None:
+            key = self._choose(day)
+            built = day
+            if key is not None and key not in day.built:  # not among a worker's candidates
+                assert self.rebuild is not None
+                built = self.rebuild(day.day, key)
+            contract = "" if key is None else day.listed.get(key, "")
+            kept = 0 if key is None else day.activity.get(key, (0, 0))[0]
+        else:
+            key, built = ALL_INSTRUMENTS, day
+            contract = ",".join(sorted({day.listed.get(i, "?") for i in day.built}))
+            kept = sum(day.activity.get(i, (0, 0))[0] for i in day.built)
+        path = self.out_dir / day_file_name(day.day)
+        written = self._place(built, key, path)
+        for other, part in (day.parts or {}).items():
+            if other != key:
+                part.path.unlink(missing_ok=True)
         entry: Json = {
             "trading_day": day.day.isoformat(),
             "contract": contract,
-            "n_bars": table.num_rows,
+            "n_bars": 0 if written is None else written.n_bars,
             "n_records": sum(n for n, _ in day.activity.values()),
             "n_kept": kept,
             "activity": {str(i): list(nv) for i, nv in sorted(day.activity.items())},
             "listed": {str(i): s for i, s in sorted(day.listed.items())},
         }
-        path = self.out_dir / f"{day.day.isoformat()}.parquet"
-        if not table.num_rows:
+        if written is None:
             path.unlink(missing_ok=True)  # a stale file of an earlier config or input
         else:
-            with atomic_path(path) as tmp:
-                pq.write_table(
-                    table.replace_schema_metadata(self.metadata), tmp, compression="zstd"
-                )
-            entry |= {"file": path.name, "sha256": file_sha256(path)}
-            entry |= _quality(table)
+            entry |= {"file": path.name, "sha256": written.sha256} | written.quality
         self.entries.append(entry)
         return entry
+
+    def _place(self, day: DayResult, key: int | None, path: Path) -> DayFile | None:
+        """Put the day's file of `key` at `path`: move a worker's part, or write the table."""
+        if key is None:
+            return None
+        if day.parts is not None:
+            part = day.parts.get(key)
+            if part is None:
+                return None
+            os.replace(part.path, path)
+            fsync_dir(path.parent)
+            return dataclasses.replace(part, path=path)
+        table = combine_instruments(day.bars) if key == ALL_INSTRUMENTS else day.bars.get(key)
+        if table is None or not table.num_rows:
+            return None
+        return write_day_file(table, path, self.metadata)
 
     def replay(self, entry: Json) -> None:
         """Account for a day finished by an earlier run (keeps the selector's state right)."""
@@ -201,14 +230,6 @@ class _DayWriter:
             self.selector.start_day(day, listed)
             self.selector.end_day(activity)
         self.entries.append(entry)
-
-
-def _quality(table: pa.Table) -> dict[str, int]:
-    """Per-day data-quality counts from the bars (DESIGN: counted, never dropped)."""
-    return {
-        name: int(pc.sum(table[name]).as_py() or 0)
-        for name in ("n_bad_ts_recv", "n_maybe_bad_book", "n_crossed", "n_tick_rule")
-    } | {"n_bars_maybe_bad_book": int(pc.sum(table["has_maybe_bad_book"]).as_py() or 0)}
 
 
 def _load_progress(out_dir: Path, fingerprint: str) -> Json:
@@ -250,29 +271,51 @@ def _worker_context() -> multiprocessing.context.BaseContext:
     return multiprocessing.get_context("spawn")
 
 
+def _group_source(source: DbnSource, task: GroupTask) -> DbnSource:
+    """The files of one group, as `source` already opened and checked them."""
+    return DbnSource([f for f in source.files if f.path in task.paths], source.symbology)
+
+
 def _run_groups(
     source: DbnSource,
     tasks: list[tuple[str, GroupTask]],
     workers: int,
     choose: Chooser | None,
     on_day: Callable[[DayResult], None] | None,
-) -> Iterator[tuple[str, GroupResult]]:
+    writer: _DayWriter,
+) -> Generator[tuple[str, GroupTask, GroupResult], None, None]:
     """Build groups in order: in-process (writing each day as it is built), or in a pool.
 
-    In-process groups reuse the files `source` already opened and checked; worker
-    processes open theirs.
+    In-process groups reuse the files `source` already opened and checked. Worker
+    processes open theirs and write their days' files into the parts folder of `writer`.
     """
     if workers <= 1 or len(tasks) <= 1:
         for key, task in tasks:
-            files = [f for f in source.files if f.path in task.paths]
-            group = DbnSource(files, source.symbology)
-            yield key, build_group(task, choose=choose, on_day=on_day, source=group)
+            group = _group_source(source, task)
+            yield key, task, build_group(task, choose=choose, on_day=on_day, source=group)
         return
+    parts_dir = writer.out_dir / PARTS_DIR
+    remote = [
+        dataclasses.replace(t, parts_dir=parts_dir, metadata=writer.metadata) for _, t in tasks
+    ]
     with _worker_context().Pool(min(workers, len(tasks))) as pool:
-        for key, result in zip(
-            (k for k, _ in tasks), pool.imap(build_group, [t for _, t in tasks]), strict=True
-        ):
-            yield key, result
+        for (key, task), result in zip(tasks, pool.imap(build_group, remote), strict=True):
+            yield key, task, result
+
+
+def _rebuild_day(source: DbnSource, task: GroupTask, day: dt.date, instrument_id: int) -> DayResult:
+    """Build one day of a group again, in-process, for the instrument the parent chose.
+
+    Only needed when the front month was not among the worker's candidates (a contract
+    beyond the two nearest led the previous day's volume).
+    """
+    logger.info("%s: building %s again for instrument %d", task.paths[0].name, day, instrument_id)
+    result = build_group(
+        task,
+        choose=lambda d, _listed: {instrument_id} if d == day else set(),
+        source=_group_source(source, task),
+    )
+    return next(d for d in result.days if d.day == day)
 
 
 def ingest(
@@ -316,6 +359,7 @@ def ingest(
         if manifest is not None:
             return _summary_from_manifest(out_dir, manifest, started)
         done = {} if config.force else _load_progress(out_dir, fingerprint)
+        shutil.rmtree(out_dir / PARTS_DIR, ignore_errors=True)  # a killed run's candidates
         writer = _DayWriter(out_dir, config)
         groups = plan_groups(source.files)
         if on_start is not None:
@@ -333,9 +377,12 @@ def ingest(
                 chunk_records=config.chunk_records,
             )
             tasks.append((_group_key(group), task))
-        inputs, n_records, n_skipped = _build_all(
-            config, source, writer, tasks, done, fingerprint, on_progress
-        )
+        try:
+            inputs, n_records, n_skipped, build_s = _build_all(
+                config, source, writer, tasks, done, fingerprint, on_progress
+            )
+        finally:
+            shutil.rmtree(out_dir / PARTS_DIR, ignore_errors=True)
         _write_manifest(out_dir, config, writer, inputs, fingerprint)
         (out_dir / _PROGRESS).unlink(missing_ok=True)
     n_bars = sum(int(str(e["n_bars"])) for e in writer.entries)
@@ -350,6 +397,7 @@ def ingest(
         n_bars=n_bars,
         schedule=tuple(writer.selector.schedule) if writer.selector else (),
         elapsed_s=time.perf_counter() - started,
+        build_s=build_s,
         up_to_date=False,
     )
 
@@ -377,14 +425,16 @@ def _build_all(
     done: Json,
     fingerprint: str,
     on_progress: Callable[[dt.date], None] | None,
-) -> tuple[list[list[object]], int, int]:
+) -> tuple[list[list[object]], int, int, float]:
     """Replay finished groups, build the rest in order, save progress after each group.
 
-    Returns the inputs (name, size, sha256), the records read and the days replayed.
+    Returns the inputs (name, size, sha256), the records read, the days replayed and the
+    seconds spent building groups.
     """
     progress: Json = {}
     inputs: list[list[object]] = []
     n_records = 0
+    build_s = 0.0
     pending = list(tasks)
     while pending and pending[0][0] in done:  # only a finished prefix can be trusted
         key, _ = pending.pop(0)
@@ -407,22 +457,25 @@ def _build_all(
     in_process = config.workers <= 1 or len(pending) <= 1
     choose = writer.begin if in_process and writer.selector is not None else None
     on_day = write if in_process else None
-    for key, result in _run_groups(source, pending, config.workers, choose, on_day):
-        if not in_process:
-            for day in result.days:
-                write(day)
-        n_written = len(result.days)
-        progress[key] = {
-            "days": writer.entries[len(writer.entries) - n_written :],
-            "inputs": [list(i) for i in result.inputs],
-            "n_records": result.n_records,
-        }
-        inputs += [list(i) for i in result.inputs]
-        n_records += result.n_records
-        atomic_write_json(
-            writer.out_dir / _PROGRESS, {"fingerprint": fingerprint, "groups": progress}
-        )
-    return inputs, n_records, n_replayed
+    groups = _run_groups(source, pending, config.workers, choose, on_day, writer)
+    with contextlib.closing(groups):  # on an error or a kill, stop the pool first
+        for key, task, result in groups:
+            writer.rebuild = functools.partial(_rebuild_day, source, task)
+            if not in_process:
+                for day in result.days:
+                    write(day)
+            progress[key] = {
+                "days": writer.entries[len(writer.entries) - len(result.days) :],
+                "inputs": [list(i) for i in result.inputs],
+                "n_records": result.n_records,
+            }
+            inputs += [list(i) for i in result.inputs]
+            n_records += result.n_records
+            build_s += result.build_s
+            atomic_write_json(
+                writer.out_dir / _PROGRESS, {"fingerprint": fingerprint, "groups": progress}
+            )
+    return inputs, n_records, n_replayed, build_s
 
 
 def _write_manifest(
@@ -472,5 +525,6 @@ def _summary_from_manifest(out_dir: Path, manifest: Json, started: float) -> Ing
         n_bars=n_bars,
         schedule=(),
         elapsed_s=time.perf_counter() - started,
+        build_s=0.0,
         up_to_date=True,
     )

@@ -11,7 +11,10 @@ import pytest
 from fxstore.config import BarConfig, IngestConfig
 from fxstore.errors import SchemaError
 from fxstore.ingest import pipeline
+from fxstore.ingest._day_builder import Chooser, build_group
+from fxstore.ingest._day_files import PARTS_DIR
 from fxstore.ingest.calendar import session_bounds_ns
+from fxstore.ingest.contracts import parse_outright
 from fxstore.ingest.pipeline import IngestSummary, ingest
 from fxstore.ingest.scan import scan_dbn
 from tests.conftest import SynthMarket
@@ -108,6 +111,78 @@ def test_ingest_output_is_byte_identical_for_any_split_or_worker_count(
     assert _digests(summary.out_dir) == _digests(front_run.out_dir)
 
 
+def _manifest_days(out_dir: Path) -> list[object]:
+    return list(json.loads((out_dir / "manifest.json").read_text())["days"])
+
+
+def _pool_in_this_process(choose: Chooser) -> object:
+    """`pipeline._run_groups` as the pool runs groups (worker mode: day files written into
+    the parts folder, tables dropped), but here, with `choose` as the workers' candidates."""
+
+    def run_groups(
+        source: pipeline.DbnSource,
+        tasks: list[tuple[str, pipeline.GroupTask]],
+        _workers: int,
+        _choose: object,
+        _on_day: object,
+        writer: pipeline._DayWriter,
+    ) -> object:
+        for key, task in tasks:
+            remote = dataclasses.replace(
+                task, parts_dir=writer.out_dir / PARTS_DIR, metadata=writer.metadata
+            )
+            group = pipeline._group_source(source, task)
+            yield key, task, build_group(remote, choose=choose, source=group)
+
+    return run_groups
+
+
+@pytest.mark.parametrize("candidates", ["none", "every outright"])
+def test_ingest_in_parallel_builds_again_a_day_whose_front_month_no_worker_built(
+    candidates: str,
+    front_run: IngestSummary,
+    two_roll_market: SynthMarket,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def every_outright(day: object, listed: dict[int, str]) -> set[int]:
+        return {i for i, s in listed.items() if parse_outright(s, "ES", day) is not None}  # type: ignore[arg-type]
+
+    choose = every_outright if candidates == "every outright" else (lambda _d, _l: set())
+    rebuilt: list[object] = []
+    real_rebuild = pipeline._rebuild_day
+
+    def counting_rebuild(*args: object) -> pipeline.DayResult:
+        rebuilt.append(args[2])
+        return real_rebuild(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(pipeline, "_run_groups", _pool_in_this_process(choose))
+    monkeypatch.setattr(pipeline, "_rebuild_day", counting_rebuild)
+
+    summary = ingest(dataclasses.replace(FRONT, workers=2), [two_roll_market.folder], tmp_path)
+
+    assert _digests(summary.out_dir) == _digests(front_run.out_dir)
+    assert _manifest_days(summary.out_dir) == _manifest_days(front_run.out_dir)
+    assert len(rebuilt) == (0 if candidates == "every outright" else front_run.n_days)
+    assert not (summary.out_dir / PARTS_DIR).exists()
+
+
+@pytest.mark.parametrize("mode", ["all", "id"])
+def test_ingest_all_and_id_modes_are_byte_identical_with_workers(
+    mode: str, front_run: IngestSummary, two_roll_market: SynthMarket, tmp_path: Path
+) -> None:
+    if mode == "id":
+        mode = f"id={front_run.schedule[-1].instrument_id}"
+    config = dataclasses.replace(FRONT, instrument_mode=mode)
+
+    one = ingest(config, [two_roll_market.folder], tmp_path / "one")
+    two = ingest(dataclasses.replace(config, workers=2), [two_roll_market.folder], tmp_path / "two")
+
+    assert one.n_bars > 0 and _digests(two.out_dir) == _digests(one.out_dir)
+    assert _manifest_days(two.out_dir) == _manifest_days(one.out_dir)
+    assert not (two.out_dir / PARTS_DIR).exists()
+
+
 def test_ingest_rerun_unchanged_is_up_to_date_and_force_rebuilds(
     two_roll_market: SynthMarket, tmp_path: Path
 ) -> None:
@@ -131,7 +206,9 @@ def test_ingest_changed_config_writes_under_new_bar_key(
     assert summary.out_dir.name.startswith("tick-t50")
 
 
+@pytest.mark.parametrize("workers", [1, 2])
 def test_ingest_killed_run_leaves_no_partial_file_and_resumes(
+    workers: int,
     two_roll_market: SynthMarket,
     front_run: IngestSummary,
     tmp_path: Path,
@@ -146,15 +223,16 @@ def test_ingest_killed_run_leaves_no_partial_file_and_resumes(
             raise KeyboardInterrupt  # killed mid-run
         return real_write(self, day)
 
+    config = dataclasses.replace(FRONT, workers=workers)
     monkeypatch.setattr(pipeline._DayWriter, "write", dying_write)
     with pytest.raises(KeyboardInterrupt):
-        ingest(FRONT, [two_roll_market.folder], tmp_path)
+        ingest(config, [two_roll_market.folder], tmp_path)
     out_dir = tmp_path / front_run.out_dir.relative_to(front_run.out_dir.parents[3])
     assert not list(out_dir.glob("*.tmp")) and not list(out_dir.glob(".*.tmp"))
-    assert not (out_dir / "manifest.json").exists()
+    assert not (out_dir / "manifest.json").exists() and not (out_dir / PARTS_DIR).exists()
     monkeypatch.setattr(pipeline._DayWriter, "write", real_write)
 
-    resumed = ingest(FRONT, [two_roll_market.folder], tmp_path)
+    resumed = ingest(config, [two_roll_market.folder], tmp_path)
 
     assert resumed.days_skipped == 29
     assert _digests(resumed.out_dir) == _digests(front_run.out_dir)
