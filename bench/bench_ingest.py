@@ -19,6 +19,7 @@ import dataclasses
 import datetime as dt
 import multiprocessing
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -36,7 +37,14 @@ from fxstore.ingest.pipeline import IngestSummary
 from fxstore.synth import generate_market
 
 DAY = dt.date(2024, 3, 5)  # a week before the March 2024 roll: the front month dominates
-CONFIG = IngestConfig(symbol="ES.FUT", bars=BarConfig("dollar_imbalance"), workers=1, force=True)
+CONFIG = IngestConfig(
+    symbol="ES.FUT",
+    bars=BarConfig("dollar_imbalance"),
+    workers=1,
+    force=True,
+    chunk_records=int(os.environ.get("FXSTORE_BENCH_CHUNK", 0))
+    or next(int(f.default) for f in dataclasses.fields(IngestConfig) if f.name == "chunk_records"),
+)
 
 
 def ingest_once(paths: list[Path], store: Path, workers: int = 1) -> int:
@@ -209,6 +217,31 @@ def cpu(workers: list[int], repeat: int) -> dict[str, object]:
     return result
 
 
+def zstd_parallel(
+    tmp: Path, n_days: int, day_records: int, workers: list[int], repeat: int
+) -> dict[str, object]:
+    """The decompression floor in parallel: N `zstd -d` processes at once, each over its
+    own contiguous slice of the day files (speed-up = one over all days / N at once)."""
+    if shutil.which("zstd") is None:
+        raise SystemExit("bench_ingest: the zstd command-line tool is not installed")
+    days = many_days(tmp, n_days, day_records)
+    result: dict[str, object] = {}
+    base = 0.0
+    for n in workers:
+        slices = np.array_split(np.array([str(p) for p in days], dtype=object), n)
+        command = " & ".join(f"zstd -q -d -c {' '.join(s)} > /dev/null" for s in slices) + " & wait"
+        med, runs = median_seconds(lambda c=command: run_shell_seconds(c), repeat)
+        base = base or med * n
+        result[str(n)] = {
+            "median": med,
+            "all": runs,
+            "speedup": base / med,
+            "per_worker": base / med / n,
+        }
+        print(f"zstd -d: {n} processes {base / med:.2f}x")
+    return result
+
+
 def ceiling(
     tmp: Path, n_days: int, day_records: int, workers: list[int], repeat: int
 ) -> dict[str, object]:
@@ -260,6 +293,9 @@ def main() -> None:
         if "scaling" in parts:
             workers = [int(n) for n in args.workers.split(",")]
             result["scaling"] = scaling(tmp, args.days, args.day_records, workers, args.repeat)
+        if "zstd" in parts:
+            workers = [int(n) for n in args.workers.split(",")]
+            result["zstd"] = zstd_parallel(tmp, args.days, args.day_records, workers, args.repeat)
         if "cpu" in parts:
             result["cpu"] = cpu([int(n) for n in args.workers.split(",")], args.repeat)
         if "ceiling" in parts:

@@ -5,11 +5,17 @@ trading day, written atomically) and a ``manifest.json`` with the inputs and the
 checksums, the full config, the roll schedule and per-day bar counts and checksums.
 
 Trading days are independent (each day's bars depend only on its records and the config),
-so groups of files that no trading day crosses are built in a process pool. In
-front-month mode a worker builds every outright listed that day and the parent picks the
-front month in trading-day order with the same causal selector a one-core run uses, so the
-files are byte-identical for any worker count, chunk size or split of the input into files.
-After each group the parent saves its progress; a killed run resumes from there.
+so groups of files that no trading day crosses are built in a process pool. Workers write
+their days' files themselves (:mod:`fxstore.ingest._day_files`). In front-month mode a
+worker builds the two nearest live outrights of each day and the parent picks the front
+month in trading-day order with the same causal selector a one-core run uses, moves that
+file into place and, in the rare case that the front month was neither, builds the day again
+itself; so the files are byte-identical for any worker count, chunk size or split of the
+input into files. After each group the parent saves its progress; a killed run resumes from
+there.
+
+Files that chain into one group (UTC-day files, where each session starts in one file and
+ends in the next, or one multi-day file) are built on one core.
 """
 
 from __future__ import annotations
@@ -362,6 +368,12 @@ def ingest(
         shutil.rmtree(out_dir / PARTS_DIR, ignore_errors=True)  # a killed run's candidates
         writer = _DayWriter(out_dir, config)
         groups = plan_groups(source.files)
+        if config.workers > 1 and len(groups) == 1:
+            logger.info(
+                "the input's sessions cross file boundaries (UTC-day or multi-day files), "
+                "so its trading days are built on one core, not %d",
+                config.workers,
+            )
         if on_start is not None:
             on_start(_count_trading_days(groups))
         tasks = []
