@@ -88,28 +88,43 @@ def by_hand(path: Path) -> int:
     return bars
 
 
-def _make_one(args: tuple[Path, dt.date, int]) -> list[Path]:
-    folder, day, records = args
-    config = SynthConfig(start=day, end=day, events_per_day=records, seed=11)
+def _make_one(args: tuple[Path, dt.date, dt.date, int, str]) -> list[Path]:
+    folder, first, last, records, split = args
+    config = SynthConfig(start=first, end=last, events_per_day=records, seed=11, split=split)  # type: ignore[arg-type]
     return list(generate_market(config, folder).files)
 
 
-def make_days(folder: Path, start: dt.date, end: dt.date, records: int) -> list[Path]:
+def make_days(
+    folder: Path, start: dt.date, end: dt.date, records: int, split: str = "trading-day"
+) -> list[Path]:
     """Synthetic trading days in [start, end], generated in parallel (each day is
-    reproducible on its own, so this equals one generate_market call over the range)."""
+    reproducible on its own, so this equals one generate_market call over the range).
+
+    split="utc-day" writes Databento-style UTC-day files, a week per process (weeks
+    share no UTC date: the Sunday evening session opens a new file)."""
     days = trading_days_between(start, end)
+    if split == "utc-day":
+        weeks: dict[tuple[int, int], list[dt.date]] = {}
+        for day in days:
+            weeks.setdefault(day.isocalendar()[:2], []).append(day)
+        spans = [(w[0], w[-1]) for w in weeks.values()]
+    else:
+        spans = [(d, d) for d in days]
+    jobs = [(folder, a, b, records, split) for a, b in spans]
     with multiprocessing.get_context("spawn").Pool(os.cpu_count() or 1) as pool:
-        files = pool.map(_make_one, [(folder, d, records) for d in days], chunksize=1)
+        files = pool.map(_make_one, jobs, chunksize=1)
     return sorted(p for group in files for p in group)
 
 
 def many_days(tmp: Path, n_days: int, day_records: int) -> list[Path]:
-    """`n_days` synthetic trading days from DAY on, generated once per run."""
-    folder = tmp / f"many_{n_days}_{day_records}"
+    """`n_days` synthetic trading days from DAY on, generated once per run, as files split
+    by trading day or (FXSTORE_BENCH_SPLIT=utc-day) by UTC day."""
+    split = os.environ.get("FXSTORE_BENCH_SPLIT", "trading-day")
+    folder = tmp / f"many_{n_days}_{day_records}_{split}"
+    days = trading_days_between(DAY, DAY + dt.timedelta(days=int(n_days * 7 / 5) + 7))[:n_days]
     if not folder.exists():
-        end = DAY + dt.timedelta(days=int(n_days * 7 / 5) + 7)
-        make_days(folder, DAY, end, day_records)
-    return sorted(folder.glob("*.dbn*"))[:n_days]
+        make_days(folder, days[0], days[-1], day_records, split)
+    return sorted(folder.glob("*.dbn*"))
 
 
 def peak_rss_mib(path: Path, store: Path) -> float:

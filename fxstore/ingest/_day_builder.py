@@ -15,12 +15,16 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 import pyarrow as pa
 
 from fxstore.config import BarConfig
 from fxstore.errors import SchemaError
 from fxstore.ingest._day_files import DayFile, combine_instruments, write_day_file
+from fxstore.ingest._dbn_merge import Mbp10Chunk
+from fxstore.ingest._dbn_symbology import Symbology
+from fxstore.ingest._fragments import FragmentSource
 from fxstore.ingest.activity import DaySplitter, count_by_instrument, take_records
 from fxstore.ingest.bars import BarBuilder
 from fxstore.ingest.calendar import session_bounds_ns
@@ -31,6 +35,15 @@ from fxstore.store import file_sha256
 
 #: Instrument ids to keep on a day, given the symbols listed that day; None keeps all.
 Chooser = Callable[[dt.date, dict[int, str]], set[int] | None]
+
+
+class RecordSource(Protocol):
+    """Where a group's records come from: its DBN files, or one day's fragments."""
+
+    @property
+    def symbology(self) -> Symbology: ...
+
+    def iter_chunks(self, *, chunk_records: int) -> Iterator[Mbp10Chunk]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +62,10 @@ class GroupTask:
     parts_dir: Path | None = None
     #: Parquet metadata of the day files (worker mode).
     metadata: dict[bytes, bytes] | None = None
+    #: Split-file mode (:mod:`._resplit`): the day's fragments, each with the input file
+    #: it came from, read instead of `paths`; with the symbology of the whole input.
+    fragments: tuple[tuple[Path, Path], ...] | None = None
+    symbology: Symbology | None = None
 
 
 #: The key of the one file of a day in modes all and id=N (all instruments together).
@@ -149,7 +166,7 @@ def _write_parts(day: DayResult, parts_dir: Path, metadata: dict[bytes, bytes], 
 
 
 def _iter_days(
-    source: DbnSource,
+    source: RecordSource,
     task: GroupTask,
     chooser: Chooser,
     on_day_end: Callable[[DayResult], None] | None,
@@ -218,9 +235,15 @@ def build_group(
         opens ``task.paths`` itself.
     """
     started = time.perf_counter()
+    chooser = choose or selection_chooser(task.selection, task.root)
+    if task.fragments is not None:  # one day of split files: their inputs are counted there
+        assert task.symbology is not None
+        fragments = FragmentSource(task.fragments, task.symbology)
+        days = list(_iter_days(fragments, task, chooser, on_day))
+        elapsed = time.perf_counter() - started
+        return GroupResult(days, [], fragments.n_records, 0, elapsed)
     if source is None:
         source = open_dbn(list(task.paths))
-    chooser = choose or selection_chooser(task.selection, task.root)
     days = list(_iter_days(source, task, chooser, on_day))
     inputs = [(p.name, p.stat().st_size, file_sha256(p, 1 << 22)) for p in task.paths]
     stats = source.stats

@@ -31,7 +31,7 @@ import multiprocessing
 import os
 import shutil
 import time
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -56,6 +56,7 @@ from fxstore.ingest._day_files import (
     day_file_name,
     write_day_file,
 )
+from fxstore.ingest._resplit import SPLIT_DIR, build_split_groups, can_split
 from fxstore.ingest.calendar import is_trading_day, trading_day_of
 from fxstore.ingest.contracts import root_of_parent
 from fxstore.ingest.dbn import DbnFile, DbnSource, open_dbn
@@ -289,24 +290,52 @@ def _run_groups(
     choose: Chooser | None,
     on_day: Callable[[DayResult], None] | None,
     writer: _DayWriter,
+    split: set[str],
 ) -> Generator[tuple[str, GroupTask, GroupResult], None, None]:
     """Build groups in order: in-process (writing each day as it is built), or in a pool.
 
     In-process groups reuse the files `source` already opened and checked. Worker
-    processes open theirs and write their days' files into the parts folder of `writer`.
+    processes open theirs and write their days' files into the parts folder of `writer`;
+    the groups keyed in `split` are split into trading days first (:mod:`._resplit`).
     """
-    if workers <= 1 or len(tasks) <= 1:
+    if workers <= 1 or (len(tasks) <= 1 and not split):
         for key, task in tasks:
             group = _group_source(source, task)
             yield key, task, build_group(task, choose=choose, on_day=on_day, source=group)
         return
-    parts_dir = writer.out_dir / PARTS_DIR
-    remote = [
-        dataclasses.replace(t, parts_dir=parts_dir, metadata=writer.metadata) for _, t in tasks
-    ]
-    with _worker_context().Pool(min(workers, len(tasks))) as pool:
-        for (key, task), result in zip(tasks, pool.imap(build_group, remote), strict=True):
-            yield key, task, result
+
+    def remote(task: GroupTask) -> GroupTask:
+        return dataclasses.replace(
+            task, parts_dir=writer.out_dir / PARTS_DIR, metadata=writer.metadata
+        )
+
+    with _worker_context().Pool(workers if split else min(workers, len(tasks))) as pool:
+        i = 0
+        while i < len(tasks):
+            in_split = tasks[i][0] in split
+            j = next((k for k in range(i, len(tasks)) if (tasks[k][0] in split) != in_split), None)
+            run = tasks[i : len(tasks) if j is None else j]
+            if in_split:
+                results: Iterator[GroupResult | None] = build_split_groups(
+                    pool,
+                    [remote(t) for _, t in run],
+                    writer.out_dir / SPLIT_DIR,
+                    workers,
+                    build_group,
+                    source.symbology,
+                )
+            else:
+                results = pool.imap(build_group, [remote(t) for _, t in run])
+            for (key, task), result in zip(run, results, strict=True):
+                if result is None:  # overlapping files or in-stream symbol mappings
+                    logger.info("%s: files overlap or map symbols: one core", task.paths[0])
+                    result = build_group(task, source=_group_source(source, task))
+                yield key, task, result
+            i += len(run)
+
+
+def _splittable(source: DbnSource, task: GroupTask, workers: int) -> bool:
+    return workers > 1 and can_split(_group_source(source, task).files)
 
 
 def _rebuild_day(source: DbnSource, task: GroupTask, day: dt.date, instrument_id: int) -> DayResult:
@@ -365,13 +394,13 @@ def ingest(
         if manifest is not None:
             return _summary_from_manifest(out_dir, manifest, started)
         done = {} if config.force else _load_progress(out_dir, fingerprint)
-        shutil.rmtree(out_dir / PARTS_DIR, ignore_errors=True)  # a killed run's candidates
+        for scratch in (PARTS_DIR, SPLIT_DIR):  # a killed run's candidates and fragments
+            shutil.rmtree(out_dir / scratch, ignore_errors=True)
         writer = _DayWriter(out_dir, config)
         groups = plan_groups(source.files)
-        if config.workers > 1 and len(groups) == 1:
+        if config.workers > 1 and len(groups) == 1 and len(groups[0]) == 1:
             logger.info(
-                "the input's sessions cross file boundaries (UTC-day or multi-day files), "
-                "so its trading days are built on one core, not %d",
+                "one multi-day file: its trading days are built on one core, not %d",
                 config.workers,
             )
         if on_start is not None:
@@ -394,7 +423,8 @@ def ingest(
                 config, source, writer, tasks, done, fingerprint, on_progress
             )
         finally:
-            shutil.rmtree(out_dir / PARTS_DIR, ignore_errors=True)
+            for scratch in (PARTS_DIR, SPLIT_DIR):
+                shutil.rmtree(out_dir / scratch, ignore_errors=True)
         _write_manifest(out_dir, config, writer, inputs, fingerprint)
         (out_dir / _PROGRESS).unlink(missing_ok=True)
     n_bars = sum(int(str(e["n_bars"])) for e in writer.entries)
@@ -466,10 +496,11 @@ def _build_all(
         if on_progress:
             on_progress(day.day)
 
-    in_process = config.workers <= 1 or len(pending) <= 1
+    split = {key for key, task in pending if _splittable(source, task, config.workers)}
+    in_process = config.workers <= 1 or (len(pending) <= 1 and not split)
     choose = writer.begin if in_process and writer.selector is not None else None
     on_day = write if in_process else None
-    groups = _run_groups(source, pending, config.workers, choose, on_day, writer)
+    groups = _run_groups(source, pending, config.workers, choose, on_day, writer, split)
     with contextlib.closing(groups):  # on an error or a kill, stop the pool first
         for key, task, result in groups:
             writer.rebuild = functools.partial(_rebuild_day, source, task)

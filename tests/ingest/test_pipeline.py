@@ -3,6 +3,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import polars as pl
@@ -10,7 +11,7 @@ import pytest
 
 from fxstore.config import BarConfig, IngestConfig
 from fxstore.errors import SchemaError
-from fxstore.ingest import pipeline
+from fxstore.ingest import _resplit, pipeline
 from fxstore.ingest._day_builder import Chooser, build_group
 from fxstore.ingest._day_files import PARTS_DIR
 from fxstore.ingest.calendar import session_bounds_ns
@@ -126,6 +127,7 @@ def _pool_in_this_process(choose: Chooser) -> object:
         _choose: object,
         _on_day: object,
         writer: pipeline._DayWriter,
+        _split: object,
     ) -> object:
         for key, task in tasks:
             remote = dataclasses.replace(
@@ -181,6 +183,109 @@ def test_ingest_all_and_id_modes_are_byte_identical_with_workers(
     assert one.n_bars > 0 and _digests(two.out_dir) == _digests(one.out_dir)
     assert _manifest_days(two.out_dir) == _manifest_days(one.out_dir)
     assert not (two.out_dir / PARTS_DIR).exists()
+
+
+@pytest.mark.parametrize("mode", ["front-month", "all"])
+def test_ingest_splits_utc_day_files_by_trading_day_and_builds_them_in_parallel(
+    mode: str,
+    front_run: IngestSummary,
+    two_roll_market: SynthMarket,
+    two_roll_market_utc: SynthMarket,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    built: list[object] = []
+    real = pipeline.build_split_groups
+
+    def spy(*args: object) -> Iterator[object]:
+        for result in real(*args):  # type: ignore[arg-type]
+            built.append(result)
+            yield result
+
+    monkeypatch.setattr(pipeline, "build_split_groups", spy)
+    config = dataclasses.replace(FRONT, instrument_mode=mode, workers=3)
+    reference = (
+        front_run
+        if mode == "front-month"
+        else ingest(dataclasses.replace(config, workers=1), [two_roll_market.folder], tmp_path)
+    )
+
+    summary = ingest(config, [two_roll_market_utc.folder], tmp_path / "utc")
+
+    n_groups = len(pipeline.plan_groups(pipeline.open_dbn([two_roll_market_utc.folder]).files))
+    assert len(built) == n_groups > 1 and None not in built  # split, not one core
+    assert _digests(summary.out_dir) == _digests(reference.out_dir)
+    utc_days = _manifest_days(summary.out_dir)
+    assert [d for d in utc_days if d["n_bars"]] == [  # type: ignore[index]
+        d
+        for d in _manifest_days(reference.out_dir)
+        if d["n_bars"]  # type: ignore[index]
+    ]
+    assert summary.n_records == reference.n_records
+    assert not (summary.out_dir / ".split").exists()
+    assert not (summary.out_dir / PARTS_DIR).exists()
+
+
+def test_ingest_builds_split_groups_on_one_core_when_the_files_overlap(
+    front_run: IngestSummary,
+    two_roll_market_utc: SynthMarket,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_resplit, "_consistent", lambda _splits: False)
+
+    summary = ingest(dataclasses.replace(FRONT, workers=2), [two_roll_market_utc.folder], tmp_path)
+
+    assert _digests(summary.out_dir) == _digests(front_run.out_dir)
+    assert not (summary.out_dir / _resplit.SPLIT_DIR).exists()
+
+
+def test_ingest_of_split_files_killed_mid_run_leaves_no_scratch_and_resumes(
+    front_run: IngestSummary,
+    two_roll_market_utc: SynthMarket,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    config = dataclasses.replace(FRONT, workers=2)
+    calls = {"n": 0}
+    real_write = pipeline._DayWriter.write
+
+    def dying_write(self: pipeline._DayWriter, day: pipeline.DayResult) -> pipeline.Json:
+        calls["n"] += 1
+        if calls["n"] == 20:
+            raise KeyboardInterrupt
+        return real_write(self, day)
+
+    monkeypatch.setattr(pipeline._DayWriter, "write", dying_write)
+    with pytest.raises(KeyboardInterrupt):
+        ingest(config, [two_roll_market_utc.folder], tmp_path)
+    out_dir = tmp_path / front_run.out_dir.relative_to(front_run.out_dir.parents[3])
+    assert not (out_dir / _resplit.SPLIT_DIR).exists() and not (out_dir / PARTS_DIR).exists()
+    monkeypatch.setattr(pipeline._DayWriter, "write", real_write)
+
+    resumed = ingest(config, [two_roll_market_utc.folder], tmp_path)
+
+    assert 0 < resumed.days_skipped < 20
+    assert _digests(resumed.out_dir) == _digests(front_run.out_dir)
+
+
+def test_split_files_are_consistent_only_in_time_order_and_without_symbol_mappings() -> None:
+    def split(first: int, last: int, mappings: int = 0) -> _resplit.SplitResult:
+        return _resplit.SplitResult(0, Path("f"), {}, ("f", 1, ""), 1, 0, mappings, first, last, 0)
+
+    assert _resplit._consistent([split(1, 5), split(5, 9)])
+    assert not _resplit._consistent([split(1, 6), split(5, 9)])
+    assert not _resplit._consistent([split(1, 5, mappings=1)])
+
+
+def test_can_split_needs_files_that_end_before_the_next_begins(
+    two_roll_market_utc: SynthMarket,
+) -> None:
+    group = pipeline.plan_groups(pipeline.open_dbn([two_roll_market_utc.folder]).files)[0]
+
+    assert len(group) > 1 and _resplit.can_split(group)
+    assert not _resplit.can_split(group[:1])
+    assert not _resplit.can_split(group[::-1])
 
 
 def test_ingest_rerun_unchanged_is_up_to_date_and_force_rebuilds(
