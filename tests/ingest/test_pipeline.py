@@ -112,6 +112,17 @@ def test_ingest_output_is_byte_identical_for_any_split_or_worker_count(
     assert _digests(summary.out_dir) == _digests(front_run.out_dir)
 
 
+def _group_task(files: list[pipeline.DbnFile]) -> pipeline.GroupTask:
+    return pipeline.GroupTask(
+        paths=tuple(f.path for f in files),
+        days=None,
+        selection=pipeline.parse_instrument_mode("front-month"),
+        root="ES",
+        bars=FRONT.bars,
+        chunk_records=FRONT.chunk_records,
+    )
+
+
 def _manifest_days(out_dir: Path) -> list[object]:
     return list(json.loads((out_dir / "manifest.json").read_text())["days"])
 
@@ -194,6 +205,7 @@ def test_ingest_splits_utc_day_files_by_trading_day_and_builds_them_in_parallel(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.setattr(pipeline, "_SPLIT_WORKERS_PER_GROUP", 0)  # split however many groups
     built: list[object] = []
     real = pipeline.build_split_groups
 
@@ -226,12 +238,26 @@ def test_ingest_splits_utc_day_files_by_trading_day_and_builds_them_in_parallel(
     assert not (summary.out_dir / PARTS_DIR).exists()
 
 
+def test_ingest_splits_only_when_workers_far_outnumber_groups(
+    two_roll_market_utc: SynthMarket,
+) -> None:
+    source = pipeline.open_dbn([two_roll_market_utc.folder])
+    groups = pipeline.plan_groups(source.files)
+    tasks = [(str(i), _group_task(g)) for i, g in enumerate(groups)]
+
+    assert pipeline._split_keys(source, tasks[:1], 4 * 1 + 1) == {"0"}
+    assert pipeline._split_keys(source, tasks[:1], 4) == set()
+    assert pipeline._split_keys(source, tasks[:1], 1) == set()
+    assert pipeline._split_keys(source, tasks, 16) == set()
+
+
 def test_ingest_builds_split_groups_on_one_core_when_the_files_overlap(
     front_run: IngestSummary,
     two_roll_market_utc: SynthMarket,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.setattr(pipeline, "_SPLIT_WORKERS_PER_GROUP", 0)
     monkeypatch.setattr(_resplit, "_consistent", lambda _splits: False)
 
     summary = ingest(dataclasses.replace(FRONT, workers=2), [two_roll_market_utc.folder], tmp_path)
@@ -246,6 +272,7 @@ def test_ingest_of_split_files_killed_mid_run_leaves_no_scratch_and_resumes(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.setattr(pipeline, "_SPLIT_WORKERS_PER_GROUP", 0)
     config = dataclasses.replace(FRONT, workers=2)
     calls = {"n": 0}
     real_write = pipeline._DayWriter.write
