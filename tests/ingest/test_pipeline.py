@@ -137,7 +137,7 @@ def _pool_in_this_process(choose: Chooser) -> object:
         _workers: int,
         _choose: object,
         _on_day: object,
-        writer: pipeline._DayWriter,
+        writer: pipeline.DayWriter,
         _split: object,
     ) -> object:
         for key, task in tasks:
@@ -275,20 +275,20 @@ def test_ingest_of_split_files_killed_mid_run_leaves_no_scratch_and_resumes(
     monkeypatch.setattr(pipeline, "_SPLIT_WORKERS_PER_GROUP", 0)
     config = dataclasses.replace(FRONT, workers=2)
     calls = {"n": 0}
-    real_write = pipeline._DayWriter.write
+    real_write = pipeline.DayWriter.write
 
-    def dying_write(self: pipeline._DayWriter, day: pipeline.DayResult) -> pipeline.Json:
+    def dying_write(self: pipeline.DayWriter, day: pipeline.DayResult) -> pipeline.Json:
         calls["n"] += 1
         if calls["n"] == 20:
             raise KeyboardInterrupt
         return real_write(self, day)
 
-    monkeypatch.setattr(pipeline._DayWriter, "write", dying_write)
+    monkeypatch.setattr(pipeline.DayWriter, "write", dying_write)
     with pytest.raises(KeyboardInterrupt):
         ingest(config, [two_roll_market_utc.folder], tmp_path)
     out_dir = tmp_path / front_run.out_dir.relative_to(front_run.out_dir.parents[3])
     assert not (out_dir / _resplit.SPLIT_DIR).exists() and not (out_dir / PARTS_DIR).exists()
-    monkeypatch.setattr(pipeline._DayWriter, "write", real_write)
+    monkeypatch.setattr(pipeline.DayWriter, "write", real_write)
 
     resumed = ingest(config, [two_roll_market_utc.folder], tmp_path)
 
@@ -347,22 +347,22 @@ def test_ingest_killed_run_leaves_no_partial_file_and_resumes(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     calls = {"n": 0}
-    real_write = pipeline._DayWriter.write
+    real_write = pipeline.DayWriter.write
 
-    def dying_write(self: pipeline._DayWriter, day: pipeline.DayResult) -> pipeline.Json:
+    def dying_write(self: pipeline.DayWriter, day: pipeline.DayResult) -> pipeline.Json:
         calls["n"] += 1
         if calls["n"] == 30:
             raise KeyboardInterrupt  # killed mid-run
         return real_write(self, day)
 
     config = dataclasses.replace(FRONT, workers=workers)
-    monkeypatch.setattr(pipeline._DayWriter, "write", dying_write)
+    monkeypatch.setattr(pipeline.DayWriter, "write", dying_write)
     with pytest.raises(KeyboardInterrupt):
         ingest(config, [two_roll_market.folder], tmp_path)
     out_dir = tmp_path / front_run.out_dir.relative_to(front_run.out_dir.parents[3])
     assert not list(out_dir.glob("*.tmp")) and not list(out_dir.glob(".*.tmp"))
     assert not (out_dir / "manifest.json").exists() and not (out_dir / PARTS_DIR).exists()
-    monkeypatch.setattr(pipeline._DayWriter, "write", real_write)
+    monkeypatch.setattr(pipeline.DayWriter, "write", real_write)
 
     resumed = ingest(config, [two_roll_market.folder], tmp_path)
 
