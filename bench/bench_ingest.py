@@ -5,11 +5,15 @@ In one run, for the same synthetic trading day of >= 5 M MBP-10 records:
   (b) `fxstore ingest` on one core (workers=1), front-month dollar-imbalance bars;
   (c) by hand: databento `DBNStore.to_df()`, then a per-trade Python loop building the same
       dollar imbalance bars (López de Prado's rule with EWMA expectations).
-Then the scaling over days: the same ingest of D days with 1 and N workers.
+Then the scaling over days: the same ingest of D days with 1 and N workers (`scaling`),
+next to the machine's limits in the same run: N independent one-core ingests of their own
+days (`ceiling`), N processes of pure arithmetic (`cpu`) and N `zstd -d` at once (`zstd`).
 Targets: (b) >= 0.70 x (a) in records/s; (b) >= 10 x (c); speed-up >= 0.8 x N.
+FXSTORE_BENCH_SPLIT=utc-day makes the days Databento-style UTC-day files;
+FXSTORE_BENCH_CHUNK sets chunk_records.
 
 Run:  python bench/bench_ingest.py [--records 5000000] [--days 8] [--day-records 1000000]
-      python bench/bench_ingest.py --parts scaling --workers 1,2,4,8 --days 16   (many cores)
+      python bench/bench_ingest.py --parts scaling,ceiling --workers 1,8,16 --days 48
 """
 
 from __future__ import annotations
