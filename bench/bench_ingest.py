@@ -236,6 +236,14 @@ def cpu(workers: list[int], repeat: int) -> dict[str, object]:
     return result
 
 
+def _speedup_entry(
+    label: str, n: int, med: float, runs: list[float], base: float
+) -> dict[str, object]:
+    """One worker count's times and speed-up over `base` (one process's time for all days)."""
+    print(f"{label}: {n} processes {base / med:.2f}x")
+    return {"median": med, "all": runs, "speedup": base / med, "per_worker": base / med / n}
+
+
 def zstd_parallel(
     tmp: Path, n_days: int, day_records: int, workers: list[int], repeat: int
 ) -> dict[str, object]:
@@ -251,13 +259,7 @@ def zstd_parallel(
         command = " & ".join(f"zstd -q -d -c {' '.join(s)} > /dev/null" for s in slices) + " & wait"
         med, runs = median_seconds(lambda c=command: run_shell_seconds(c), repeat)
         base = base or med * n
-        result[str(n)] = {
-            "median": med,
-            "all": runs,
-            "speedup": base / med,
-            "per_worker": base / med / n,
-        }
-        print(f"zstd -d: {n} processes {base / med:.2f}x")
+        result[str(n)] = _speedup_entry("zstd -d", n, med, runs, base)
     return result
 
 
@@ -281,13 +283,7 @@ def ceiling(
                 runs.append(max(pool.map(_ingest_slice, jobs, chunksize=1)))
         med = float(np.median(runs))
         base = base or med * n
-        result[str(n)] = {
-            "median": med,
-            "all": runs,
-            "speedup": base / med,
-            "per_worker": base / med / n,
-        }
-        print(f"ceiling: {n} processes {base / med:.2f}x")
+        result[str(n)] = _speedup_entry("ceiling", n, med, runs, base)
     return result
 
 
