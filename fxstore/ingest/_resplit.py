@@ -27,7 +27,7 @@ import datetime as dt
 import itertools
 import shutil
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.pool import Pool
 from pathlib import Path
@@ -35,7 +35,7 @@ from typing import BinaryIO, Final
 
 import numpy as np
 
-from fxstore.ingest._day_builder import DayResult, GroupResult, GroupTask
+from fxstore.ingest._day_builder import DayResult, GroupResult, GroupTask, build_group
 from fxstore.ingest._dbn_symbology import Symbology
 from fxstore.ingest.activity import DaySplitter
 from fxstore.ingest.dbn import DbnFile, open_dbn
@@ -62,11 +62,10 @@ class SplitTask:
 class SplitResult:
     """A split file: its fragments by trading day and what reading it found."""
 
-    index: int
     #: The input file.
     path: Path
-    #: trading day → (fragment path, records)
-    fragments: dict[dt.date, tuple[Path, int]]
+    #: trading day → its fragment file
+    fragments: dict[dt.date, Path]
     #: (file name, size in bytes, sha256)
     input: tuple[str, int, str]
     n_records: int
@@ -96,7 +95,6 @@ def split_file(task: SplitTask) -> SplitResult:
     source = open_dbn([task.path])
     splitter = DaySplitter()
     handles: dict[dt.date, BinaryIO] = {}
-    counts: dict[dt.date, int] = {}
     first_ts: int | None = None
     last_ts: int | None = None
     paths: dict[dt.date, Path] = {}
@@ -112,15 +110,12 @@ def split_file(task: SplitTask) -> SplitResult:
                     folder.mkdir(parents=True, exist_ok=True)
                     paths[day] = folder / f"{task.index:06d}.rec"
                     handles[day] = stack.enter_context(open(paths[day], "wb"))
-                    counts[day] = 0
                 handles[day].write(np.ascontiguousarray(run).data)
-                counts[day] += len(run)
     stats = source.stats
     return SplitResult(
-        index=task.index,
         path=task.path,
-        fragments={day: (paths[day], counts[day]) for day in sorted(paths)},
-        input=(task.path.name, task.path.stat().st_size, file_sha256(task.path, 1 << 22)),
+        fragments={day: paths[day] for day in sorted(paths)},
+        input=(task.path.name, task.path.stat().st_size, file_sha256(task.path)),
         n_records=stats.n_records,
         n_dropped_bytes=stats.n_dropped_bytes,
         n_symbol_mappings=sum(f.n_symbol_mappings for f in stats.files),
@@ -139,7 +134,7 @@ def _day_tasks(
     """One build task per trading day, over its fragments in file order."""
     tasks = []
     for day in days:
-        fragments = tuple((s.fragments[day][0], s.path) for s in splits if day in s.fragments)
+        fragments = tuple((s.fragments[day], s.path) for s in splits if day in s.fragments)
         tasks.append(
             dataclasses.replace(
                 remote,
@@ -189,7 +184,6 @@ def build_split_groups(
     remotes: Sequence[GroupTask],
     split_dir: Path,
     workers: int,
-    build: Callable[[GroupTask], GroupResult],
     symbology: Symbology,
 ) -> Iterator[GroupResult | None]:
     """Build consecutive groups of files window by window: split `workers` files at once
@@ -224,7 +218,7 @@ def build_split_groups(
                     builds.append((group, task))
                 for day in ready:
                     del group.pending[day]
-            results = pool.map(build, [t for _, t in builds])
+            results = pool.map(build_group, [t for _, t in builds])
             for (group, task), result in zip(builds, results, strict=True):
                 group.days += result.days
                 group.build_s += result.build_s

@@ -15,7 +15,9 @@ input into files. After each group the parent saves its progress; a killed run r
 there.
 
 Files that chain into one group (UTC-day files, where each session starts in one file and
-ends in the next, or one multi-day file) are built on one core.
+ends in the next) are split by trading day first when workers far outnumber groups
+(:mod:`fxstore.ingest._resplit`); otherwise each such group, like one multi-day file, is
+built by one worker.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import dataclasses
 import datetime as dt
 import functools
 import hashlib
+import itertools
 import json
 import logging
 import multiprocessing
@@ -204,18 +207,14 @@ def _run_groups(
         )
 
     with _worker_context().Pool(workers if split else min(workers, len(tasks))) as pool:
-        i = 0
-        while i < len(tasks):
-            in_split = tasks[i][0] in split
-            j = next((k for k in range(i, len(tasks)) if (tasks[k][0] in split) != in_split), None)
-            run = tasks[i : len(tasks) if j is None else j]
+        for in_split, same in itertools.groupby(tasks, key=lambda kt: kt[0] in split):
+            run = list(same)
             if in_split:
                 results: Iterator[GroupResult | None] = build_split_groups(
                     pool,
                     [remote(t) for _, t in run],
                     writer.out_dir / SPLIT_DIR,
                     workers,
-                    build_group,
                     source.symbology,
                 )
             else:
@@ -225,14 +224,15 @@ def _run_groups(
                     logger.info("%s: files overlap or map symbols: one core", task.paths[0])
                     result = build_group(task, source=_group_source(source, task))
                 yield key, task, result
-            i += len(run)
 
 
 #: Split groups by trading day only when there are at least this many workers per group.
 #: Splitting costs about twice the work of building a group in one pass (the fragments are
-#: written and read back) and waits at two barriers a window, so on the 16-core H200 host it
-#: reached 3.1x where 4 groups of UTC-day files on 16 workers give about 3.2x unsplit
-#: (bench/results/ingest_scaling_utcday_h200host.json): it pays only with few groups.
+#: written and read back: pool busy time over one core's time in
+#: bench/results/ingest_scaling_utcday_h200host.json) and waits at two barriers a window:
+#: there, 4 weekly groups split over 16 workers reached 3.1x, about what one group per
+#: worker can give (4 groups of ~4 days each; estimated, not measured). It pays only with
+#: few groups.
 _SPLIT_WORKERS_PER_GROUP = 4
 
 
@@ -299,8 +299,7 @@ def ingest(
         if manifest is not None:
             return _summary_from_manifest(out_dir, manifest, started)
         done = {} if config.force else _load_progress(out_dir, fingerprint)
-        for scratch in (PARTS_DIR, SPLIT_DIR):  # a killed run's candidates and fragments
-            shutil.rmtree(out_dir / scratch, ignore_errors=True)
+        _remove_scratch(out_dir)  # a killed run's candidates and fragments
         writer = DayWriter(out_dir, config)
         groups = plan_groups(source.files)
         if config.workers > 1 and len(groups) == 1 and len(groups[0]) == 1:
@@ -328,8 +327,7 @@ def ingest(
                 config, source, writer, tasks, done, fingerprint, on_progress
             )
         finally:
-            for scratch in (PARTS_DIR, SPLIT_DIR):
-                shutil.rmtree(out_dir / scratch, ignore_errors=True)
+            _remove_scratch(out_dir)
         _write_manifest(out_dir, config, writer, inputs, fingerprint)
         (out_dir / _PROGRESS).unlink(missing_ok=True)
     n_bars = sum(int(str(e["n_bars"])) for e in writer.entries)
@@ -347,6 +345,12 @@ def ingest(
         build_s=build_s,
         up_to_date=False,
     )
+
+
+def _remove_scratch(out_dir: Path) -> None:
+    """Delete the workers' parts and fragments folders (nothing there outlives a run)."""
+    for scratch in (PARTS_DIR, SPLIT_DIR):
+        shutil.rmtree(out_dir / scratch, ignore_errors=True)
 
 
 def _count_trading_days(groups: Sequence[Sequence[DbnFile]]) -> int:

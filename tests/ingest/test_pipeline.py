@@ -298,7 +298,7 @@ def test_ingest_of_split_files_killed_mid_run_leaves_no_scratch_and_resumes(
 
 def test_split_files_are_consistent_only_in_time_order_and_without_symbol_mappings() -> None:
     def split(first: int, last: int, mappings: int = 0) -> _resplit.SplitResult:
-        return _resplit.SplitResult(0, Path("f"), {}, ("f", 1, ""), 1, 0, mappings, first, last, 0)
+        return _resplit.SplitResult(Path("f"), {}, ("f", 1, ""), 1, 0, mappings, first, last, 0)
 
     assert _resplit._consistent([split(1, 5), split(5, 9)])
     assert not _resplit._consistent([split(1, 6), split(5, 9)])
