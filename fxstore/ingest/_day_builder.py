@@ -245,7 +245,8 @@ def build_group(
     if source is None:
         source = open_dbn(list(task.paths))
     days = list(_iter_days(source, task, chooser, on_day))
-    inputs = [(p.name, p.stat().st_size, file_sha256(p)) for p in task.paths]
     stats = source.stats
+    hashed = {f.path: f.sha256 for f in stats.files}  # hashed while read, when read to the end
+    inputs = [(p.name, p.stat().st_size, hashed.get(p) or file_sha256(p)) for p in task.paths]
     elapsed = time.perf_counter() - started
     return GroupResult(days, inputs, stats.n_records, stats.n_dropped_bytes, elapsed)

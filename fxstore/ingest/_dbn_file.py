@@ -8,6 +8,8 @@ keeps the MBP-10 records, parses SymbolMapping records and counts the rest.
 
 from __future__ import annotations
 
+import hashlib
+import io
 import logging
 import struct
 from collections.abc import Generator
@@ -94,6 +96,9 @@ class FileStats:
     skipped_rtypes: tuple[tuple[int, int], ...]
     #: Bytes of a partial record at the end of a truncated stream, dropped with a warning.
     n_dropped_bytes: int
+    #: Hex SHA-256 of the file's bytes, computed as they were read; None unless the read
+    #: reached the end of the file.
+    sha256: str | None = None
 
     @property
     def n_skipped(self) -> int:
@@ -110,6 +115,7 @@ class FileCounters:
     n_symbol_mappings: int = 0
     skipped: dict[int, int] = field(default_factory=dict)
     n_dropped_bytes: int = 0
+    sha256: str | None = None
 
     def freeze(self, path: Path) -> FileStats:
         return FileStats(
@@ -119,6 +125,7 @@ class FileCounters:
             n_symbol_mappings=self.n_symbol_mappings,
             skipped_rtypes=tuple(sorted(self.skipped.items())),
             n_dropped_bytes=self.n_dropped_bytes,
+            sha256=self.sha256,
         )
 
 
@@ -152,15 +159,52 @@ def _sniff(path: Path) -> tuple[bool, int]:
     )
 
 
-def _open_stream(path: Path, is_compressed: bool) -> _Readable:
+class _HashingReader:
+    """A raw file that hashes the bytes read through it (so the input checksum costs no
+    second pass over the file: the bytes are hashed while they are in cache)."""
+
+    def __init__(self, fh: io.FileIO, digest: hashlib._Hash) -> None:
+        self._fh = fh
+        self.digest = digest
+
+    def read(self, size: int = -1, /) -> bytes:
+        data = self._fh.read(size)
+        self.digest.update(data)
+        return data
+
+    def readinto(self, buffer: memoryview, /) -> int | None:
+        n = self._fh.readinto(buffer)
+        if n:
+            self.digest.update(buffer[:n])
+        return n
+
+    def finish(self) -> str:
+        """Hash what is left of the file (nothing, after the streams's end); the digest."""
+        while data := self._fh.read(_ZSTD_READ_SIZE):
+            self.digest.update(data)
+        return self.digest.hexdigest()
+
+    def close(self) -> None:
+        self._fh.close()
+
+
+def _open_raw(path: Path) -> io.FileIO:
     try:
-        fh = path.open("rb", buffering=0)
+        return io.FileIO(path, "r")
     except OSError as err:
         raise InvalidInputError(f"{path}: cannot open the file ({err.strerror}).") from err
+
+
+def _open_stream(path: Path, is_compressed: bool, raw: _Readable | None = None) -> _Readable:
+    """The decompressed byte stream of `path` (read through `raw` when given)."""
+    source: _Readable = _open_raw(path) if raw is None else raw
     if not is_compressed:
-        return fh
+        return source
     reader: _Readable = zstandard.ZstdDecompressor().stream_reader(
-        fh, read_size=_ZSTD_READ_SIZE, read_across_frames=True, closefd=True
+        source,  # type: ignore[arg-type]  # any object with read() will do
+        read_size=_ZSTD_READ_SIZE,
+        read_across_frames=True,
+        closefd=True,
     )
     return reader
 
@@ -320,13 +364,15 @@ def iter_file_records(
     holds MBP-10 records only), first_index the index of records[0] among the file's MBP-10
     records. ts_recv order is checked within and across blocks. A partial record at the end
     of the stream is dropped and counted in ``counters.n_dropped_bytes``; warning about it is
-    the caller's job, which knows whether this is the real read or a peek.
+    the caller's job, which knows whether this is the real read or a peek. Once the stream
+    ends, ``counters.sha256`` holds the file's checksum.
     """
     decoder = _BlockDecoder(file, counters, symbology)
     block_bytes = chunk_records * file.record_bytes
     index, offset, last_ts = 0, file.header_bytes, None
     carry = np.empty(0, np.uint8)
-    stream = _open_stream(file.path, file.is_compressed)
+    raw = _HashingReader(_open_raw(file.path), hashlib.sha256())
+    stream = _open_stream(file.path, file.is_compressed, raw)
     try:
         _read(stream, file.header_bytes, file.path)
         while True:
@@ -336,11 +382,13 @@ def iter_file_records(
                 tail = _read(stream, need, file.path)
                 if tail.size < need:
                     counters.n_dropped_bytes += carry.size + tail.size
+                    counters.sha256 = raw.finish()
                     return
                 buf = np.concatenate([carry, tail])
             else:
                 buf = _read(stream, block_bytes, file.path)
                 if not buf.size:
+                    counters.sha256 = raw.finish()
                     return
             parts, carry = decoder.decode(buf, offset, index)
             logger.debug("%s: block of %d bytes at byte %d", file.path, buf.size, offset)

@@ -15,6 +15,7 @@ import numpy as np
 
 from fxstore.config import BarConfig, BarType
 from fxstore.errors import FxStoreWarning
+from fxstore.ingest._dbn_zstd import walk_frames
 from fxstore.ingest.activity import count_by_instrument, take_records
 from fxstore.ingest.bars import build_bars
 from fxstore.ingest.calendar import session_bounds_ns
@@ -24,7 +25,7 @@ __all__ = ["warm_up"]
 
 
 def warm_up() -> None:
-    """Run each bar type and the activity counter on a tiny synthetic day."""
+    """Run each bar type, the activity counter and the zstd frame walk on tiny inputs."""
     day = dt.date(2024, 3, 5)
     open_ns, close_ns = session_bounds_ns(day)
     records = np.zeros(8, dtype=MBP10_DTYPE)
@@ -34,6 +35,7 @@ def warm_up() -> None:
     records["price"], records["size"] = 4_000_000_000_000, 1
     records["bid_px_00"], records["ask_px_00"] = 3_999_750_000_000, 4_000_000_000_000
     count_by_instrument(take_records(records, records["size"] > 0))
+    walk_frames(np.zeros(0, np.uint8))
     for bar_type in get_args(BarType):
         threshold = None if "imbalance" in bar_type else 2.0
         config = BarConfig(bar_type=bar_type, threshold=threshold)

@@ -40,6 +40,7 @@ from fxstore.ingest.dbn_format import (
     encode_metadata,
     symbol_mapping_dtype,
 )
+from fxstore.store import file_sha256
 from tests.ingest._dbn_files import (
     DAY_NS,
     T0,
@@ -338,6 +339,88 @@ def test_open_dbn_reserved_frame_bit_raises_corrupt(tmp_path: Path) -> None:
 
     with pytest.raises(SchemaError, match=r"r.dbn.zst: the Zstandard data is corrupt: reserved"):
         open_dbn(tmp_path / "r.dbn.zst")
+
+
+def test_open_dbn_reserved_block_type_raises_corrupt(tmp_path: Path) -> None:
+    path = write_dbn(tmp_path / "b.dbn.zst", mbp10_records(T0 + np.arange(50)), compress=True)
+    data = bytearray(path.read_bytes())
+    first_block = zstandard.frame_header_size(bytes(data))
+    data[first_block] |= 0b110  # block type 3 is reserved
+    path.write_bytes(bytes(data))
+
+    with pytest.raises(
+        SchemaError,
+        match=rf"b.dbn.zst: the Zstandard data is corrupt: reserved block type at "
+        rf"byte {first_block};",
+    ):
+        open_dbn(path)
+
+
+def _skippable_frame(payload: bytes) -> bytes:
+    return struct.pack("<II", 0x184D2A5E, len(payload)) + payload
+
+
+def test_open_dbn_reads_several_frames_and_a_trailing_skippable_frame(tmp_path: Path) -> None:
+    records = mbp10_records(T0 + np.arange(300))
+    plain = write_dbn(tmp_path / "p.dbn", records).read_bytes()
+    cut = len(plain) - 100 * MBP10_DTYPE.itemsize
+    compressor = zstandard.ZstdCompressor(level=3, write_checksum=True)
+    frames = compressor.compress(plain[:cut]) + compressor.compress(plain[cut:])
+    (tmp_path / "f.dbn.zst").write_bytes(frames + _skippable_frame(b"skip me"))
+
+    read = concat(read_all(tmp_path / "f.dbn.zst"))
+
+    np.testing.assert_array_equal(read, records)
+
+
+@pytest.mark.parametrize("name", ["test_data.mbp-10.dbn", "test_data.mbp-10.v3.dbn.zst"])
+def test_stats_hold_the_checksum_of_each_file_read_to_its_end(name: str, tmp_path: Path) -> None:
+    data = (PEER / name).read_bytes()
+    (tmp_path / name).write_bytes(
+        data + (_skippable_frame(b"tail") if name.endswith("zst") else b"")
+    )
+    source = open_dbn(tmp_path / name)
+    chunks = source.iter_chunks(chunk_records=2)
+
+    next(chunks)
+    assert source.stats.files[0].sha256 is None  # not read to the end yet
+    list(chunks)
+    assert source.stats.files[0].sha256 == file_sha256(tmp_path / name)
+
+
+def test_stats_checksum_covers_a_dropped_partial_record(tmp_path: Path) -> None:
+    path = write_dbn(tmp_path / "t.dbn", mbp10_records(T0 + np.arange(20)))
+    path.write_bytes(path.read_bytes()[:-100])
+    source = open_dbn(path)
+
+    with pytest.warns(FxStoreWarning, match="partial record"):
+        list(source.iter_chunks())
+
+    assert source.stats.files[0].sha256 == file_sha256(path)
+
+
+def test_open_dbn_cut_skippable_frame_raises_truncated(tmp_path: Path) -> None:
+    path = write_dbn(tmp_path / "s.dbn.zst", mbp10_records(T0 + np.arange(50)), compress=True)
+    size = path.stat().st_size
+    path.write_bytes(path.read_bytes() + _skippable_frame(b"0123456789")[:-3])
+
+    with pytest.raises(
+        SchemaError,
+        match=rf"s.dbn.zst: the Zstandard data is truncated: the frame starting "
+        rf"at byte {size} ",
+    ):
+        open_dbn(path)
+
+
+def test_open_dbn_names_the_first_bad_file_in_path_order(tmp_path: Path) -> None:
+    good = (PEER / "test_data.mbp-10.v3.dbn.zst").read_bytes()
+    for name in "abcdefghij":
+        (tmp_path / f"{name}.dbn.zst").write_bytes(good)
+    for name in "dh":
+        (tmp_path / f"{name}.dbn.zst").write_bytes(good[:-9])
+
+    with pytest.raises(SchemaError, match=r"d\.dbn\.zst: the Zstandard data is truncated"):
+        open_dbn(sorted(tmp_path.glob("*.dbn.zst")))
 
 
 def test_iter_chunks_corrupt_zstd_block_raises_schema_error(tmp_path: Path) -> None:
