@@ -31,6 +31,7 @@ import itertools
 import json
 import logging
 import multiprocessing
+import multiprocessing.forkserver
 import shutil
 import time
 from collections.abc import Callable, Generator, Iterator, Sequence
@@ -52,6 +53,7 @@ from fxstore.ingest._day_files import (
     PARTS_DIR,
 )
 from fxstore.ingest._day_writer import DayWriter, Json
+from fxstore.ingest._progress import PROGRESS, ProgressLog, load_progress
 from fxstore.ingest._resplit import SPLIT_DIR, build_split_groups, can_split
 from fxstore.ingest.calendar import is_trading_day, trading_day_of
 from fxstore.ingest.contracts import root_of_parent
@@ -68,7 +70,6 @@ __all__ = ["IngestSummary", "ingest", "plan_groups"]
 
 logger = logging.getLogger(__name__)
 
-_PROGRESS = ".progress.json"
 _MANIFEST = "manifest.json"
 
 
@@ -136,18 +137,6 @@ def _fingerprint(config: IngestConfig, files: Sequence[DbnFile]) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
-def _load_progress(out_dir: Path, fingerprint: str) -> Json:
-    """Finished groups of an interrupted run with the same inputs and config."""
-    path = out_dir / _PROGRESS
-    if not path.exists():
-        return {}
-    progress = read_json(path)
-    if progress.get("fingerprint") != fingerprint:
-        return {}
-    groups = progress.get("groups", {})
-    return groups if isinstance(groups, dict) else {}
-
-
 def _is_up_to_date(out_dir: Path, fingerprint: str) -> Json | None:
     path = out_dir / _MANIFEST
     if not path.exists():
@@ -173,6 +162,14 @@ def _worker_context() -> multiprocessing.context.BaseContext:
         context.set_forkserver_preload(["fxstore.ingest._day_builder", "fxstore.ingest._warm"])
         return context
     return multiprocessing.get_context("spawn")
+
+
+def _start_worker_server() -> None:
+    """Start the pool's server now: it imports and warms up (about a second) while the
+    parent opens and checks the input files, and is ready when the pool starts."""
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        _worker_context()
+        multiprocessing.forkserver.ensure_running()
 
 
 def _group_source(source: DbnSource, task: GroupTask) -> DbnSource:
@@ -291,6 +288,8 @@ def ingest(
     started = time.perf_counter()
     selection = parse_instrument_mode(config.instrument_mode)
     root = root_of_parent(config.symbol) if selection.mode == "front-month" else None
+    if config.workers > 1:
+        _start_worker_server()
     source = open_dbn(list(paths))
     out_dir = bars_dir(store_root, config.symbol, selection.key, config.bars.key)
     fingerprint = _fingerprint(config, source.files)
@@ -298,7 +297,7 @@ def ingest(
         manifest = None if config.force else _is_up_to_date(out_dir, fingerprint)
         if manifest is not None:
             return _summary_from_manifest(out_dir, manifest, started)
-        done = {} if config.force else _load_progress(out_dir, fingerprint)
+        done = {} if config.force else load_progress(out_dir, fingerprint)
         _remove_scratch(out_dir)  # a killed run's candidates and fragments
         writer = DayWriter(out_dir, config)
         groups = plan_groups(source.files)
@@ -329,7 +328,7 @@ def ingest(
         finally:
             _remove_scratch(out_dir)
         _write_manifest(out_dir, config, writer, inputs, fingerprint)
-        (out_dir / _PROGRESS).unlink(missing_ok=True)
+        (out_dir / PROGRESS).unlink(missing_ok=True)
     n_bars = sum(int(str(e["n_bars"])) for e in writer.entries)
     n_days = sum(1 for e in writer.entries if int(str(e["n_bars"])) > 0)
     return IngestSummary(
@@ -382,7 +381,7 @@ def _build_all(
     Returns the inputs (name, size, sha256), the records read, the days replayed and the
     seconds spent building groups.
     """
-    progress: Json = {}
+    resumed: dict[str, Json] = {}
     inputs: list[list[object]] = []
     n_records = 0
     build_s = 0.0
@@ -396,7 +395,7 @@ def _build_all(
                 on_progress(dt.date.fromisoformat(entry["trading_day"]))
         inputs += saved["inputs"]
         n_records += int(saved["n_records"])
-        progress[key] = saved
+        resumed[key] = saved
     n_replayed = len(writer.entries)
 
     def write(day: DayResult) -> None:
@@ -410,23 +409,24 @@ def _build_all(
     choose = writer.begin if in_process and writer.selector is not None else None
     on_day = write if in_process else None
     groups = _run_groups(source, pending, config.workers, choose, on_day, writer, split)
-    with contextlib.closing(groups):  # on an error or a kill, stop the pool first
+    log = ProgressLog(writer.out_dir, fingerprint, resumed)
+    with log, contextlib.closing(groups):  # on an error or a kill, stop the pool first
         for key, task, result in groups:
             writer.rebuild = functools.partial(_rebuild_day, source, task)
             if not in_process:
                 for day in result.days:
                     write(day)
-            progress[key] = {
-                "days": writer.entries[len(writer.entries) - len(result.days) :],
-                "inputs": [list(i) for i in result.inputs],
-                "n_records": result.n_records,
-            }
+            log.append(
+                key,
+                {
+                    "days": writer.entries[len(writer.entries) - len(result.days) :],
+                    "inputs": [list(i) for i in result.inputs],
+                    "n_records": result.n_records,
+                },
+            )
             inputs += [list(i) for i in result.inputs]
             n_records += result.n_records
             build_s += result.build_s
-            atomic_write_json(
-                writer.out_dir / _PROGRESS, {"fingerprint": fingerprint, "groups": progress}
-            )
     return inputs, n_records, n_replayed, build_s
 
 
