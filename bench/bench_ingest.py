@@ -5,15 +5,17 @@ In one run, for the same synthetic trading day of >= 5 M MBP-10 records:
   (b) `fxstore ingest` on one core (workers=1), front-month dollar-imbalance bars;
   (c) by hand: databento `DBNStore.to_df()`, then a per-trade Python loop building the same
       dollar imbalance bars (López de Prado's rule with EWMA expectations).
-Then the scaling over days: the same ingest of D days with 1 and N workers (`scaling`),
-next to the machine's limits in the same run: N independent one-core ingests of their own
-days (`ceiling`), N processes of pure arithmetic (`cpu`) and N `zstd -d` at once (`zstd`).
+Then the scaling over days: the same ingest of D days with 1 and N workers, warm
+(`scaling`) and once each in a fresh process (`cold`), next to the machine's limits in the
+same run, each N independent processes over their own days at once: one-core ingests
+(`ceiling`), python-zstandard decompression alone (`decompress`), fxstore's reader without
+bars (`decode`), pure arithmetic (`cpu`) and `zstd -d` (`zstd`).
 Targets: (b) >= 0.70 x (a) in records/s; (b) >= 10 x (c); speed-up >= 0.8 x N.
 FXSTORE_BENCH_SPLIT=utc-day makes the days Databento-style UTC-day files;
 FXSTORE_BENCH_CHUNK sets chunk_records.
 
 Run:  python bench/bench_ingest.py [--records 5000000] [--days 8] [--day-records 1000000]
-      python bench/bench_ingest.py --parts scaling,ceiling --workers 1,8,16 --days 48
+      python bench/bench_ingest.py --parts scaling,ceiling,decompress --workers 1,8,16 --days 48
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import dataclasses
 import datetime as dt
 import multiprocessing
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -173,32 +176,64 @@ def single_day(tmp: Path, records: int, repeat: int, by_hand_too: bool) -> dict[
 def scaling(
     tmp: Path, n_days: int, day_records: int, workers: list[int], repeat: int
 ) -> dict[str, object]:
-    """The same multi-day ingest with each worker count."""
+    """The same multi-day ingest with each worker count, warm: the kernels of this process
+    and the pool's server (which the workers fork from) are loaded before timing; `cold`
+    times fresh processes. The worker counts take turns within each repeat, so the load
+    of the shared machine drifts alike for all; `paired_speedup` is the median over repeats
+    of each repeat's own ratio."""
     days = many_days(tmp, n_days, day_records)
     ingest_once(days[:2], tmp / "warm2", 1)
-    times: dict[int, dict[str, object]] = {}
-    for n in workers:
-        busy: list[float] = []
-
-        def run(n: int = n, busy: list[float] = busy) -> None:
-            busy.append(ingest_summary(days, tmp / f"s{n}", n).build_s)
-
-        med, runs = median_seconds(run, repeat)
-        # How busy the pool was: build seconds summed over groups / (wall x workers).
-        times[n] = {
-            "median": med,
-            "all": runs,
-            "pool_busy": [b / (t * n) for b, t in zip(busy, runs, strict=True)],
-        }
-    base = float(times[workers[0]]["median"]) * workers[0]  # type: ignore[arg-type]
-    speedups = {n: base / float(t["median"]) for n, t in times.items()}  # type: ignore[arg-type]
+    ingest_once(days[:2], tmp / "warm_pool", 2)
+    runs: dict[int, list[float]] = {n: [] for n in workers}
+    busy: dict[int, list[float]] = {n: [] for n in workers}
+    for _ in range(repeat):
+        for n in workers:
+            start = time.perf_counter()
+            build_s = ingest_summary(days, tmp / f"s{n}", n).build_s
+            runs[n].append(time.perf_counter() - start)
+            # How busy the pool was: build seconds summed over groups / (wall x workers).
+            busy[n].append(build_s / (runs[n][-1] * n))
+    first = workers[0]
+    medians = {n: float(np.median(r)) for n, r in runs.items()}
+    speedups = {n: medians[first] * first / medians[n] for n in workers}
+    paired = {
+        n: float(np.median([a * first / b for a, b in zip(runs[first], runs[n], strict=True)]))
+        for n in workers
+    }
     print("scaling: " + ", ".join(f"{n} workers {speedups[n]:.2f}x" for n in workers))
+    print("paired: " + ", ".join(f"{n} workers {paired[n]:.2f}x" for n in workers))
     return {
         "days": len(days),
         "records_per_day": day_records,
-        "times_s": {str(n): t for n, t in times.items()},
+        "times_s": {
+            str(n): {"median": medians[n], "all": runs[n], "pool_busy": busy[n]} for n in workers
+        },
         "speedup": {str(n): v for n, v in speedups.items()},
         "speedup_per_worker": {str(n): v / n for n, v in speedups.items()},
+        "paired_speedup": {str(n): v for n, v in paired.items()},
+        "paired_speedup_per_worker": {str(n): v / n for n, v in paired.items()},
+    }
+
+
+def cold(tmp: Path, n_days: int, day_records: int, workers: list[int]) -> dict[str, object]:
+    """The scaling ingest once per worker count in a fresh process, as a user runs it:
+    Python, imports, loading the compiled kernels and starting the pool are all timed."""
+    days = many_days(tmp, n_days, day_records)
+    times: dict[str, float] = {}
+    for n in workers:
+        code = (
+            "import sys; sys.path.insert(0, 'bench'); from pathlib import Path;"
+            "from bench_ingest import ingest_once;"
+            f"ingest_once([Path(p) for p in {[str(p) for p in days]!r}],"
+            f" Path({str(tmp / f'cold{n}')!r}), {n})"
+        )
+        times[str(n)] = run_shell_seconds(f"{sys.executable} -c {shlex.quote(code)}")
+    base = times[str(workers[0])] * workers[0]
+    print("cold: " + ", ".join(f"{n} workers {base / t:.2f}x" for n, t in times.items()))
+    return {
+        "times_s": times,
+        "speedup": {n: base / t for n, t in times.items()},
+        "speedup_per_worker": {n: base / t / int(n) for n, t in times.items()},
     }
 
 
@@ -263,12 +298,48 @@ def zstd_parallel(
     return result
 
 
-def ceiling(
-    tmp: Path, n_days: int, day_records: int, workers: list[int], repeat: int
+def _decompress_slice(args: tuple[list[Path], Path]) -> float:
+    """One process of the decompress run: python-zstandard over its days, read the way the
+    ingest reader reads (``readinto`` blocks of chunk_records MBP-10 records); seconds."""
+    import zstandard
+
+    paths, _store = args
+    start = time.perf_counter()
+    buffer = memoryview(np.empty(CONFIG.chunk_records * 368, np.uint8))
+    for path in paths:
+        with path.open("rb", buffering=0) as fh:
+            reader = zstandard.ZstdDecompressor().stream_reader(fh, read_across_frames=True)
+            while reader.readinto(buffer):
+                pass
+    return time.perf_counter() - start
+
+
+def _decode_slice(args: tuple[list[Path], Path]) -> float:
+    """One process of the decode run: fxstore's reader over its days (decompress, decode,
+    order checks), no bars; seconds."""
+    from fxstore.ingest.dbn import open_dbn
+
+    paths, _store = args
+    start = time.perf_counter()
+    for _ in open_dbn(paths).iter_chunks(chunk_records=CONFIG.chunk_records):
+        pass
+    return time.perf_counter() - start
+
+
+#: Parts that run N independent warm processes over their own slices of the days.
+_SLICE_PARTS = {"ceiling": _ingest_slice, "decompress": _decompress_slice, "decode": _decode_slice}
+
+
+def independent(
+    part: str, tmp: Path, n_days: int, day_records: int, workers: list[int], repeat: int
 ) -> dict[str, object]:
-    """The machine's limit for this work: N independent warm processes, each ingesting its
-    own contiguous slice of the days on one core (front month only, no pool, no parent),
-    all started together. Speed-up = one process doing all days / the slowest of N."""
+    """The machine's limit for one stage of this work: N independent warm processes, each
+    over its own contiguous slice of the days on one core (no pool, no parent), all started
+    together. Speed-up = one process doing all days / the slowest of N.
+
+    ceiling: the whole one-core ingest (front month); decompress: python-zstandard alone
+    (the floor, where the zstd tool is missing); decode: fxstore's reader without bars."""
+    func = _SLICE_PARTS[part]
     days = many_days(tmp, n_days, day_records)
     result: dict[str, object] = {}
     context = multiprocessing.get_context("spawn")
@@ -276,14 +347,14 @@ def ceiling(
     for n in workers:
         slices = [list(a) for a in np.array_split(np.array(days, dtype=object), n)]
         with context.Pool(n) as pool:
-            pool.map(_ingest_slice, [(days[:1], tmp / f"cw{i}") for i in range(n)], chunksize=1)
+            pool.map(func, [(days[:1], tmp / f"{part}w{i}") for i in range(n)], chunksize=1)
             runs = []
             for r in range(repeat):
-                jobs = [(s, tmp / f"c{n}_{i}_{r}") for i, s in enumerate(slices)]
-                runs.append(max(pool.map(_ingest_slice, jobs, chunksize=1)))
+                jobs = [(s, tmp / f"{part}{n}_{i}_{r}") for i, s in enumerate(slices)]
+                runs.append(max(pool.map(func, jobs, chunksize=1)))
         med = float(np.median(runs))
         base = base or med * n
-        result[str(n)] = _speedup_entry("ceiling", n, med, runs, base)
+        result[str(n)] = _speedup_entry(part, n, med, runs, base)
     return result
 
 
@@ -308,14 +379,17 @@ def main() -> None:
         if "scaling" in parts:
             workers = [int(n) for n in args.workers.split(",")]
             result["scaling"] = scaling(tmp, args.days, args.day_records, workers, args.repeat)
+        if "cold" in parts:
+            workers = [int(n) for n in args.workers.split(",")]
+            result["cold"] = cold(tmp, args.days, args.day_records, workers)
         if "zstd" in parts:
             workers = [int(n) for n in args.workers.split(",")]
             result["zstd"] = zstd_parallel(tmp, args.days, args.day_records, workers, args.repeat)
         if "cpu" in parts:
             result["cpu"] = cpu([int(n) for n in args.workers.split(",")], args.repeat)
-        if "ceiling" in parts:
+        for part in [p for p in _SLICE_PARTS if p in parts]:
             workers = [int(n) for n in args.workers.split(",")]
-            result["ceiling"] = ceiling(tmp, args.days, args.day_records, workers, args.repeat)
+            result[part] = independent(part, tmp, args.days, args.day_records, workers, args.repeat)
     out = write_result(os.environ.get("FXSTORE_BENCH_NAME", "ingest"), result)
     print(f"-> {out}")
 

@@ -1,0 +1,83 @@
+"""Where the wall time of a parallel ingest goes: pool start, groups per worker, the tail.
+
+Runs the scaling ingest (same synthetic days as bench_ingest.py) with N workers, a cold
+run first (the pool's server starts) and then warm ones, and reports per run: seconds until
+the first group starts, until the last group ends, after it, the workers' busy fraction
+between the first start and the last end, and the groups' build seconds (median, spread).
+
+Run:  python bench/diag_ingest_timeline.py --workers 8 --days 48 --day-records 2000000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("NUMBA_NUM_THREADS", "1")
+
+import _timeline
+import numpy as np
+from _common import write_result
+from bench_ingest import ingest_summary, many_days
+
+from fxstore.ingest import pipeline
+
+
+def timeline(days: list[Path], store: Path, workers: int, folder: Path) -> dict[str, object]:
+    """One ingest; its groups' records are the files in `folder` written after it began
+    (the pool's server, and so the workers, keep the folder they were started with)."""
+    start = time.time()
+    summary = ingest_summary(days, store, workers)
+    end = time.time()
+    groups = [json.loads(p.read_text()) for p in folder.glob("*.json")]
+    groups = [g for g in groups if g["start"] >= start]
+    first = min(g["start"] for g in groups)
+    last = max(g["end"] for g in groups)
+    per_pid: dict[int, float] = {}
+    for g in groups:
+        per_pid[g["pid"]] = per_pid.get(g["pid"], 0.0) + g["end"] - g["start"]
+    build = np.array([g["end"] - g["start"] for g in groups])
+    return {
+        "wall_s": end - start,
+        "to_first_group_s": first - start,
+        "groups_span_s": last - first,
+        "after_last_group_s": end - last,
+        "busy_in_span": float(sum(per_pid.values()) / (workers * (last - first))),
+        "processes": len(per_pid),
+        "group_s": {"median": float(np.median(build)), "min": build.min(), "max": build.max()},
+        "elapsed_s_reported": summary.elapsed_s,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workers", type=int, default=8)
+    parser.add_argument("--days", type=int, default=48)
+    parser.add_argument("--day-records", type=int, default=2_000_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    pipeline.build_group = _timeline.timed_build_group  # type: ignore[attr-defined]
+    runs = []
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        days = many_days(tmp, args.days, args.day_records)
+        folder = tmp / "timeline"
+        folder.mkdir()
+        os.environ["FXSTORE_TIMELINE_DIR"] = str(folder)
+        for r in range(args.repeat):
+            run = timeline(days, tmp / f"s{r}", args.workers, folder)
+            print(json.dumps({"run": r, **run}, default=float))
+            runs.append(run)
+    payload = {"workers": args.workers, "days": args.days, "day_records": args.day_records}
+    out = write_result(
+        os.environ.get("FXSTORE_BENCH_NAME", "ingest_timeline"), {**payload, "runs": runs}
+    )
+    print(f"-> {out}")
+
+
+if __name__ == "__main__":
+    main()
