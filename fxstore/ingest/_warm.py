@@ -35,7 +35,7 @@ def warm_up() -> None:
     records["price"], records["size"] = 4_000_000_000_000, 1
     records["bid_px_00"], records["ask_px_00"] = 3_999_750_000_000, 4_000_000_000_000
     count_by_instrument(take_records(records, records["size"] > 0))
-    walk_frames(np.zeros(0, np.uint8))
+    walk_frames(np.zeros(0, np.uint8), 0, 0, np.zeros(4, np.int64))
     for bar_type in get_args(BarType):
         threshold = None if "imbalance" in bar_type else 2.0
         config = BarConfig(bar_type=bar_type, threshold=threshold)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
+import mmap
 import shutil
 import struct
 import warnings
@@ -801,3 +802,24 @@ def test_iter_chunks_no_warning_on_clean_file() -> None:
         chunks = read_all(PEER / "test_data.mbp-10.v3.dbn.zst")
 
     assert sum(c.records.size for c in chunks) == 2
+
+
+def test_zstd_check_walks_a_file_window_by_window(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fxstore.ingest import _dbn_zstd
+
+    monkeypatch.setattr(_dbn_zstd, "_WINDOW", 2 * mmap.ALLOCATIONGRANULARITY)
+    records = mbp10_records(T0 + np.arange(3000))
+    plain = write_dbn(tmp_path / "p.dbn", records).read_bytes()
+    compressor = zstandard.ZstdCompressor(level=1, write_checksum=True)
+    cuts = range(0, len(plain), 50_000)
+    frames = b"".join(compressor.compress(plain[c : c + 50_000]) for c in cuts)
+    data = frames + _skippable_frame(bytes(3 * mmap.ALLOCATIONGRANULARITY)) + frames
+    (tmp_path / "w.dbn.zst").write_bytes(data)
+    (tmp_path / "cut.dbn.zst").write_bytes(data[:-5])
+    assert len(data) > 4 * mmap.ALLOCATIONGRANULARITY
+
+    _dbn_zstd.check_zstd_complete(tmp_path / "w.dbn.zst", len(data))
+    with pytest.raises(SchemaError, match=r"cut.dbn.zst: the Zstandard data is truncated"):
+        _dbn_zstd.check_zstd_complete(tmp_path / "cut.dbn.zst", len(data) - 5)
