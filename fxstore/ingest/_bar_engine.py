@@ -123,21 +123,25 @@ class BarEngine:
         )
         self._bars = grown
 
-    def update(self, records: np.ndarray, where: str) -> None:
-        """Add a C-contiguous MBP10_DTYPE chunk; raise, changing nothing, if it is out of order."""
-        n = records.shape[0]
+    def update(self, records: np.ndarray, where: str, rows: np.ndarray | None = None) -> None:
+        """Add a C-contiguous MBP10_DTYPE chunk, or its `rows` (int64, ascending; None: all);
+        raise, changing nothing, if they are out of order or of another instrument."""
+        if rows is None:
+            rows = np.arange(records.shape[0], dtype=np.int64)
+        n = rows.shape[0]
         if n == 0:
             return
         self._reserve(n + 1)
+        m = records.shape[0]
         chunk = (
-            records.view(np.int64).reshape(n, RECORD_BYTES // 8),
-            records.view(np.uint32).reshape(n, RECORD_BYTES // 4),
-            records.view(np.uint8).reshape(n, RECORD_BYTES),
+            records.view(np.int64).reshape(m, RECORD_BYTES // 8),
+            records.view(np.uint32).reshape(m, RECORD_BYTES // 4),
+            records.view(np.uint8).reshape(m, RECORD_BYTES),
         )
         st_i = self._state[0]
         known = int(st_i[stream.SI_INSTRUMENT])
         status, row = stream.update_bars(
-            chunk, self._rule, self._params, self._state, self._acc, self._bars
+            chunk, rows, self._rule, self._params, self._state, self._acc, self._bars
         )
         if status == stream.BACK_IN_TIME:
             index = int(st_i[stream.SI_N_SEEN]) + row
@@ -145,7 +149,7 @@ class BarEngine:
                 f"{where}: records must be sorted by ts_recv; record {index} goes back in time."
             )
         if status == stream.OTHER_INSTRUMENT:
-            ids = records["instrument_id"]
+            ids = records["instrument_id"][rows]
             unique = np.unique(ids if known < 0 else np.r_[ids, known])
             shown = ", ".join(str(i) for i in unique[:5])
             also = "" if known < 0 else f" (this builder's is {known})"

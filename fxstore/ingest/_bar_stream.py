@@ -98,16 +98,18 @@ Bars = tuple[I64, F64, U8]
 
 
 @njit
-def _check_chunk(q: I64, lw: U32, last_ts: int, instrument_id: int) -> tuple[int, int]:
-    """(status, row) of the first record that goes back in time, else of another instrument."""
+def _check_chunk(q: I64, lw: U32, rows: I64, last_ts: int, instrument_id: int) -> tuple[int, int]:
+    """(status, r) of the first of `rows` that goes back in time, else of another instrument
+    (r indexes `rows`)."""
     prev = last_ts
-    for j in range(q.shape[0]):
+    for r in range(rows.shape[0]):
+        j = rows[r]
         if q[j, Q_TS_RECV] < prev:
-            return BACK_IN_TIME, j
+            return BACK_IN_TIME, r
         prev = q[j, Q_TS_RECV]
-    for j in range(q.shape[0]):
-        if lw[j, L_INSTRUMENT_ID] != instrument_id:
-            return OTHER_INSTRUMENT, j
+    for r in range(rows.shape[0]):
+        if lw[rows[r], L_INSTRUMENT_ID] != instrument_id:
+            return OTHER_INSTRUMENT, r
     return OK, 0
 
 
@@ -215,12 +217,15 @@ def _end_interval(
 
 
 @njit
-def _update(chunk: Chunk, rule: int, params: Params, state: State, acc: Acc, bars: Bars) -> int:
+def _update(
+    chunk: Chunk, rows: I64, rule: int, params: Params, state: State, acc: Acc, bars: Bars
+) -> int:
     """The loop of :func:`update_bars`; returns the chunk row of its last F_LAST record, or -1."""
     (q, lw, b), (st_i, st_f, prev, _), (acc_i, acc_f) = chunk, state, acc
     is_time, base, last_row = rule == RULE_TIME, st_i[SI_N_SEEN], -1
-    for j in range(q.shape[0]):
-        ts, flags, index = q[j, Q_TS_RECV], b[j, B_FLAGS], base + j
+    for r in range(rows.shape[0]):
+        j = rows[r]
+        ts, flags, index = q[j, Q_TS_RECV], b[j, B_FLAGS], base + r
         is_last = (flags & FLAG_LAST) != 0
         in_tail = is_time & (not is_last)  # time bars: a packet still open may move on
         if is_time & (ts >= st_i[SI_NEXT_INTERVAL_NS]):  # no division per record
@@ -263,15 +268,18 @@ def _update(chunk: Chunk, rule: int, params: Params, state: State, acc: Acc, bar
 
 @njit
 def update_bars(
-    chunk: Chunk, rule: int, params: Params, state: State, acc: Acc, bars: Bars
+    chunk: Chunk, rows: I64, rule: int, params: Params, state: State, acc: Acc, bars: Bars
 ) -> tuple[int, int]:
-    """Add one chunk of records to the day's bars, or reject it whole.
+    """Add the instrument's records of one chunk to the day's bars, or reject them whole.
 
     Parameters
     ----------
     chunk
-        The chunk's records (n of them) as C-contiguous int64 (n, 46), uint32 (n, 92) and
-        uint8 (n, 368) rows.
+        The chunk's records as C-contiguous int64 (m, 46), uint32 (m, 92) and uint8 (m, 368)
+        rows, read in place.
+    rows
+        The chunk rows of the instrument's records (n of them, ascending): the other rows,
+        another instrument's, are not read.
     rule
         ``RULE_PLAIN``, ``RULE_TIME`` or ``RULE_IMBALANCE``.
     params
@@ -289,24 +297,25 @@ def update_bars(
     Returns
     -------
     tuple
-        ``(status, row)``: OK, or BACK_IN_TIME / OTHER_INSTRUMENT and the chunk row of the first
-        offending record; a rejected chunk leaves every array as it was.
+        ``(status, r)``: OK, or BACK_IN_TIME / OTHER_INSTRUMENT and the index in `rows` of the
+        first offending record; rejected records leave every array as it was.
     """
     q, lw, b = chunk
     st_i, last_book = state[0], state[3]
-    n = q.shape[0]
+    n = rows.shape[0]
     if n == 0:
         return OK, 0
-    instrument_id = st_i[SI_INSTRUMENT] if st_i[SI_INSTRUMENT] >= 0 else lw[0, L_INSTRUMENT_ID]
-    status, row = _check_chunk(q, lw, st_i[SI_LAST_TS], instrument_id)
+    first = lw[rows[0], L_INSTRUMENT_ID]
+    instrument_id = st_i[SI_INSTRUMENT] if st_i[SI_INSTRUMENT] >= 0 else first
+    status, row = _check_chunk(q, lw, rows, st_i[SI_LAST_TS], instrument_id)
     if status != OK:
         return status, row
     st_i[SI_INSTRUMENT] = instrument_id
-    last_row = _update(chunk, rule, params, state, acc, bars)
+    last_row = _update(chunk, rows, rule, params, state, acc, bars)
     if last_row >= 0:
         last_book[:] = b[last_row]
     st_i[SI_N_SEEN] += n
-    st_i[SI_LAST_TS] = q[n - 1, Q_TS_RECV]
+    st_i[SI_LAST_TS] = q[rows[n - 1], Q_TS_RECV]
     return OK, 0
 
 

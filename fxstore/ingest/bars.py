@@ -95,6 +95,20 @@ class BarRanges:
     is_partial: npt.NDArray[np.bool_]
 
 
+def _check_rows(rows: np.ndarray, n: int, where: str) -> np.ndarray:
+    """`rows` as int64, checked to be strictly ascending indices into n records."""
+    rows = np.asarray(rows)
+    if rows.ndim != 1 or not np.issubdtype(rows.dtype, np.integer):
+        raise InvalidInputError(f"{where}: `rows` must be a 1-d integer array, was {rows.dtype}.")
+    rows = rows.astype(np.int64, copy=False)
+    if rows.size and (rows[0] < 0 or rows[-1] >= n or bool(np.any(rows[1:] <= rows[:-1]))):
+        raise InvalidInputError(
+            f"{where}: `rows` must be ascending indices into the {n} records; sort them and "
+            "drop duplicates."
+        )
+    return rows
+
+
 def _check_dtype(records: np.ndarray, where: str) -> None:
     if not isinstance(records, np.ndarray) or records.ndim != 1 or records.dtype != MBP10_DTYPE:
         got = getattr(records, "dtype", type(records).__name__)
@@ -187,7 +201,7 @@ class BarBuilder:
             )
         return self._engine
 
-    def update(self, records: np.ndarray) -> None:
+    def update(self, records: np.ndarray, rows: np.ndarray | None = None) -> None:
         """Add the next records of the day.
 
         Parameters
@@ -196,6 +210,9 @@ class BarBuilder:
             Structured array of ``MBP10_DTYPE``, shape (n,), possibly empty or read-only: the
             instrument's next records, sorted by ``ts_recv``, none earlier than the last
             record of the previous call.
+        rows
+            Which of `records` are the instrument's (ascending indices; None: all of them),
+            when `records` hold other instruments too: they are read in place, not copied.
 
         Raises
         ------
@@ -203,12 +220,15 @@ class BarBuilder:
             `records` is not a 1-d ``MBP10_DTYPE`` array, or goes back in time (within it or
             from the previous call); the chunk is rejected whole, the builder unchanged.
         InvalidInputError
-            `records` hold another ``instrument_id`` than the builder's (rejected whole too),
-            or the day is finished.
+            `records` (or its `rows`) hold another ``instrument_id`` than the builder's
+            (rejected whole too), `rows` are not ascending indices into `records`, or the
+            day is finished.
         """
         engine = self._live_engine("update")
         _check_dtype(records, self._where)
-        engine.update(np.ascontiguousarray(records), self._where)
+        if rows is not None:
+            rows = _check_rows(rows, records.shape[0], self._where)
+        engine.update(np.ascontiguousarray(records), self._where, rows)
 
     def finish(self) -> pa.Table:
         """Close the day and return its bars.

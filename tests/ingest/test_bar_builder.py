@@ -134,6 +134,50 @@ def test_bar_builder_random_day_in_chunks_is_bit_identical(
     _assert_bit_identical(table, _whole(records, config))
 
 
+def _interleaved(records: Records, rng: np.random.Generator) -> tuple[Records, np.ndarray]:
+    """`records` (instrument 7) with another instrument's records between them, ts order kept;
+    and the rows of `records` in the result."""
+    others = records[rng.random(records.shape[0]) < 0.6].copy()
+    others["instrument_id"] = 8
+    others["price"] += 1
+    both = np.concatenate([records, others])
+    order = np.argsort(both["ts_recv"], kind="stable")
+    mixed = both[order]
+    return mixed, np.flatnonzero(order < records.shape[0])
+
+
+@pytest.mark.parametrize("config", _CONFIGS, ids=lambda c: c.bar_type)
+def test_bar_builder_rows_of_mixed_chunks_equal_the_instruments_own_records(
+    config: BarConfig,
+) -> None:
+    records = random_day(np.random.default_rng(5), 1500, gap_ns=20 * SECOND)
+    mixed, rows = _interleaved(records, np.random.default_rng(6))
+    builder = _builder(config)
+    for start in range(0, mixed.shape[0], 333):  # chunks of both instruments
+        stop = start + 333
+        mine = rows[(rows >= start) & (rows < stop)] - start
+        builder.update(mixed[start:stop], mine)
+
+    _assert_bit_identical(builder.finish(), _whole(records, config))
+
+
+def test_bar_builder_rows_must_be_ascending_indices_of_the_instrument() -> None:
+    records = make_records([trade(t * SECOND, "B", 5000.0) for t in range(4)])
+    records["instrument_id"][3] = 8
+    builder = _builder(BarConfig("tick", threshold=2))
+
+    for bad in (np.array([1, 0]), np.array([0, 0]), np.array([0, 4]), np.array([-1])):
+        with pytest.raises(InvalidInputError, match="`rows` must be ascending indices"):
+            builder.update(records, bad)
+    with pytest.raises(InvalidInputError, match="`rows` must be a 1-d integer array"):
+        builder.update(records, np.array([0.0]))
+    with pytest.raises(InvalidInputError, match=r"2 instruments \(7, 8\)"):
+        builder.update(records, np.array([0, 3]))
+    builder.update(records, np.array([0, 1, 2]))
+
+    _assert_bit_identical(builder.finish(), _whole(records[:3], BarConfig("tick", threshold=2)))
+
+
 def test_bar_builder_chunk_going_back_in_time_is_rejected_whole() -> None:
     records = make_records([trade(t * SECOND, "B", 5000.0) for t in range(6)])
     config = BarConfig("tick", threshold=2)
