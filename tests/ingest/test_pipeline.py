@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import hashlib
 import json
 from collections.abc import Iterator
@@ -127,9 +128,10 @@ def _manifest_days(out_dir: Path) -> list[object]:
     return list(json.loads((out_dir / "manifest.json").read_text())["days"])
 
 
-def _pool_in_this_process(choose: Chooser) -> object:
+def _pool_in_this_process(choose: Chooser | None) -> object:
     """`pipeline._run_groups` as the pool runs groups (worker mode: day files written into
-    the parts folder, tables dropped), but here, with `choose` as the workers' candidates."""
+    the parts folder, tables dropped), but here, with `choose` as the workers' candidates
+    (None: the workers' own)."""
 
     def run_groups(
         source: pipeline.DbnSource,
@@ -178,6 +180,50 @@ def test_ingest_in_parallel_builds_again_a_day_whose_front_month_no_worker_built
     assert _manifest_days(summary.out_dir) == _manifest_days(front_run.out_dir)
     assert len(rebuilt) == (0 if candidates == "every outright" else front_run.n_days)
     assert not (summary.out_dir / PARTS_DIR).exists()
+
+
+def test_front_month_workers_drop_a_candidate_that_trades_little(
+    two_roll_market: SynthMarket, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fxstore.ingest import _day_builder
+
+    monkeypatch.setattr(_day_builder, "PRUNE_MIN_VOLUME", 100)  # a small synthetic market
+    quiet, roll_eve = dt.date(2024, 2, 27), dt.date(2024, 3, 11)  # ESM4 ~2% / ~57% of volume
+    names = {f"{d:%Y%m%d}" for d in (quiet, roll_eve)}
+    files = [p for p in sorted(two_roll_market.folder.glob("*.dbn.zst")) if p.name[10:18] in names]
+    source = pipeline.open_dbn(files)
+
+    days = {d.day: d for d in build_group(_group_task(list(source.files)), source=source).days}
+
+    symbols = {day: {d.listed[i] for i in d.built} for day, d in days.items()}
+    assert symbols == {quiet: {"ESH4"}, roll_eve: {"ESH4", "ESM4"}}
+
+
+def test_ingest_stays_byte_identical_when_workers_drop_the_front_month(
+    front_run: IngestSummary,
+    two_roll_market: SynthMarket,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from fxstore.ingest import _day_builder
+
+    monkeypatch.setattr(_day_builder, "PRUNE_MIN_VOLUME", 100)  # a small synthetic market
+    monkeypatch.setattr(_day_builder, "PRUNE_SHARE", 0.99)  # drops the front month often
+    rebuilt: list[object] = []
+    real_rebuild = pipeline._rebuild_day
+
+    def counting_rebuild(*args: object) -> pipeline.DayResult:
+        rebuilt.append(args[2])
+        return real_rebuild(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(pipeline, "_run_groups", _pool_in_this_process(None))
+    monkeypatch.setattr(pipeline, "_rebuild_day", counting_rebuild)
+
+    summary = ingest(dataclasses.replace(FRONT, workers=2), [two_roll_market.folder], tmp_path)
+
+    assert _digests(summary.out_dir) == _digests(front_run.out_dir)
+    assert _manifest_days(summary.out_dir) == _manifest_days(front_run.out_dir)
+    assert len(rebuilt) > 10  # the parent built those days again
 
 
 @pytest.mark.parametrize("mode", ["all", "id"])
