@@ -9,7 +9,8 @@ Then the scaling over days: the same ingest of D days with 1 and N workers, warm
 (`scaling`) and once each in a fresh process (`cold`), next to the machine's limits in the
 same run, each N independent processes over their own days at once: one-core ingests
 (`ceiling`), python-zstandard decompression alone (`decompress`), fxstore's reader without
-bars (`decode`), pure arithmetic (`cpu`) and `zstd -d` (`zstd`).
+bars (`decode`), pure arithmetic (`cpu`) and `zstd -d` (`zstd`). `candidates`: what a
+front-month worker builds per day, on one core.
 Targets: (b) >= 0.70 x (a) in records/s; (b) >= 10 x (c); speed-up >= 0.8 x N.
 FXSTORE_BENCH_SPLIT=utc-day makes the days Databento-style UTC-day files;
 FXSTORE_BENCH_CHUNK sets chunk_records.
@@ -242,6 +243,66 @@ def cold(tmp: Path, n_days: int, day_records: int, workers: list[int]) -> dict[s
     }
 
 
+def candidates(tmp: Path, n_days: int, day_records: int, repeat: int) -> dict[str, object]:
+    """What a front-month worker builds, on one core: the days built for the front month only
+    (what one core in-process builds), for the two nearest live outrights all day, and for
+    the workers' default (the two nearest, less one that trades little that day). The three
+    take turns within each repeat; day files are written as workers write them. Timed in
+    this process's CPU seconds (a shared VM's stolen time is not in them) and wall seconds."""
+    from fxstore.ingest._day_builder import GroupTask, build_group, outright_chooser
+    from fxstore.ingest.instruments import FrontMonthSelector, parse_instrument_mode
+
+    days = many_days(tmp, n_days, day_records)
+    (tmp / "cand_parts").mkdir(exist_ok=True)
+    task = GroupTask(
+        paths=tuple(days),
+        days=None,
+        selection=parse_instrument_mode("front-month"),
+        root="ES",
+        bars=CONFIG.bars,
+        chunk_records=CONFIG.chunk_records,
+        parts_dir=tmp / "cand_parts",
+        metadata={},
+    )
+
+    def front_only() -> None:
+        selector = FrontMonthSelector("ES")
+
+        def choose(day: dt.date, listed: dict[int, str]) -> set[int]:
+            chosen = selector.start_day(day, listed)
+            return set() if chosen is None else {chosen}
+
+        def on_day(day: object) -> None:
+            selector.end_day({i: v for i, (_, v) in day.activity.items()})  # type: ignore[attr-defined]
+
+        build_group(task, choose=choose, on_day=on_day)  # type: ignore[arg-type]
+
+    modes = {
+        "front_only": front_only,
+        "two_nearest": lambda: build_group(task, choose=outright_chooser("ES")),
+        "workers_default": lambda: build_group(task),
+    }
+    runs: dict[str, list[float]] = {m: [] for m in modes}
+    cpu_s: dict[str, list[float]] = {m: [] for m in modes}
+    for _ in range(repeat):
+        for mode, func in modes.items():
+            start = time.process_time()
+            runs[mode].append(median_seconds(func, 1)[0])
+            cpu_s[mode].append(time.process_time() - start)
+    paired = {
+        m: float(np.median([t / b for t, b in zip(cpu_s[m], cpu_s["front_only"], strict=True)]))
+        for m in modes
+    }
+    print("candidates (CPU s, paired): " + ", ".join(f"{m} {v:.3f}x" for m, v in paired.items()))
+    return {
+        "days": len(days),
+        "records_per_day": day_records,
+        "wall_s": {m: {"median": float(np.median(r)), "all": r} for m, r in runs.items()},
+        "cpu_s": {m: {"median": float(np.median(r)), "all": r} for m, r in cpu_s.items()},
+        "cpu_vs_front_only_paired": paired,
+    }
+
+
 def _spin(n: int) -> float:
     """Pure arithmetic in registers for `n` steps (no memory traffic); seconds taken."""
     import numba
@@ -384,6 +445,8 @@ def main() -> None:
         if "scaling" in parts:
             workers = [int(n) for n in args.workers.split(",")]
             result["scaling"] = scaling(tmp, args.days, args.day_records, workers, args.repeat)
+        if "candidates" in parts:
+            result["candidates"] = candidates(tmp, args.days, args.day_records, args.repeat)
         if "cold" in parts:
             workers = [int(n) for n in args.workers.split(",")]
             result["cold"] = cold(tmp, args.days, args.day_records, workers)

@@ -124,9 +124,9 @@ def outright_chooser(root: str) -> Chooser:
 #: traded PRUNE_MIN_VOLUME contracts that day and its share of that volume is below
 #: PRUNE_SHARE. The front month is chosen from the previous day's volume, and a contract that
 #: led yesterday does not trade under 15% of the pair today (if one ever did, the parent
-#: builds that day again, so the output cannot change). Building the second-nearest contract
-#: all day costs about a tenth of a day's work (synthetic day of 2 M records, 10% of them the
-#: second contract's).
+#: builds that day again, so the output cannot change). Outside roll weeks a worker then
+#: builds one contract, not two: the second costs 5-8% more CPU on one core
+#: (``bench_ingest.py --parts candidates``, bench/results/ingest_candidates.json).
 PRUNE_MIN_VOLUME = 2000
 PRUNE_SHARE = 0.15
 

@@ -152,6 +152,27 @@ def _pool_in_this_process(choose: Chooser | None) -> object:
     return run_groups
 
 
+def _ingest_counting_rebuilds(
+    choose: Chooser | None,
+    market: SynthMarket,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> tuple[IngestSummary, list[object]]:
+    """A two-worker ingest of `market` whose groups run as :func:`_pool_in_this_process`
+    runs them; with the days the parent built again."""
+    rebuilt: list[object] = []
+    real_rebuild = pipeline._rebuild_day
+
+    def counting_rebuild(*args: object) -> pipeline.DayResult:
+        rebuilt.append(args[2])
+        return real_rebuild(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(pipeline, "_run_groups", _pool_in_this_process(choose))
+    monkeypatch.setattr(pipeline, "_rebuild_day", counting_rebuild)
+    summary = ingest(dataclasses.replace(FRONT, workers=2), [market.folder], tmp_path)
+    return summary, rebuilt
+
+
 @pytest.mark.parametrize("candidates", ["none", "every outright"])
 def test_ingest_in_parallel_builds_again_a_day_whose_front_month_no_worker_built(
     candidates: str,
@@ -164,17 +185,8 @@ def test_ingest_in_parallel_builds_again_a_day_whose_front_month_no_worker_built
         return {i for i, s in listed.items() if parse_outright(s, "ES", day) is not None}  # type: ignore[arg-type]
 
     choose = every_outright if candidates == "every outright" else (lambda _d, _l: set())
-    rebuilt: list[object] = []
-    real_rebuild = pipeline._rebuild_day
 
-    def counting_rebuild(*args: object) -> pipeline.DayResult:
-        rebuilt.append(args[2])
-        return real_rebuild(*args)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(pipeline, "_run_groups", _pool_in_this_process(choose))
-    monkeypatch.setattr(pipeline, "_rebuild_day", counting_rebuild)
-
-    summary = ingest(dataclasses.replace(FRONT, workers=2), [two_roll_market.folder], tmp_path)
+    summary, rebuilt = _ingest_counting_rebuilds(choose, two_roll_market, tmp_path, monkeypatch)
 
     assert _digests(summary.out_dir) == _digests(front_run.out_dir)
     assert _manifest_days(summary.out_dir) == _manifest_days(front_run.out_dir)
@@ -209,17 +221,8 @@ def test_ingest_stays_byte_identical_when_workers_drop_the_front_month(
 
     monkeypatch.setattr(_day_builder, "PRUNE_MIN_VOLUME", 100)  # a small synthetic market
     monkeypatch.setattr(_day_builder, "PRUNE_SHARE", 0.99)  # drops the front month often
-    rebuilt: list[object] = []
-    real_rebuild = pipeline._rebuild_day
 
-    def counting_rebuild(*args: object) -> pipeline.DayResult:
-        rebuilt.append(args[2])
-        return real_rebuild(*args)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(pipeline, "_run_groups", _pool_in_this_process(None))
-    monkeypatch.setattr(pipeline, "_rebuild_day", counting_rebuild)
-
-    summary = ingest(dataclasses.replace(FRONT, workers=2), [two_roll_market.folder], tmp_path)
+    summary, rebuilt = _ingest_counting_rebuilds(None, two_roll_market, tmp_path, monkeypatch)
 
     assert _digests(summary.out_dir) == _digests(front_run.out_dir)
     assert _manifest_days(summary.out_dir) == _manifest_days(front_run.out_dir)
