@@ -125,7 +125,8 @@ class BarEngine:
 
     def update(self, records: np.ndarray, where: str, rows: np.ndarray | None = None) -> None:
         """Add a C-contiguous MBP10_DTYPE chunk, or its `rows` (int64, ascending; None: all);
-        raise, changing nothing, if they are out of order or of another instrument."""
+        raise, changing nothing, if rows are not ascending indices into the chunk, or the
+        records are out of order or of another instrument."""
         if rows is None:
             rows = np.arange(records.shape[0], dtype=np.int64)
         n = rows.shape[0]
@@ -143,6 +144,11 @@ class BarEngine:
         status, row = stream.update_bars(
             chunk, rows, self._rule, self._params, self._state, self._acc, self._bars
         )
+        if status == stream.BAD_ROWS:
+            raise InvalidInputError(
+                f"{where}: `rows` must be ascending indices into the {m} records, "
+                f"rows[{row}] is {int(rows[row])}; sort them and drop duplicates."
+            )
         if status == stream.BACK_IN_TIME:
             index = int(st_i[stream.SI_N_SEEN]) + row
             raise SchemaError(

@@ -88,7 +88,7 @@ SF_FLOW, SF_BAR_STATS = 5, 8
 N_SF: Final = 11
 
 # Status codes of update_bars.
-OK, BACK_IN_TIME, OTHER_INSTRUMENT = 0, 1, 2
+OK, BACK_IN_TIME, OTHER_INSTRUMENT, BAD_ROWS = 0, 1, 2, 3
 
 Chunk = tuple[I64, U32, U8]
 Params = tuple[I64, F64]
@@ -98,19 +98,28 @@ Bars = tuple[I64, F64, U8]
 
 
 @njit
-def _check_chunk(q: I64, lw: U32, rows: I64, last_ts: int, instrument_id: int) -> tuple[int, int]:
-    """(status, r) of the first of `rows` that goes back in time, else of another instrument
-    (r indexes `rows`)."""
+def _check_chunk(q: I64, lw: U32, rows: I64, last_ts: int, known: int) -> tuple[int, int, int]:
+    """``(status, r, instrument_id)``: BAD_ROWS at the first of `rows` that is not an
+    ascending index into the chunk, else BACK_IN_TIME at the first that goes back in time,
+    else OTHER_INSTRUMENT at the first not of the builder's instrument (`known`, or the first
+    record's when it is -1); r indexes `rows`."""
+    previous = -1
+    for r in range(rows.shape[0]):
+        j = rows[r]
+        if (j <= previous) | (j >= q.shape[0]):
+            return BAD_ROWS, r, known
+        previous = j
+    instrument_id = known if known >= 0 else int(np.int64(lw[rows[0], L_INSTRUMENT_ID]))
     prev = last_ts
     for r in range(rows.shape[0]):
         j = rows[r]
         if q[j, Q_TS_RECV] < prev:
-            return BACK_IN_TIME, r
+            return BACK_IN_TIME, r, instrument_id
         prev = q[j, Q_TS_RECV]
     for r in range(rows.shape[0]):
         if lw[rows[r], L_INSTRUMENT_ID] != instrument_id:
-            return OTHER_INSTRUMENT, r
-    return OK, 0
+            return OTHER_INSTRUMENT, r, instrument_id
+    return OK, 0, instrument_id
 
 
 @njit_inline
@@ -278,8 +287,8 @@ def update_bars(
         The chunk's records as C-contiguous int64 (m, 46), uint32 (m, 92) and uint8 (m, 368)
         rows, read in place.
     rows
-        The chunk rows of the instrument's records (n of them, ascending): the other rows,
-        another instrument's, are not read.
+        The chunk rows of the instrument's records (n of them, strictly ascending, checked):
+        the other rows, another instrument's, are not read.
     rule
         ``RULE_PLAIN``, ``RULE_TIME`` or ``RULE_IMBALANCE``.
     params
@@ -297,17 +306,15 @@ def update_bars(
     Returns
     -------
     tuple
-        ``(status, r)``: OK, or BACK_IN_TIME / OTHER_INSTRUMENT and the index in `rows` of the
-        first offending record; rejected records leave every array as it was.
+        ``(status, r)``: OK, or BAD_ROWS / BACK_IN_TIME / OTHER_INSTRUMENT and the index in
+        `rows` of the first offending one; rejected records leave every array as it was.
     """
     q, lw, b = chunk
     st_i, last_book = state[0], state[3]
     n = rows.shape[0]
     if n == 0:
         return OK, 0
-    first = lw[rows[0], L_INSTRUMENT_ID]
-    instrument_id = st_i[SI_INSTRUMENT] if st_i[SI_INSTRUMENT] >= 0 else first
-    status, row = _check_chunk(q, lw, rows, st_i[SI_LAST_TS], instrument_id)
+    status, row, instrument_id = _check_chunk(q, lw, rows, st_i[SI_LAST_TS], st_i[SI_INSTRUMENT])
     if status != OK:
         return status, row
     st_i[SI_INSTRUMENT] = instrument_id

@@ -95,18 +95,12 @@ class BarRanges:
     is_partial: npt.NDArray[np.bool_]
 
 
-def _check_rows(rows: np.ndarray, n: int, where: str) -> np.ndarray:
-    """`rows` as int64, checked to be strictly ascending indices into n records."""
+def _check_rows(rows: np.ndarray, where: str) -> np.ndarray:
+    """`rows` as a 1-d int64 array (the bar kernel checks that they are ascending indices)."""
     rows = np.asarray(rows)
     if rows.ndim != 1 or not np.issubdtype(rows.dtype, np.integer):
         raise InvalidInputError(f"{where}: `rows` must be a 1-d integer array, was {rows.dtype}.")
-    rows = rows.astype(np.int64, copy=False)
-    if rows.size and (rows[0] < 0 or rows[-1] >= n or bool(np.any(rows[1:] <= rows[:-1]))):
-        raise InvalidInputError(
-            f"{where}: `rows` must be ascending indices into the {n} records; sort them and "
-            "drop duplicates."
-        )
-    return rows
+    return rows.astype(np.int64, copy=False)
 
 
 def _check_dtype(records: np.ndarray, where: str) -> None:
@@ -227,7 +221,7 @@ class BarBuilder:
         engine = self._live_engine("update")
         _check_dtype(records, self._where)
         if rows is not None:
-            rows = _check_rows(rows, records.shape[0], self._where)
+            rows = _check_rows(rows, self._where)
         engine.update(np.ascontiguousarray(records), self._where, rows)
 
     def finish(self) -> pa.Table:
