@@ -179,7 +179,7 @@ class _HashingReader:
         return n
 
     def finish(self) -> str:
-        """Hash what is left of the file (nothing, after the streams's end); the digest."""
+        """Hash what is left of the file (nothing, after the stream's end); the digest."""
         while data := self._fh.read(_ZSTD_READ_SIZE):
             self.digest.update(data)
         return self.digest.hexdigest()
@@ -356,7 +356,12 @@ def _check_order(records: npt.NDArray[np.void], last_ts: int | None, path: Path,
 
 
 def iter_file_records(
-    file: DbnFile, chunk_records: int, counters: FileCounters, symbology: Symbology
+    file: DbnFile,
+    chunk_records: int,
+    counters: FileCounters,
+    symbology: Symbology,
+    *,
+    checksum: bool = True,
 ) -> Generator[tuple[npt.NDArray[np.void], int], None, None]:
     """Yield ``(records, first_index)`` of `file`, each at most `chunk_records` long.
 
@@ -364,14 +369,14 @@ def iter_file_records(
     holds MBP-10 records only), first_index the index of records[0] among the file's MBP-10
     records. ts_recv order is checked within and across blocks. A partial record at the end
     of the stream is dropped and counted in ``counters.n_dropped_bytes``; warning about it is
-    the caller's job, which knows whether this is the real read or a peek. Once the stream
-    ends, ``counters.sha256`` holds the file's checksum.
+    the caller's job, which knows whether this is the real read or a peek. With `checksum`,
+    ``counters.sha256`` holds the file's checksum once the stream ends.
     """
     decoder = _BlockDecoder(file, counters, symbology)
     block_bytes = chunk_records * file.record_bytes
     index, offset, last_ts = 0, file.header_bytes, None
     carry = np.empty(0, np.uint8)
-    raw = _HashingReader(_open_raw(file.path), hashlib.sha256())
+    raw = _HashingReader(_open_raw(file.path), hashlib.sha256()) if checksum else None
     stream = _open_stream(file.path, file.is_compressed, raw)
     try:
         _read(stream, file.header_bytes, file.path)
@@ -382,13 +387,13 @@ def iter_file_records(
                 tail = _read(stream, need, file.path)
                 if tail.size < need:
                     counters.n_dropped_bytes += carry.size + tail.size
-                    counters.sha256 = raw.finish()
+                    counters.sha256 = raw.finish() if raw is not None else None
                     return
                 buf = np.concatenate([carry, tail])
             else:
                 buf = _read(stream, block_bytes, file.path)
                 if not buf.size:
-                    counters.sha256 = raw.finish()
+                    counters.sha256 = raw.finish() if raw is not None else None
                     return
             parts, carry = decoder.decode(buf, offset, index)
             logger.debug("%s: block of %d bytes at byte %d", file.path, buf.size, offset)

@@ -195,7 +195,7 @@ def _check_inputs(files: Sequence[DbnFile]) -> None:
 
 def _peek_first_ts(file: DbnFile, symbology: Symbology) -> int | None:
     """Return the first MBP-10 ts_recv of `file`, reading only as far as that record."""
-    records = iter_file_records(file, _PEEK_RECORDS, FileCounters(), symbology)
+    records = iter_file_records(file, _PEEK_RECORDS, FileCounters(), symbology, checksum=False)
     try:
         first = next(records, None)
     finally:
@@ -370,8 +370,8 @@ def open_dbn(paths: Path | Sequence[Path]) -> DbnSource:
     expanded = _expand_paths(paths)
     # Checking the zstd frames is mostly mapping the files' pages: a few threads (the walk
     # releases the GIL) do it in parallel; the first bad file in path order raises.
-    threads = min(len(expanded), os.cpu_count() or 1, _OPEN_THREADS)
-    with concurrent.futures.ThreadPoolExecutor(max(threads, 1)) as pool:
+    threads = min(len(expanded), os.cpu_count() or 1, _OPEN_THREADS)  # paths are never empty
+    with concurrent.futures.ThreadPoolExecutor(threads) as pool:
         files = list(pool.map(partial(open_dbn_file, check_frames=True), expanded))
     _check_inputs(files)
     symbology = Symbology()
