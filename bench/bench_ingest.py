@@ -10,7 +10,7 @@ Then the scaling over days: the same ingest of D days with 1 and N workers, warm
 same run, each N independent processes over their own days at once: one-core ingests
 (`ceiling`), python-zstandard decompression alone (`decompress`), fxstore's reader without
 bars (`decode`), pure arithmetic (`cpu`) and `zstd -d` (`zstd`). `candidates`: what a
-front-month worker builds per day, on one core.
+front-month worker builds per day, on one core; `open`: the parent's open_dbn of the days.
 Targets: (b) >= 0.70 x (a) in records/s; (b) >= 10 x (c); speed-up >= 0.8 x N.
 FXSTORE_BENCH_SPLIT=utc-day makes the days Databento-style UTC-day files;
 FXSTORE_BENCH_CHUNK sets chunk_records.
@@ -41,6 +41,7 @@ from _common import median_seconds, run_shell_seconds, write_result
 
 from fxstore.config import BarConfig, IngestConfig, SynthConfig
 from fxstore.ingest.calendar import trading_days_between
+from fxstore.ingest.dbn_format import MBP10_DTYPE
 from fxstore.ingest.pipeline import IngestSummary
 from fxstore.synth import generate_market
 
@@ -221,6 +222,19 @@ def scaling(
     }
 
 
+def open_files(tmp: Path, n_days: int, day_records: int, repeat: int) -> dict[str, object]:
+    """The parent's serial start: open_dbn over the day files (headers, zstd frame check,
+    first record), files in the page cache."""
+    from fxstore.ingest.dbn import open_dbn
+
+    days = many_days(tmp, n_days, day_records)
+    open_dbn(days[:1])
+    med, runs = median_seconds(lambda: open_dbn(days), repeat)
+    size = sum(p.stat().st_size for p in days)
+    print(f"open: {len(days)} files, {size / 1e9:.2f} GB, {med:.3f} s")
+    return {"files": len(days), "bytes": size, "median_s": med, "all_s": runs}
+
+
 def cold(tmp: Path, n_days: int, day_records: int, workers: list[int]) -> dict[str, object]:
     """The scaling ingest once per worker count in a fresh process, as a user runs it:
     Python, imports, loading the compiled kernels and starting the pool are all timed."""
@@ -249,7 +263,7 @@ def candidates(tmp: Path, n_days: int, day_records: int, repeat: int) -> dict[st
     the workers' default (the two nearest, less one that trades little that day). The three
     take turns within each repeat; day files are written as workers write them. Timed in
     this process's CPU seconds (a shared VM's stolen time is not in them) and wall seconds."""
-    from fxstore.ingest._day_builder import GroupTask, build_group, outright_chooser
+    from fxstore.ingest._day_builder import DayResult, GroupTask, build_group, outright_chooser
     from fxstore.ingest.instruments import FrontMonthSelector, parse_instrument_mode
 
     days = many_days(tmp, n_days, day_records)
@@ -272,10 +286,10 @@ def candidates(tmp: Path, n_days: int, day_records: int, repeat: int) -> dict[st
             chosen = selector.start_day(day, listed)
             return set() if chosen is None else {chosen}
 
-        def on_day(day: object) -> None:
-            selector.end_day({i: v for i, (_, v) in day.activity.items()})  # type: ignore[attr-defined]
+        def on_day(day: DayResult) -> None:
+            selector.end_day({i: v for i, (_, v) in day.activity.items()})
 
-        build_group(task, choose=choose, on_day=on_day)  # type: ignore[arg-type]
+        build_group(task, choose=choose, on_day=on_day)
 
     modes = {
         "front_only": front_only,
@@ -371,7 +385,7 @@ def _decompress_slice(args: tuple[list[Path], Path]) -> float:
 
     paths, _store = args
     start = time.perf_counter()
-    buffer = memoryview(np.empty(CONFIG.chunk_records * 368, np.uint8))
+    buffer = np.empty(CONFIG.chunk_records * MBP10_DTYPE.itemsize, np.uint8).data
     for path in paths:
         with path.open("rb", buffering=0) as fh:
             reader = zstandard.ZstdDecompressor().stream_reader(fh, read_across_frames=True)
@@ -445,6 +459,8 @@ def main() -> None:
         if "scaling" in parts:
             workers = [int(n) for n in args.workers.split(",")]
             result["scaling"] = scaling(tmp, args.days, args.day_records, workers, args.repeat)
+        if "open" in parts:
+            result["open"] = open_files(tmp, args.days, args.day_records, args.repeat)
         if "candidates" in parts:
             result["candidates"] = candidates(tmp, args.days, args.day_records, args.repeat)
         if "cold" in parts:
