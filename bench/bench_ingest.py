@@ -13,7 +13,7 @@ bars (`decode`), pure arithmetic (`cpu`) and `zstd -d` (`zstd`). `candidates`: w
 front-month worker builds per day, on one core; `open`: the parent's open_dbn of the days.
 Targets: (b) >= 0.70 x (a) in records/s; (b) >= 10 x (c); speed-up >= 0.8 x N.
 FXSTORE_BENCH_SPLIT=utc-day makes the days Databento-style UTC-day files;
-FXSTORE_BENCH_CHUNK sets chunk_records.
+FXSTORE_BENCH_CHUNK sets chunk_records; FXSTORE_BENCH_DATA keeps the generated days there.
 
 Run:  python bench/bench_ingest.py [--records 5000000] [--days 8] [--day-records 1000000]
       python bench/bench_ingest.py --parts scaling,ceiling,decompress --workers 1,8,16 --days 48
@@ -126,13 +126,17 @@ def make_days(
 
 
 def many_days(tmp: Path, n_days: int, day_records: int) -> list[Path]:
-    """`n_days` synthetic trading days from DAY on, generated once per run, as files split
-    by trading day or (FXSTORE_BENCH_SPLIT=utc-day) by UTC day."""
+    """`n_days` synthetic trading days from DAY on, generated once per run (or once per
+    FXSTORE_BENCH_DATA folder, kept across runs), as files split by trading day or
+    (FXSTORE_BENCH_SPLIT=utc-day) by UTC day."""
     split = os.environ.get("FXSTORE_BENCH_SPLIT", "trading-day")
-    folder = tmp / f"many_{n_days}_{day_records}_{split}"
+    root = Path(os.environ.get("FXSTORE_BENCH_DATA") or tmp)
+    folder = root / f"many_{n_days}_{day_records}_{split}"
     days = trading_days_between(DAY, DAY + dt.timedelta(days=int(n_days * 7 / 5) + 7))[:n_days]
-    if not folder.exists():
+    if not (folder / ".complete").exists():
+        shutil.rmtree(folder, ignore_errors=True)
         make_days(folder, days[0], days[-1], day_records, split)
+        (folder / ".complete").touch()
     return sorted(folder.glob("*.dbn*"))
 
 

@@ -3,7 +3,8 @@
 Runs the scaling ingest (same synthetic days as bench_ingest.py) with N workers, a cold
 run first (the pool's server starts) and then warm ones, and reports per run: seconds until
 the first group starts, until the last group ends, after it, the workers' busy fraction
-between the first start and the last end, and the groups' build seconds (median, spread).
+between the first start and the last end, the groups' build seconds (median, spread, and
+their correlation with the groups' input bytes) and the workers' idle seconds at the end.
 
 Run:  python bench/diag_ingest_timeline.py --workers 8 --days 48 --day-records 2000000
 """
@@ -41,6 +42,8 @@ def timeline(days: list[Path], store: Path, workers: int, folder: Path) -> dict[
     for g in groups:
         per_pid[g["pid"]] = per_pid.get(g["pid"], 0.0) + g["end"] - g["start"]
     build = np.array([g["end"] - g["start"] for g in groups])
+    size = np.array([g["bytes"] for g in groups], dtype=float)
+    last_end = {pid: max(g["end"] for g in groups if g["pid"] == pid) for pid in per_pid}
     return {
         "wall_s": end - start,
         "to_first_group_s": first - start,
@@ -49,6 +52,10 @@ def timeline(days: list[Path], store: Path, workers: int, folder: Path) -> dict[
         "busy_in_span": float(sum(per_pid.values()) / (workers * (last - first))),
         "processes": len(per_pid),
         "group_s": {"median": float(np.median(build)), "min": build.min(), "max": build.max()},
+        # Do big groups take long (what largest-first dispatch of the last rounds relies on)?
+        "corr_seconds_bytes": float(np.corrcoef(build, size)[0, 1]) if len(groups) > 2 else None,
+        # Worker seconds idle at the end: each worker from its last group's end to the run's.
+        "tail_idle_worker_s": float(sum(last - t for t in last_end.values())),
         "elapsed_s_reported": summary.elapsed_s,
     }
 

@@ -53,6 +53,7 @@ from fxstore.ingest._day_files import (
     PARTS_DIR,
 )
 from fxstore.ingest._day_writer import DayWriter, Json
+from fxstore.ingest._dispatch import dispatch_order, in_order
 from fxstore.ingest._progress import PROGRESS, ProgressLog, load_progress
 from fxstore.ingest._resplit import SPLIT_DIR, build_split_groups, can_split
 from fxstore.ingest.calendar import is_trading_day, trading_day_of
@@ -189,8 +190,9 @@ def _run_groups(
     """Build groups in order: in-process (writing each day as it is built), or in a pool.
 
     In-process groups reuse the files `source` already opened and checked. Worker
-    processes open theirs and write their days' files into the parts folder of `writer`;
-    the groups keyed in `split` are split into trading days first (:mod:`._resplit`).
+    processes open theirs and write their days' files into the parts folder of `writer`,
+    the last rounds largest first (:mod:`._dispatch`); the groups keyed in `split` are
+    split into trading days first (:mod:`._resplit`).
     """
     if workers <= 1 or (len(tasks) <= 1 and not split):
         for key, task in tasks:
@@ -215,7 +217,10 @@ def _run_groups(
                     source.symbology,
                 )
             else:
-                results = pool.imap(build_group, [remote(t) for _, t in run])
+                sizes = [sum(f.size_bytes for f in _group_source(source, t).files) for _, t in run]
+                order = dispatch_order(sizes, workers)
+                sent = pool.imap(build_group, [remote(run[i][1]) for i in order])
+                results = in_order(sent, order)
             for (key, task), result in zip(run, results, strict=True):
                 if result is None:  # overlapping files or in-stream symbol mappings
                     logger.info("%s: files overlap or map symbols: one core", task.paths[0])
