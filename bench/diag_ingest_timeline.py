@@ -1,10 +1,11 @@
 """Where the wall time of a parallel ingest goes: pool start, groups per worker, the tail.
 
 Runs the scaling ingest (same synthetic days as bench_ingest.py) with N workers, a cold
-run first (the pool's server starts) and then warm ones, and reports per run: seconds until
-the first group starts, until the last group ends, after it, the workers' busy fraction
-between the first start and the last end, the groups' build seconds (median, spread, and
-their correlation with the groups' input bytes) and the workers' idle seconds at the end.
+run first (the pool's server starts; reported apart) and then warm ones (--tail-rounds
+settings taking turns), and reports per run: seconds until the first group starts, until
+the last group ends, after it, the workers' busy fraction between the first start and the
+last end, the groups' build seconds (median, spread, and their correlation with the
+groups' input bytes) and the workers' idle seconds at the end.
 
 Run:  python bench/diag_ingest_timeline.py --workers 8 --days 48 --day-records 2000000
 """
@@ -25,7 +26,7 @@ import numpy as np
 from _common import write_result
 from bench_ingest import ingest_summary, many_days
 
-from fxstore.ingest import pipeline
+from fxstore.ingest import _dispatch, pipeline
 
 
 def timeline(days: list[Path], store: Path, workers: int, folder: Path) -> dict[str, object]:
@@ -66,23 +67,44 @@ def main() -> None:
     parser.add_argument("--days", type=int, default=48)
     parser.add_argument("--day-records", type=int, default=2_000_000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--tail-rounds",
+        default=str(_dispatch.TAIL_ROUNDS),
+        help="rounds sent largest first, comma-separated values take turns in each repeat "
+        "(0: all groups in trading-day order)",
+    )
     args = parser.parse_args()
+    tails = [int(t) for t in args.tail_rounds.split(",")]
     pipeline.build_group = _timeline.timed_build_group  # type: ignore[attr-defined]
-    runs = []
+    runs: dict[int, list[dict[str, object]]] = {t: [] for t in tails}
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         days = many_days(tmp, args.days, args.day_records)
         folder = tmp / "timeline"
         folder.mkdir()
         os.environ["FXSTORE_TIMELINE_DIR"] = str(folder)
+        cold = timeline(days, tmp / "cold", args.workers, folder)  # starts the pool's server
+        print(json.dumps({"cold": cold}, default=float))
         for r in range(args.repeat):
-            run = timeline(days, tmp / f"s{r}", args.workers, folder)
-            print(json.dumps({"run": r, **run}, default=float))
-            runs.append(run)
-    payload = {"workers": args.workers, "days": args.days, "day_records": args.day_records}
-    out = write_result(
-        os.environ.get("FXSTORE_BENCH_NAME", "ingest_timeline"), {**payload, "runs": runs}
-    )
+            for tail in tails:
+                _dispatch.TAIL_ROUNDS = tail  # type: ignore[misc]  # read at each dispatch
+                run = timeline(days, tmp / f"s{r}_{tail}", args.workers, folder)
+                print(json.dumps({"run": r, "tail_rounds": tail, **run}, default=float))
+                runs[tail].append(run)
+    payload: dict[str, object] = {
+        "workers": args.workers,
+        "days": args.days,
+        "day_records": args.day_records,
+        "cold_run": cold,
+        "runs": runs[tails[0]] if len(tails) == 1 else {str(t): v for t, v in runs.items()},
+    }
+    if len(tails) > 1:  # paired: each repeat's wall time over the first setting's
+        walls = {t: np.array([float(str(run["wall_s"])) for run in v]) for t, v in runs.items()}
+        payload["median_wall_s"] = {str(t): float(np.median(w)) for t, w in walls.items()}
+        payload["paired_wall_vs_first"] = {
+            str(t): float(np.median(w / walls[tails[0]])) for t, w in walls.items()
+        }
+    out = write_result(os.environ.get("FXSTORE_BENCH_NAME", "ingest_timeline"), payload)
     print(f"-> {out}")
 
 
