@@ -9,8 +9,9 @@ Then the scaling over days: the same ingest of D days with 1 and N workers, warm
 (`scaling`) and once each in a fresh process (`cold`), next to the machine's limits in the
 same run, each N independent processes over their own days at once: one-core ingests
 (`ceiling`), python-zstandard decompression alone (`decompress`), fxstore's reader without
-bars (`decode`), pure arithmetic (`cpu`) and `zstd -d` (`zstd`). `candidates`: what a
-front-month worker builds per day, on one core; `open`: the parent's open_dbn of the days.
+bars (`decode`), pure arithmetic (`cpu`), copying buffers in and out of cache (`memory`)
+and `zstd -d` (`zstd`). `candidates`: what a front-month worker builds per day, on one
+core; `open`: the parent's open_dbn of the days.
 Targets: (b) >= 0.70 x (a) in records/s; (b) >= 10 x (c); speed-up >= 0.8 x N.
 FXSTORE_BENCH_SPLIT=utc-day makes the days Databento-style UTC-day files;
 FXSTORE_BENCH_CHUNK sets chunk_records; FXSTORE_BENCH_DATA keeps the generated days there.
@@ -355,6 +356,45 @@ def cpu(workers: list[int], repeat: int) -> dict[str, object]:
     return result
 
 
+def _copy(args: tuple[int, int]) -> float:
+    """Copy a `size`-byte buffer into another until `total` bytes have moved; seconds."""
+    size, total = args
+    src = np.ones(size, np.uint8)
+    dst = np.empty_like(src)
+    np.copyto(dst, src)
+    start = time.perf_counter()
+    for _ in range(max(1, total // size)):
+        np.copyto(dst, src)
+    return time.perf_counter() - start
+
+
+#: Buffer sizes of the memory part: inside a core's L2, about L2, inside L3, beyond L3.
+_COPY_SIZES = {"256KiB": 1 << 18, "2MiB": 1 << 21, "16MiB": 1 << 24, "1GiB": 1 << 30}
+
+
+def memory(workers: list[int], repeat: int) -> dict[str, object]:
+    """The machine's limit for moving bytes: N processes copying buffers of one size at
+    once, time per copy relative to one alone (1.0 = no contention), for buffers that fit a
+    core's cache and ones that do not. Decompression streams through a 2 MiB window (the
+    window of Databento's and the synthetic files) into 1.5 MiB blocks."""
+    context = multiprocessing.get_context("spawn")
+    result: dict[str, object] = {}
+    for label, size in _COPY_SIZES.items():
+        entry: dict[str, object] = {}
+        base = 0.0
+        for n in workers:
+            with context.Pool(n) as pool:
+                pool.map(_copy, [(size, size)] * n, chunksize=1)
+                job = [(size, 8 << 30)] * n
+                runs = [max(pool.map(_copy, job, chunksize=1)) for _ in range(repeat)]
+            med = float(np.median(runs))
+            base = base or med
+            entry[str(n)] = {"median": med, "all": runs, "per_worker": base / med}
+            print(f"memory {label}: {n} processes {base / med:.2f} of one alone each")
+        result[label] = entry
+    return result
+
+
 def _speedup_entry(
     label: str, n: int, med: float, runs: list[float], base: float
 ) -> dict[str, object]:
@@ -475,6 +515,8 @@ def main() -> None:
             result["zstd"] = zstd_parallel(tmp, args.days, args.day_records, workers, args.repeat)
         if "cpu" in parts:
             result["cpu"] = cpu([int(n) for n in args.workers.split(",")], args.repeat)
+        if "memory" in parts:
+            result["memory"] = memory([int(n) for n in args.workers.split(",")], args.repeat)
         for part in [p for p in _SLICE_PARTS if p in parts]:
             workers = [int(n) for n in args.workers.split(",")]
             result[part] = independent(part, tmp, args.days, args.day_records, workers, args.repeat)
