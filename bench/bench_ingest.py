@@ -6,12 +6,12 @@ In one run, for the same synthetic trading day of >= 5 M MBP-10 records:
   (c) by hand: databento `DBNStore.to_df()`, then a per-trade Python loop building the same
       dollar imbalance bars (López de Prado's rule with EWMA expectations).
 Then the scaling over days: the same ingest of D days with 1 and N workers, warm
-(`scaling`) and once each in a fresh process (`cold`), next to the machine's limits in the
-same run, each N independent processes over their own days at once: one-core ingests
-(`ceiling`), python-zstandard decompression alone (`decompress`), fxstore's reader without
-bars (`decode`), pure arithmetic (`cpu`), copying buffers in and out of cache (`memory`)
-and `zstd -d` (`zstd`). `candidates`: what a front-month worker builds per day, on one
-core; `open`: the parent's open_dbn of the days.
+(`scaling`) and as `python -m fxstore ingest` in fresh processes (`cold`), next to the
+machine's limits in the same run, each N independent processes over their own days at
+once: one-core ingests (`ceiling`), python-zstandard decompression alone (`decompress`),
+fxstore's reader without bars (`decode`), pure arithmetic (`cpu`), copying buffers in and
+out of cache (`memory`) and `zstd -d` (`zstd`). `candidates`: what a front-month worker
+builds per day, on one core; `open`: the parent's open_dbn of the days.
 Targets: (b) >= 0.70 x (a) in records/s; (b) >= 10 x (c); speed-up >= 0.8 x N.
 FXSTORE_BENCH_SPLIT=utc-day makes the days Databento-style UTC-day files;
 FXSTORE_BENCH_CHUNK sets chunk_records; FXSTORE_BENCH_DATA keeps the generated days there.
@@ -240,25 +240,35 @@ def open_files(tmp: Path, n_days: int, day_records: int, repeat: int) -> dict[st
     return {"files": len(days), "bytes": size, "median_s": med, "all_s": runs}
 
 
-def cold(tmp: Path, n_days: int, day_records: int, workers: list[int]) -> dict[str, object]:
-    """The scaling ingest once per worker count in a fresh process, as a user runs it:
-    Python, imports, loading the compiled kernels and starting the pool are all timed."""
+def cold(
+    tmp: Path, n_days: int, day_records: int, workers: list[int], repeat: int
+) -> dict[str, object]:
+    """The scaling ingest as a user runs it: `python -m fxstore ingest` in a fresh process
+    per run (Python, imports, loading the compiled kernels and starting the pool all timed),
+    the worker counts taking turns within each repeat."""
     days = many_days(tmp, n_days, day_records)
-    times: dict[str, float] = {}
-    for n in workers:
-        code = (
-            "import sys; sys.path.insert(0, 'bench'); from pathlib import Path;"
-            "from bench_ingest import ingest_once;"
-            f"ingest_once([Path(p) for p in {[str(p) for p in days]!r}],"
-            f" Path({str(tmp / f'cold{n}')!r}), {n})"
-        )
-        times[str(n)] = run_shell_seconds(f"{sys.executable} -c {shlex.quote(code)}")
-    base = times[str(workers[0])] * workers[0]
-    print("cold: " + ", ".join(f"{n} workers {base / t:.2f}x" for n, t in times.items()))
+    folder = days[0].parent
+    runs: dict[int, list[float]] = {n: [] for n in workers}
+    for r in range(repeat):
+        for n in workers:
+            command = (
+                f"{shlex.quote(sys.executable)} -m fxstore ingest {shlex.quote(str(folder))} "
+                f"--symbol ES.FUT --instrument-mode front-month --bar-type dollar_imbalance "
+                f"--workers {n} --force --quiet --store {shlex.quote(str(tmp / f'cold{n}_{r}'))}"
+                " > /dev/null"
+            )
+            runs[n].append(run_shell_seconds(command))
+    med = {n: float(np.median(v)) for n, v in runs.items()}
+    first = workers[0]
+    paired = {
+        n: float(np.median(np.array(runs[first]) * first / np.array(v))) for n, v in runs.items()
+    }
+    print("cold (paired): " + ", ".join(f"{n} workers {paired[n]:.2f}x" for n in workers))
     return {
-        "times_s": times,
-        "speedup": {n: base / t for n, t in times.items()},
-        "speedup_per_worker": {n: base / t / int(n) for n, t in times.items()},
+        "times_s": {str(n): {"median": med[n], "all": runs[n]} for n in workers},
+        "speedup": {str(n): med[first] * first / med[n] for n in workers},
+        "paired_speedup": {str(n): v for n, v in paired.items()},
+        "paired_speedup_per_worker": {str(n): v / n for n, v in paired.items()},
     }
 
 
@@ -509,7 +519,7 @@ def main() -> None:
             result["candidates"] = candidates(tmp, args.days, args.day_records, args.repeat)
         if "cold" in parts:
             workers = [int(n) for n in args.workers.split(",")]
-            result["cold"] = cold(tmp, args.days, args.day_records, workers)
+            result["cold"] = cold(tmp, args.days, args.day_records, workers, args.repeat)
         if "zstd" in parts:
             workers = [int(n) for n in args.workers.split(",")]
             result["zstd"] = zstd_parallel(tmp, args.days, args.day_records, workers, args.repeat)

@@ -279,6 +279,10 @@ def _bar_config(bar_type: str, threshold: float | None, target: float | None) ->
 
 
 def _run_ingest(config: Any, paths: Sequence[Path], store_root: Path, quiet: bool) -> Any:
+    if config.workers > 1:
+        from fxstore.ingest._pool import start_worker_server
+
+        start_worker_server()  # boots while this process imports the pipeline
     from fxstore.ingest.pipeline import ingest as run_ingest
 
     with _progress("ingest", quiet) as progress:

@@ -30,8 +30,6 @@ import hashlib
 import itertools
 import json
 import logging
-import multiprocessing
-import multiprocessing.forkserver
 import shutil
 import time
 from collections.abc import Callable, Generator, Iterator, Sequence
@@ -54,6 +52,7 @@ from fxstore.ingest._day_files import (
 )
 from fxstore.ingest._day_writer import DayWriter, Json
 from fxstore.ingest._dispatch import dispatch_order, in_order
+from fxstore.ingest._pool import start_worker_server, worker_context
 from fxstore.ingest._progress import PROGRESS, ProgressLog, load_progress
 from fxstore.ingest._resplit import SPLIT_DIR, build_split_groups, can_split
 from fxstore.ingest.calendar import is_trading_day, trading_day_of
@@ -154,25 +153,6 @@ def _group_key(group: Sequence[DbnFile]) -> str:
     return group[0].path.name
 
 
-def _worker_context() -> multiprocessing.context.BaseContext:
-    """Processes that start fast and safely: forked from a server that already imported the
-    day builder and ran its kernels once (compiled code loaded once, not per worker), or
-    spawned where there is no forkserver."""
-    if "forkserver" in multiprocessing.get_all_start_methods():
-        context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(["fxstore.ingest._day_builder", "fxstore.ingest._warm"])
-        return context
-    return multiprocessing.get_context("spawn")
-
-
-def _start_worker_server() -> None:
-    """Start the pool's server now: it imports and warms up (about a second) while the
-    parent opens and checks the input files, and is ready when the pool starts."""
-    if "forkserver" in multiprocessing.get_all_start_methods():
-        _worker_context()
-        multiprocessing.forkserver.ensure_running()
-
-
 def _group_source(source: DbnSource, task: GroupTask) -> DbnSource:
     """The files of one group, as `source` already opened and checked them."""
     return DbnSource([f for f in source.files if f.path in task.paths], source.symbology)
@@ -205,7 +185,7 @@ def _run_groups(
             task, parts_dir=writer.out_dir / PARTS_DIR, metadata=writer.metadata
         )
 
-    with _worker_context().Pool(workers if split else min(workers, len(tasks))) as pool:
+    with worker_context().Pool(workers if split else min(workers, len(tasks))) as pool:
         for in_split, same in itertools.groupby(tasks, key=lambda kt: kt[0] in split):
             run = list(same)
             if in_split:
@@ -294,7 +274,7 @@ def ingest(
     selection = parse_instrument_mode(config.instrument_mode)
     root = root_of_parent(config.symbol) if selection.mode == "front-month" else None
     if config.workers > 1:
-        _start_worker_server()
+        start_worker_server()  # its boot overlaps opening the files
     source = open_dbn(list(paths))
     out_dir = bars_dir(store_root, config.symbol, selection.key, config.bars.key)
     fingerprint = _fingerprint(config, source.files)
