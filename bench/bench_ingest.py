@@ -11,7 +11,8 @@ machine's limits in the same run, each N independent processes over their own da
 once: one-core ingests (`ceiling`), python-zstandard decompression alone (`decompress`),
 fxstore's reader without bars (`decode`), pure arithmetic (`cpu`), copying buffers in and
 out of cache (`memory`) and `zstd -d` (`zstd`). `candidates`: what a front-month worker
-builds per day, on one core; `open`: the parent's open_dbn of the days.
+builds per day, on one core; `open`: the parent's open_dbn of the days; `efficiency`:
+the pool and the ceiling back to back in each repeat (paired).
 Targets: (b) >= 0.70 x (a) in records/s; (b) >= 10 x (c); speed-up >= 0.8 x N.
 FXSTORE_BENCH_SPLIT=utc-day makes the days Databento-style UTC-day files;
 FXSTORE_BENCH_CHUNK sets chunk_records; FXSTORE_BENCH_DATA keeps the generated days there.
@@ -492,6 +493,56 @@ def independent(
     return result
 
 
+def efficiency(
+    tmp: Path, n_days: int, day_records: int, workers: list[int], repeat: int
+) -> dict[str, object]:
+    """The pool against the machine's limit, paired: in each repeat, one worker over all days
+    (in this process), then for each N the pool of N workers and N independent one-core
+    ingests over their own slices of the days (the `ceiling`) back to back, so both see the
+    same minute of a shared machine. Reports each speed-up and the pool over the ceiling."""
+    days = many_days(tmp, n_days, day_records)
+    ingest_once(days[:2], tmp / "eff_warm", 1)
+    context = multiprocessing.get_context("spawn")
+    counts = [n for n in workers if n > 1]
+    pools = {n: context.Pool(n) for n in counts}
+    base: list[float] = []
+    pool_s: dict[int, list[float]] = {n: [] for n in counts}
+    ceiling_s: dict[int, list[float]] = {n: [] for n in counts}
+    try:
+        for n in counts:
+            ingest_once(days[:2], tmp / f"eff_warm{n}", n)
+            pools[n].map(_ingest_slice, [(days[:1], tmp / f"effw{n}_{i}") for i in range(n)])
+        for r in range(repeat):
+            base.append(median_seconds(lambda r=r: ingest_once(days, tmp / f"eff1_{r}"), 1)[0])
+            for n in counts:
+                store = tmp / f"effp{n}_{r}"
+                pool_s[n].append(median_seconds(lambda s=store, n=n: ingest_once(days, s, n), 1)[0])
+                slices = [list(a) for a in np.array_split(np.array(days, dtype=object), n)]
+                jobs = [(sl, tmp / f"effc{n}_{r}_{i}") for i, sl in enumerate(slices)]
+                ceiling_s[n].append(max(pools[n].map(_ingest_slice, jobs, chunksize=1)))
+    finally:
+        for pool in pools.values():
+            pool.terminate()
+    one = np.array(base)
+    result: dict[str, object] = {"one_worker_s": {"median": float(np.median(one)), "all": base}}
+    for n in counts:
+        p, c = np.array(pool_s[n]), np.array(ceiling_s[n])
+        entry = {
+            "pool_s": {"median": float(np.median(p)), "all": pool_s[n]},
+            "ceiling_s": {"median": float(np.median(c)), "all": ceiling_s[n]},
+            "pool_per_worker_paired": float(np.median(one / p)) / n,
+            "ceiling_per_worker_paired": float(np.median(one / c)) / n,
+            "pool_over_ceiling_paired": float(np.median(c / p)),
+        }
+        print(
+            f"efficiency {n}: pool {entry['pool_per_worker_paired']:.2f}/worker, ceiling "
+            f"{entry['ceiling_per_worker_paired']:.2f}, pool/ceiling "
+            f"{entry['pool_over_ceiling_paired']:.2f}"
+        )
+        result[str(n)] = entry
+    return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=5_000_000)
@@ -517,6 +568,11 @@ def main() -> None:
             result["open"] = open_files(tmp, args.days, args.day_records, args.repeat)
         if "candidates" in parts:
             result["candidates"] = candidates(tmp, args.days, args.day_records, args.repeat)
+        if "efficiency" in parts:
+            workers = [int(n) for n in args.workers.split(",")]
+            result["efficiency"] = efficiency(
+                tmp, args.days, args.day_records, workers, args.repeat
+            )
         if "cold" in parts:
             workers = [int(n) for n in args.workers.split(",")]
             result["cold"] = cold(tmp, args.days, args.day_records, workers, args.repeat)
