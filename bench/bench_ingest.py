@@ -15,7 +15,8 @@ builds per day, on one core; `open`: the parent's open_dbn of the days; `efficie
 the pool and the ceiling back to back in each repeat (paired).
 Targets: (b) >= 0.70 x (a) in records/s; (b) >= 10 x (c); speed-up >= 0.8 x N.
 FXSTORE_BENCH_SPLIT=utc-day makes the days Databento-style UTC-day files;
-FXSTORE_BENCH_CHUNK sets chunk_records; FXSTORE_BENCH_DATA keeps the generated days there.
+FXSTORE_BENCH_CHUNK sets chunk_records; FXSTORE_BENCH_DATA keeps the generated days there;
+FXSTORE_BENCH_DAY_SPREAD=s varies the records per day in [1 - s, 1 + s] x --day-records.
 
 Run:  python bench/bench_ingest.py [--records 5000000] [--days 8] [--day-records 1000000]
       python bench/bench_ingest.py --parts scaling,ceiling,decompress --workers 1,8,16 --days 48
@@ -105,6 +106,13 @@ def _make_one(args: tuple[Path, dt.date, dt.date, int, str]) -> list[Path]:
     return list(generate_market(config, folder).files)
 
 
+def _day_records(records: int, day: dt.date, spread: float) -> int:
+    """Records of the span starting on `day`: `records`, or with FXSTORE_BENCH_DAY_SPREAD=s
+    a fixed pseudo-random multiple in [1 - s, 1 + s] of it (busy and quiet days)."""
+    factor = 1.0 + spread * np.random.default_rng(day.toordinal()).uniform(-1.0, 1.0)
+    return max(1, int(records * factor))
+
+
 def make_days(
     folder: Path, start: dt.date, end: dt.date, records: int, split: str = "trading-day"
 ) -> list[Path]:
@@ -121,7 +129,8 @@ def make_days(
         spans = [(w[0], w[-1]) for w in weeks.values()]
     else:
         spans = [(d, d) for d in days]
-    jobs = [(folder, a, b, records, split) for a, b in spans]
+    spread = float(os.environ.get("FXSTORE_BENCH_DAY_SPREAD", 0))
+    jobs = [(folder, a, b, _day_records(records, a, spread), split) for a, b in spans]
     with multiprocessing.get_context("spawn").Pool(os.cpu_count() or 1) as pool:
         files = pool.map(_make_one, jobs, chunksize=1)
     return sorted(p for group in files for p in group)
@@ -133,7 +142,8 @@ def many_days(tmp: Path, n_days: int, day_records: int) -> list[Path]:
     (FXSTORE_BENCH_SPLIT=utc-day) by UTC day."""
     split = os.environ.get("FXSTORE_BENCH_SPLIT", "trading-day")
     root = Path(os.environ.get("FXSTORE_BENCH_DATA") or tmp)
-    folder = root / f"many_{n_days}_{day_records}_{split}"
+    spread = os.environ.get("FXSTORE_BENCH_DAY_SPREAD", "0")
+    folder = root / f"many_{n_days}_{day_records}_{split}" / f"spread{spread}"
     days = trading_days_between(DAY, DAY + dt.timedelta(days=int(n_days * 7 / 5) + 7))[:n_days]
     if not (folder / ".complete").exists():
         shutil.rmtree(folder, ignore_errors=True)
