@@ -51,11 +51,19 @@ def run_shell_seconds(command: str) -> float:
     return time.perf_counter() - start
 
 
+#: Environment variables that change what a bench measures (recorded with its command).
+_SETTINGS = ("FXSTORE_BENCH_SPLIT", "FXSTORE_BENCH_CHUNK", "FXSTORE_BENCH_DAY_SPREAD")
+
+
+def _settings() -> list[str]:
+    return [f"{k}={os.environ[k]}" for k in _SETTINGS if os.environ.get(k)]
+
+
 def write_result(name: str, payload: dict[str, object]) -> Path:
     """Write `payload` (plus machine facts and the command line) to results/<name>.json."""
     RESULTS.mkdir(parents=True, exist_ok=True)
     payload = {
-        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "command": " ".join([*_settings(), Path(sys.executable).name, *sys.argv]),
         "machine": machine(),
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         **payload,
