@@ -167,18 +167,25 @@ def peak_rss_mib(path: Path, store: Path) -> float:
 
 def single_day(tmp: Path, records: int, repeat: int, by_hand_too: bool) -> dict[str, object]:
     """(a), (b) and (c) on one synthetic day of `records` records; (a) and (b) take turns,
-    so the shared machine's drifting load weighs on both alike."""
+    so the shared machine's drifting load weighs on both alike. With them, where (b)'s time
+    goes: python-zstandard decompression alone, and fxstore's reader without bars
+    (decompression, the input's sha256, record and order checks)."""
     (path,) = make_days(tmp / "one", DAY, DAY, records)
     ingest_once([path], tmp / "warm")  # JIT warm-up
-    zstd_all, fx_all = [], []
+    _decode_slice(([path], tmp))
+    zstd_all, fx_all, py_all, read_all = [], [], [], []
     for _ in range(repeat):
         zstd_all.append(run_shell_seconds(f"zstd -q -d -c {path} > /dev/null"))
         fx_all.append(median_seconds(lambda: ingest_once([path], tmp / "store"), 1)[0])
+        py_all.append(_decompress_slice(([path], tmp)))
+        read_all.append(_decode_slice(([path], tmp)))
     zstd_s, fx_s = float(np.median(zstd_all)), float(np.median(fx_all))
     result: dict[str, object] = {
         "file_records": records,
         "zstd_d_s": {"median": zstd_s, "all": zstd_all},
         "fxstore_ingest_1core_s": {"median": fx_s, "all": fx_all},
+        "python_zstandard_s": {"median": float(np.median(py_all)), "all": py_all},
+        "reader_no_bars_s": {"median": float(np.median(read_all)), "all": read_all},
         "records_per_s": {"zstd_d": records / zstd_s, "fxstore_ingest": records / fx_s},
         "ratio_vs_zstd_d": zstd_s / fx_s,
         "paired_ratio_vs_zstd_d": float(
