@@ -185,6 +185,7 @@ def _run_groups(
             task, parts_dir=writer.out_dir / PARTS_DIR, metadata=writer.metadata
         )
 
+    size = {f.path: f.size_bytes for f in source.files}
     with worker_context().Pool(workers if split else min(workers, len(tasks))) as pool:
         for in_split, same in itertools.groupby(tasks, key=lambda kt: kt[0] in split):
             run = list(same)
@@ -197,8 +198,7 @@ def _run_groups(
                     source.symbology,
                 )
             else:
-                sizes = [sum(f.size_bytes for f in _group_source(source, t).files) for _, t in run]
-                order = dispatch_order(sizes, workers)
+                order = dispatch_order([sum(size[p] for p in t.paths) for _, t in run], workers)
                 sent = pool.imap(build_group, [remote(run[i][1]) for i in order])
                 results = in_order(sent, order)
             for (key, task), result in zip(run, results, strict=True):

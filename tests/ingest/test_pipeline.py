@@ -113,6 +113,26 @@ def test_ingest_output_is_byte_identical_for_any_split_or_worker_count(
     assert _digests(summary.out_dir) == _digests(front_run.out_dir)
 
 
+def test_ingest_output_is_byte_identical_when_the_pool_gets_the_days_backwards(
+    front_run: IngestSummary,
+    two_roll_market: SynthMarket,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    sent: list[list[int]] = []
+
+    def backwards(sizes: list[int], workers: int) -> list[int]:
+        sent.append(list(reversed(range(len(sizes)))))  # the first day goes out last
+        return sent[-1]
+
+    monkeypatch.setattr(pipeline, "dispatch_order", backwards)
+    summary = ingest(dataclasses.replace(FRONT, workers=2), [two_roll_market.folder], tmp_path)
+
+    assert sent and len(sent[0]) > 4
+    assert _digests(summary.out_dir) == _digests(front_run.out_dir)
+    assert _manifest_days(summary.out_dir) == _manifest_days(front_run.out_dir)
+
+
 def _group_task(files: list[pipeline.DbnFile]) -> pipeline.GroupTask:
     return pipeline.GroupTask(
         paths=tuple(f.path for f in files),
