@@ -32,7 +32,6 @@ from fxstore.ingest.calendar import session_bounds_ns
 from fxstore.ingest.contracts import parse_outright
 from fxstore.ingest.dbn import DbnSource, open_dbn
 from fxstore.ingest.instruments import InstrumentSelection, contract_expiry, symbols_listed
-from fxstore.store import file_sha256
 
 #: Instrument ids to keep on a day, given the symbols listed that day; None keeps all.
 Chooser = Callable[[dt.date, dict[int, str]], set[int] | None]
@@ -277,7 +276,6 @@ def build_group(
         source = open_dbn(list(task.paths))
     days = list(_iter_days(source, task, chooser, on_day, prune))
     stats = source.stats
-    hashed = {f.path: f.sha256 for f in stats.files}  # hashed while read, when read to the end
-    inputs = [(p.name, p.stat().st_size, hashed.get(p) or file_sha256(p)) for p in task.paths]
+    inputs = stats.inputs(task.paths)
     elapsed = time.perf_counter() - started
     return GroupResult(days, inputs, stats.n_records, stats.n_dropped_bytes, elapsed)

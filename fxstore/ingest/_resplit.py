@@ -39,7 +39,6 @@ from fxstore.ingest._day_builder import DayResult, GroupResult, GroupTask, build
 from fxstore.ingest._dbn_symbology import Symbology
 from fxstore.ingest.activity import DaySplitter
 from fxstore.ingest.dbn import DbnFile, open_dbn
-from fxstore.store import file_sha256
 
 __all__ = ["SPLIT_DIR", "SplitResult", "build_split_groups", "can_split", "split_file"]
 
@@ -115,7 +114,7 @@ def split_file(task: SplitTask) -> SplitResult:
     return SplitResult(
         path=task.path,
         fragments={day: paths[day] for day in sorted(paths)},
-        input=(task.path.name, task.path.stat().st_size, file_sha256(task.path)),
+        input=stats.inputs([task.path])[0],
         n_records=stats.n_records,
         n_dropped_bytes=stats.n_dropped_bytes,
         n_symbol_mappings=sum(f.n_symbol_mappings for f in stats.files),

@@ -38,6 +38,7 @@ from fxstore.ingest._dbn_file import (
 from fxstore.ingest._dbn_merge import Mbp10Chunk, MergeInput, Piece, merge_in_ts_order
 from fxstore.ingest._dbn_symbology import Symbology, SymbolSpan
 from fxstore.ingest.dbn_format import MBP10_DTYPE, DbnMetadata
+from fxstore.store import file_sha256
 
 __all__ = [
     "DEFAULT_CHUNK_RECORDS",
@@ -95,6 +96,12 @@ class ReadStats:
     def n_dropped_bytes(self) -> int:
         """Bytes of partial records dropped at the end of truncated streams."""
         return sum(f.n_dropped_bytes for f in self.files)
+
+    def inputs(self, paths: Sequence[Path]) -> list[tuple[str, int, str]]:
+        """(name, size in bytes, sha256) of each of `paths`: the checksum taken while the
+        file was read to its end, else (a file not read to its end) one more pass over it."""
+        hashed = {f.path: f.sha256 for f in self.files}
+        return [(p.name, p.stat().st_size, hashed.get(p) or file_sha256(p)) for p in paths]
 
 
 def _validate_chunk_records(chunk_records: int) -> int:

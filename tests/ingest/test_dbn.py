@@ -389,6 +389,22 @@ def test_stats_hold_the_checksum_of_each_file_read_to_its_end(name: str, tmp_pat
     assert source.stats.files[0].sha256 == file_sha256(tmp_path / name)
 
 
+def test_stats_inputs_checksum_files_read_to_the_end_and_hash_the_others_again(
+    tmp_path: Path,
+) -> None:
+    names = ["test_data.mbp-10.dbn", "test_data.mbp-10.v3.dbn.zst"]
+    for name in names:
+        (tmp_path / name).write_bytes((PEER / name).read_bytes())
+    paths = [tmp_path / n for n in names]
+    source = open_dbn(paths)
+    expected = [(p.name, p.stat().st_size, file_sha256(p)) for p in paths]
+
+    assert source.stats.inputs(paths) == expected  # nothing read yet: hashed in a pass
+    list(source.iter_chunks(chunk_records=2))
+    assert all(f.sha256 is not None for f in source.stats.files)
+    assert source.stats.inputs(paths[::-1]) == expected[::-1]  # in the order asked
+
+
 def test_stats_checksum_covers_a_dropped_partial_record(tmp_path: Path) -> None:
     path = write_dbn(tmp_path / "t.dbn", mbp10_records(T0 + np.arange(20)))
     path.write_bytes(path.read_bytes()[:-100])
