@@ -442,8 +442,10 @@ def zstd_parallel(
     result: dict[str, object] = {}
     base = 0.0
     for n in workers:
-        slices = np.array_split(np.array([str(p) for p in days], dtype=object), n)
-        command = " & ".join(f"zstd -q -d -c {' '.join(s)} > /dev/null" for s in slices) + " & wait"
+        command = " & ".join(
+            f"zstd -q -d -c {' '.join(str(p) for p in s)} > /dev/null" for s in _slices(days, n)
+        )
+        command += " & wait"
         med, runs = median_seconds(lambda c=command: run_shell_seconds(c), repeat)
         base = base or med * n
         result[str(n)] = _speedup_entry("zstd -d", n, med, runs, base)
@@ -482,6 +484,11 @@ def _decode_slice(args: tuple[list[Path], Path]) -> float:
 _SLICE_PARTS = {"ceiling": _ingest_slice, "decompress": _decompress_slice, "decode": _decode_slice}
 
 
+def _slices(days: list[Path], n: int) -> list[list[Path]]:
+    """`days` cut into `n` contiguous slices of near-equal length."""
+    return [list(a) for a in np.array_split(np.array(days, dtype=object), n)]
+
+
 def independent(
     part: str, tmp: Path, n_days: int, day_records: int, workers: list[int], repeat: int
 ) -> dict[str, object]:
@@ -497,7 +504,7 @@ def independent(
     context = multiprocessing.get_context("spawn")
     base = 0.0
     for n in workers:
-        slices = [list(a) for a in np.array_split(np.array(days, dtype=object), n)]
+        slices = _slices(days, n)
         with context.Pool(n) as pool:
             pool.map(func, [(days[:1], tmp / f"{part}w{i}") for i in range(n)], chunksize=1)
             runs = []
@@ -534,7 +541,7 @@ def efficiency(
             for n in counts:
                 store = tmp / f"effp{n}_{r}"
                 pool_s[n].append(median_seconds(lambda s=store, n=n: ingest_once(days, s, n), 1)[0])
-                slices = [list(a) for a in np.array_split(np.array(days, dtype=object), n)]
+                slices = _slices(days, n)
                 jobs = [(sl, tmp / f"effc{n}_{r}_{i}") for i, sl in enumerate(slices)]
                 ceiling_s[n].append(max(pools[n].map(_ingest_slice, jobs, chunksize=1)))
     finally:

@@ -18,6 +18,7 @@ import os
 import tempfile
 import time
 from pathlib import Path
+from typing import cast
 
 os.environ.setdefault("NUMBA_NUM_THREADS", "1")
 
@@ -99,7 +100,7 @@ def main() -> None:
         "runs": runs[tails[0]] if len(tails) == 1 else {str(t): v for t, v in runs.items()},
     }
     if len(tails) > 1:  # paired: each repeat's wall time over the first setting's
-        walls = {t: np.array([float(str(run["wall_s"])) for run in v]) for t, v in runs.items()}
+        walls = {t: np.array([cast(float, run["wall_s"]) for run in v]) for t, v in runs.items()}
         payload["median_wall_s"] = {str(t): float(np.median(w)) for t, w in walls.items()}
         payload["paired_wall_vs_first"] = {
             str(t): float(np.median(w / walls[tails[0]])) for t, w in walls.items()
