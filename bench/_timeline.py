@@ -12,7 +12,7 @@ import os
 import time
 from pathlib import Path
 
-from fxstore.ingest._day_builder import GroupResult, GroupTask, build_group
+from fxstore.ingest.run.day_builder import GroupResult, GroupTask, build_group
 
 
 def timed_build_group(task: GroupTask) -> GroupResult:

@@ -43,9 +43,9 @@ import numpy as np
 from _common import median_seconds, run_shell_seconds, write_result
 
 from fxstore.config import BarConfig, IngestConfig, SynthConfig
-from fxstore.ingest.calendar import trading_days_between
-from fxstore.ingest.dbn_format import MBP10_DTYPE
-from fxstore.ingest.pipeline import IngestSummary
+from fxstore.ingest.dbn.format import MBP10_DTYPE
+from fxstore.ingest.run.pipeline import IngestSummary
+from fxstore.market.calendar import trading_days_between
 from fxstore.synth import generate_market
 
 DAY = dt.date(2024, 3, 5)  # a week before the March 2024 roll: the front month dominates
@@ -64,7 +64,7 @@ def ingest_once(paths: list[Path], store: Path, workers: int = 1) -> int:
 
 
 def ingest_summary(paths: list[Path], store: Path, workers: int = 1) -> IngestSummary:
-    from fxstore.ingest.pipeline import ingest
+    from fxstore.ingest.run.pipeline import ingest
 
     return ingest(dataclasses.replace(CONFIG, workers=workers), paths, store)
 
@@ -248,7 +248,7 @@ def scaling(
 def open_files(tmp: Path, n_days: int, day_records: int, repeat: int) -> dict[str, object]:
     """The parent's serial start: open_dbn over the day files (headers, zstd frame check,
     first record), files in the page cache."""
-    from fxstore.ingest.dbn import open_dbn
+    from fxstore.ingest.dbn.reader import open_dbn
 
     days = many_days(tmp, n_days, day_records)
     open_dbn(days[:1])
@@ -296,8 +296,8 @@ def candidates(tmp: Path, n_days: int, day_records: int, repeat: int) -> dict[st
     the workers' default (the two nearest, less one that trades little that day). The three
     take turns within each repeat; day files are written as workers write them. Timed in
     this process's CPU seconds (a shared VM's stolen time is not in them) and wall seconds."""
-    from fxstore.ingest._day_builder import DayResult, GroupTask, build_group, outright_chooser
-    from fxstore.ingest.instruments import FrontMonthSelector, parse_instrument_mode
+    from fxstore.ingest.run.day_builder import DayResult, GroupTask, build_group, outright_chooser
+    from fxstore.ingest.select.front_month import FrontMonthSelector, parse_instrument_mode
 
     days = many_days(tmp, n_days, day_records)
     (tmp / "cand_parts").mkdir(exist_ok=True)
@@ -471,7 +471,7 @@ def _decompress_slice(args: tuple[list[Path], Path]) -> float:
 def _decode_slice(args: tuple[list[Path], Path]) -> float:
     """One process of the decode run: fxstore's reader over its days (decompress, decode,
     order checks), no bars; seconds."""
-    from fxstore.ingest.dbn import open_dbn
+    from fxstore.ingest.dbn.reader import open_dbn
 
     paths, _store = args
     start = time.perf_counter()

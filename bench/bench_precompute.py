@@ -46,7 +46,7 @@ from fxstore.features.definitions import FeatureDef, FeatureSet, default_feature
 from fxstore.features.inputs import REQUIRED_COLUMNS
 from fxstore.features.precompute import precompute
 from fxstore.features.synthetic import synthetic_bars
-from fxstore.ingest.calendar import session_bounds_ns
+from fxstore.market.calendar import session_bounds_ns
 from fxstore.store import atomic_write_json, bars_dir, file_sha256
 
 TRADING_DAYS = 252

@@ -27,7 +27,8 @@ import numpy as np
 from _common import write_result
 from bench_ingest import ingest_summary, many_days
 
-from fxstore.ingest import _dispatch, pipeline
+from fxstore.ingest.run import dispatch as _dispatch
+from fxstore.ingest.run import pipeline
 
 
 def timeline(days: list[Path], store: Path, workers: int, folder: Path) -> dict[str, object]:

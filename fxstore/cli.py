@@ -190,7 +190,7 @@ def _echo_json(obj: object) -> None:
 
 
 def _run_synth(config: Any, out_dir: Path, quiet: bool) -> Any:
-    from fxstore.ingest.calendar import trading_days_between
+    from fxstore.market.calendar import trading_days_between
     from fxstore.synth import generate_market
 
     with _progress("synth", quiet) as progress:
@@ -265,7 +265,7 @@ def scan(paths: Sequence[Path], symbol: str | None, as_json: bool, quiet: bool) 
 
 
 def _scan(paths: Sequence[Path], symbol: str | None, quiet: bool) -> Any:
-    from fxstore.ingest.scan import scan_dbn
+    from fxstore.ingest import scan_dbn
 
     with _progress("scan", quiet) as progress:
         return scan_dbn(paths, symbol=symbol, on_start=progress.start, on_progress=progress.advance)
@@ -280,10 +280,10 @@ def _bar_config(bar_type: str, threshold: float | None, target: float | None) ->
 
 def _run_ingest(config: Any, paths: Sequence[Path], store_root: Path, quiet: bool) -> Any:
     if config.workers > 1:
-        from fxstore.ingest._pool import start_worker_server
+        from fxstore.ingest import start_worker_server
 
         start_worker_server()  # boots while this process imports the pipeline
-    from fxstore.ingest.pipeline import ingest as run_ingest
+    from fxstore.ingest import ingest as run_ingest
 
     with _progress("ingest", quiet) as progress:
         summary = run_ingest(

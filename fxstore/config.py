@@ -61,7 +61,7 @@ def _key_number(value: float) -> str:
 
 @dataclass(frozen=True, slots=True)
 class BarConfig:
-    """How ingest cuts one instrument's trading day into bars (:mod:`fxstore.ingest.bars`).
+    """How ingest cuts one instrument's trading day into bars (:mod:`fxstore.ingest.bars.builder`).
 
     Imbalance bars follow López de Prado (Advances in Financial Machine Learning, 2.3.2)
     with causal, per-day guards that keep their count near `target_bars_per_day`; plain bars
@@ -333,8 +333,8 @@ class IngestConfig:
     """Rebuild every day even when its inputs and config are unchanged."""
 
     def __post_init__(self) -> None:
-        from fxstore.ingest.contracts import root_of_parent
-        from fxstore.ingest.instruments import parse_instrument_mode
+        from fxstore.ingest import parse_instrument_mode
+        from fxstore.market.contracts import root_of_parent
         from fxstore.store import validate_key
 
         validate_key(self.symbol, "symbol")
@@ -346,7 +346,7 @@ class IngestConfig:
 
     def to_json(self) -> dict[str, object]:
         """The settings that decide the output (not workers, chunking or force), as JSON data."""
-        from fxstore.ingest.instruments import parse_instrument_mode
+        from fxstore.ingest import parse_instrument_mode
 
         return {
             "symbol": self.symbol,

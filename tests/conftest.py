@@ -37,8 +37,8 @@ def write_single_file(folder: Path, out: Path) -> Path:
     """Concatenate every DBN file of `folder` into one .dbn.zst (metadata mappings merged)."""
     import zstandard
 
-    from fxstore.ingest.dbn import open_dbn
-    from fxstore.ingest.dbn_format import encode_metadata
+    from fxstore.ingest.dbn.format import encode_metadata
+    from fxstore.ingest.dbn.reader import open_dbn
 
     source = open_dbn([folder])
     metas = [f.metadata for f in source.files]

@@ -1,6 +1,6 @@
 """The bar columns features read, as numpy arrays, and the series every feature shares.
 
-:class:`BarInputs` checks a bar table (``fxstore.ingest.bars.BAR_SCHEMA`` columns, one
+:class:`BarInputs` checks a bar table (``fxstore.ingest.bars.builder.BAR_SCHEMA`` columns, one
 continuous series: front month or one instrument, sorted by ``ts_close``) and exposes its
 columns without copying where Arrow allows, plus the within-contract returns ``r``, the
 roll flags, the volatility normaliser ``sigma`` (and ``1 / sigma``) and the first bar of
@@ -20,7 +20,7 @@ from fxstore.errors import SchemaError
 from fxstore.features import kernels, returns
 from fxstore.features.definitions import Settings
 from fxstore.features.registry import N_LEVELS
-from fxstore.ingest.calendar import session_bounds_ns
+from fxstore.market.calendar import session_bounds_ns
 
 __all__ = ["MIN_DURATION_NS", "REQUIRED_COLUMNS", "BarInputs"]
 

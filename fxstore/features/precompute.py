@@ -29,7 +29,7 @@ from fxstore.features.compute import FeatureFrame, compute_features
 from fxstore.features.definitions import FeatureSet
 from fxstore.features.inputs import REQUIRED_COLUMNS
 from fxstore.fxcache import FORMAT, MANIFEST, ShardEntry, split_shards, write_shard
-from fxstore.ingest.calendar import trading_day_of
+from fxstore.market.calendar import trading_day_of
 from fxstore.store import (
     atomic_write_json,
     bars_dir,

@@ -1,7 +1,7 @@
 """Random but realistic bar tables in code, for tests and benchmarks of the feature stage.
 
 :func:`synthetic_bars` returns a table with exactly the bar store's columns
-(:data:`fxstore.ingest.bars.BAR_SCHEMA`), as ``fxstore ingest`` writes them for the front
+(:data:`fxstore.ingest.bars.builder.BAR_SCHEMA`), as ``fxstore ingest`` writes them for the front
 month: bars inside CME sessions, ``ts_close`` strictly increasing, prices on the tick grid, a
 random-walk close, a consistent book at close (bid < ask, ten levels), signed volumes, OFI and,
 on the chosen days, a roll to a new contract that trades ``roll_gap`` points higher. It is
@@ -19,8 +19,8 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from fxstore.errors import InvalidInputError
-from fxstore.ingest.bars import BAR_SCHEMA
-from fxstore.ingest.calendar import MONTH_CODES, session_bounds_ns, trading_days_between
+from fxstore.ingest import BAR_SCHEMA
+from fxstore.market.calendar import MONTH_CODES, session_bounds_ns, trading_days_between
 
 __all__ = ["synthetic_bars"]
 

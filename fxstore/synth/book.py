@@ -3,7 +3,7 @@
 Books are kept in ticks (int64) per instrument and side (0 = bid, 1 = ask), best level first:
 bid prices strictly descending, ask prices strictly ascending, every non-empty level with
 1 <= count <= size, and the first ``nlev`` levels filled. Records are written straight into
-a buffer of :data:`~fxstore.ingest.dbn_format.MBP10_DTYPE` through integer views, whose
+a buffer of :data:`~fxstore.ingest.dbn.format.MBP10_DTYPE` through integer views, whose
 offsets are taken from that dtype, so no Python object is made per record.
 """
 
@@ -15,7 +15,7 @@ from typing import Final, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from fxstore.ingest.dbn_format import MBP10_DTYPE, N_LEVELS, RTYPE_MBP10, UNDEF_PRICE
+from fxstore.ingest import MBP10_DTYPE, N_LEVELS, RTYPE_MBP10, UNDEF_PRICE
 from fxstore.synth.rng import geometric, next_uniform, njit_cached, njit_inner
 
 __all__ = [

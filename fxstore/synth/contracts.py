@@ -3,7 +3,7 @@
 Quarterly equity-index futures (H, M, U, Z) expire on the third Friday of their month. On a
 trading day three outrights are live (front, next, deferred) plus the front-next calendar
 spread. Volume migrates from the front to the next contract around the roll date (the Monday
-of expiry week, :func:`fxstore.ingest.calendar.roll_date`): the next contract's share of the
+of expiry week, :func:`fxstore.market.calendar.roll_date`): the next contract's share of the
 outright volume is a logistic in the trading-day distance to that date, so the daily volume
 crossover falls on the roll date itself. On expiry day the front and the spread stop at
 08:30 Chicago (the equity-index final settlement is the opening quotation).
@@ -27,7 +27,7 @@ import zlib
 from dataclasses import dataclass
 from typing import Final, Literal
 
-from fxstore.ingest.calendar import (
+from fxstore.market.calendar import (
     MONTH_CODES,
     is_trading_day,
     quarterly_expiry,

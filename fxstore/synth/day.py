@@ -18,8 +18,8 @@ import numpy as np
 import numpy.typing as npt
 
 from fxstore.config import SynthConfig
-from fxstore.ingest.calendar import CHICAGO, NS_PER_DAY, session_bounds_ns
-from fxstore.ingest.dbn_format import MBP10_DTYPE, N_LEVELS
+from fxstore.ingest import MBP10_DTYPE, N_LEVELS
+from fxstore.market.calendar import CHICAGO, NS_PER_DAY, session_bounds_ns
 from fxstore.synth.book import init_book, new_books, record_views
 from fxstore.synth.contracts import Instrument, instruments_on
 from fxstore.synth.events import DayConsts, DayState, Segment, advance_walk, fill_records

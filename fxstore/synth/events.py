@@ -29,7 +29,7 @@ from typing import Final, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from fxstore.ingest.dbn_format import F_LAST, F_MBP
+from fxstore.ingest import F_LAST, F_MBP
 from fxstore.synth.book import (
     ACTION_ADD,
     ACTION_CANCEL,

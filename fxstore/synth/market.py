@@ -15,8 +15,8 @@ import numpy.typing as npt
 
 from fxstore.config import SynthConfig
 from fxstore.errors import InvalidInputError
-from fxstore.ingest.calendar import NS_PER_DAY, is_trading_day, trading_days_between
-from fxstore.ingest.dbn_format import MBP10_DTYPE
+from fxstore.ingest import MBP10_DTYPE
+from fxstore.market.calendar import NS_PER_DAY, is_trading_day, trading_days_between
 from fxstore.synth.day import DayPlan, DaySimulation, DayVolume, daily_log_vol, plan_day
 from fxstore.synth.prices import anchor_levels
 from fxstore.synth.writer import DbnFileWriter, dbn_file_name, mbp10_metadata, utc_date_of

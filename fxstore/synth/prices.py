@@ -18,7 +18,7 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-from fxstore.ingest.calendar import trading_days_between
+from fxstore.market.calendar import trading_days_between
 from fxstore.synth.rng import njit_cached, normal_at, stream_keys
 
 __all__ = [

@@ -18,13 +18,13 @@ import numpy as np
 import numpy.typing as npt
 import zstandard
 
-from fxstore.ingest.calendar import NS_PER_DAY
-from fxstore.ingest.dbn_format import (
+from fxstore.ingest import (
     WRITE_VERSION,
     DbnMetadata,
     SymbolInterval,
     encode_metadata,
 )
+from fxstore.market.calendar import NS_PER_DAY
 from fxstore.store import fsync_dir
 from fxstore.synth.contracts import Instrument
 

@@ -14,7 +14,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from fxstore.features.definitions import FeatureDef, Settings
-from fxstore.ingest.calendar import session_bounds_ns
+from fxstore.market.calendar import session_bounds_ns
 
 F64 = npt.NDArray[np.float64]
 

@@ -9,7 +9,7 @@ import pytest
 
 from fxstore.config import BarConfig, FeatureConfig, IngestConfig
 from fxstore.features.precompute import precompute
-from fxstore.ingest.pipeline import ingest
+from fxstore.ingest.run.pipeline import ingest
 from tests.conftest import SynthMarket
 
 #: ~14 bars a day: 1,233 front-month bars from 2024-02-26 to 2024-06-28 (rolls 03-12, 06-18).

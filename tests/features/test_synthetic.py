@@ -7,7 +7,7 @@ import pytest
 
 from fxstore.errors import InvalidInputError
 from fxstore.features.synthetic import synthetic_bars
-from fxstore.ingest.bars import BAR_SCHEMA
+from fxstore.ingest.bars.builder import BAR_SCHEMA
 
 
 def test_synthetic_bars_follow_the_bar_store_schema_and_invariants() -> None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from fxstore.ingest.dbn_format import (
+from fxstore.ingest.dbn.format import (
     F_BAD_TS_RECV,
     F_LAST,
     F_MAYBE_BAD_BOOK,

@@ -1,6 +1,6 @@
 """DBN byte streams built in code for the reader tests: records, other rtypes, whole files.
 
-Headers come from :func:`fxstore.ingest.dbn_format.encode_metadata` (DBN version 3), records
+Headers come from :func:`fxstore.ingest.dbn.format.encode_metadata` (DBN version 3), records
 are raw little-endian bytes, so a test controls every byte the reader sees.
 """
 
@@ -14,7 +14,7 @@ import numpy as np
 import numpy.typing as npt
 import zstandard
 
-from fxstore.ingest.dbn_format import (
+from fxstore.ingest.dbn.format import (
     F_LAST,
     MBP10_DTYPE,
     RTYPE_MBP10,

@@ -11,7 +11,7 @@ import numpy.typing as npt
 import pytest
 
 from fxstore.config import SynthConfig
-from fxstore.ingest.dbn_format import DbnMetadata
+from fxstore.ingest.dbn.format import DbnMetadata
 from fxstore.synth import SynthSummary, generate_market
 from tests.synth.dbn_io import read_dbn
 

@@ -10,7 +10,7 @@ import numpy as np
 import numpy.typing as npt
 import zstandard
 
-from fxstore.ingest.dbn_format import MBP10_DTYPE, DbnMetadata, decode_metadata
+from fxstore.ingest.dbn.format import MBP10_DTYPE, DbnMetadata, decode_metadata
 
 
 def read_dbn(path: Path) -> tuple[DbnMetadata, npt.NDArray[np.void]]:

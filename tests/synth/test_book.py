@@ -6,7 +6,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from fxstore.ingest.dbn_format import F_LAST, F_MBP, MBP10_DTYPE, N_LEVELS, UNDEF_PRICE
+from fxstore.ingest.dbn.format import F_LAST, F_MBP, MBP10_DTYPE, N_LEVELS, UNDEF_PRICE
 from fxstore.synth.book import (
     ASK,
     BID,

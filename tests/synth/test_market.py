@@ -12,8 +12,8 @@ import pytest
 
 from fxstore.config import SynthConfig
 from fxstore.errors import InvalidInputError
-from fxstore.ingest.calendar import is_trading_day, session_bounds_ns, trading_day_of
-from fxstore.ingest.dbn_format import MBP10_DTYPE
+from fxstore.ingest.dbn.format import MBP10_DTYPE
+from fxstore.market.calendar import is_trading_day, session_bounds_ns, trading_day_of
 from fxstore.synth import generate_market
 from fxstore.synth.writer import DbnFileWriter
 from tests.synth.conftest import Market, make_market

@@ -6,7 +6,7 @@ import datetime as dt
 
 import numpy as np
 
-from fxstore.ingest.calendar import CHICAGO, roll_date
+from fxstore.market.calendar import CHICAGO, roll_date
 from fxstore.synth import outright_id, spread_id
 from tests.synth.conftest import Market
 from tests.synth.dbn_io import file_day

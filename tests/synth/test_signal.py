@@ -16,7 +16,7 @@ import numpy.typing as npt
 import pytest
 
 from fxstore.config import SynthConfig
-from fxstore.ingest.dbn_format import F_LAST
+from fxstore.ingest.dbn.format import F_LAST
 from fxstore.synth import generate_market
 from tests.synth.dbn_io import read_dbn
 

@@ -45,7 +45,7 @@ def store(two_roll_market: SynthMarket, tmp_path_factory: pytest.TempPathFactory
     """A real fxcache: the two-roll synthetic market, ingested and precomputed (read-only)."""
     from fxstore.config import FeatureConfig
     from fxstore.features.precompute import precompute
-    from fxstore.ingest.pipeline import ingest
+    from fxstore.ingest.run.pipeline import ingest
 
     root = tmp_path_factory.mktemp("backtest_store")
     config = IngestConfig(symbol="ES.FUT", bars=BarConfig(target_bars_per_day=20), workers=1)

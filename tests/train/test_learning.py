@@ -69,7 +69,7 @@ def _store(tmp_path_factory: pytest.TempPathFactory, strength: float) -> Path:
     import dataclasses
 
     from fxstore.features.precompute import precompute
-    from fxstore.ingest.pipeline import ingest
+    from fxstore.ingest.run.pipeline import ingest
     from fxstore.synth import generate_market
 
     root = tmp_path_factory.mktemp(f"learn_{strength:g}")

@@ -1,0 +1,348 @@
+"""Streaming bar kernels: cut and sum one instrument's bars chunk by chunk, in one pass.
+
+:func:`update_bars` reads one chunk of MBP-10 records in place, through raw row views (int64,
+uint32 and uint8 rows of the C-contiguous ``MBP10_DTYPE`` array), and carries everything
+sequential from chunk to chunk in small state arrays, so a day's bars come out bit for bit the
+same for any chunking. Per record it adds the record to the open bar's accumulator row, decodes
+and signs a trade, and at an F_LAST record walks the book (OFI, crossed states). A closing
+bar's row is appended to the bar arrays with a raw copy of its closing record, the book at
+close; :func:`finish_bars` appends the day's last, still open bar. The rules are those of
+:mod:`fxstore.ingest.bars.builder`; floating-point sums run in record order, as a whole-day
+pass would.
+
+A bar's records are known only once it closes, so its accumulator is a row of sums that one
+record at a time updates (``ACC_OPEN``). Time bars need two more rows: a bar ends at the last
+F_LAST record of its interval, which is known only when a record of a later interval arrives;
+the records after that F_LAST (a packet still open) then move to the next bar. ``ACC_TAIL``
+sums those records from zero (it becomes the next bar as is) and ``ACC_AT_LAST`` holds the open
+row as it was at the F_LAST record (the bar to emit), taken when a tail starts.
+
+Speed: the per-record helpers are inlined and do the least they can (a trade's fields are
+decoded only for action 'T' records, one in ten); record fields are read at constant columns.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Final
+
+import numpy as np
+
+from fxstore.ingest.bars.kernels import (
+    ACTION_TRADE,
+    B_ACTION,
+    B_FLAGS,
+    B_SIDE,
+    BF_IMBALANCE,
+    BF_THRESHOLD,
+    BI_END,
+    BI_EVENTS,
+    BI_HAS_BOOK,
+    BI_PARTIAL,
+    BI_START,
+    BI_TRADES,
+    BI_TS_CLOSE,
+    F64,
+    FLAG_LAST,
+    I64,
+    L_INSTRUMENT_ID,
+    L_SIZE,
+    Q_PRICE,
+    Q_TS_RECV,
+    SIDE_ASK,
+    SIDE_BID,
+    U8,
+    U32,
+    UNDEF_PRICE,
+    Int,
+    add_book,
+    add_record,
+    add_trade,
+    clear,
+    next_bar_rules,
+    njit,
+    njit_inline,
+    sign_trade,
+    trades_per_bar,
+    update_bar_stats,
+)
+
+# Bar rules, and what v (the weight of a trade) is.
+RULE_PLAIN, RULE_TIME, RULE_IMBALANCE = 0, 1, 2  # plain: tick, volume and dollar bars
+WEIGHT_ONE, WEIGHT_SIZE, WEIGHT_DOLLARS = 0, 1, 2
+# Accumulator rows.
+ACC_OPEN, ACC_TAIL, ACC_AT_LAST = 0, 1, 2
+
+# int64 state.
+SI_N_SEEN, SI_LAST_TS, SI_INSTRUMENT, SI_N_DAMAGED = 0, 1, 2, 3
+SI_PREV_PRICE, SI_PREV_SIGN, SI_HAS_PREV_TRADE, SI_HAS_BOOK = 4, 5, 6, 7
+SI_N_BARS, SI_ARMED, SI_INTERVAL, SI_HAS_LAST = 8, 9, 10, 11
+SI_N_DAY, SI_T_FIRST, SI_T_PREV = 12, 13, 14
+# Time bars: the day's last F_LAST record; where the next interval starts (interval k is
+# [open + k·interval, open + (k+1)·interval), and records before the open count in k = 0).
+SI_LAST_INDEX, SI_LAST_INDEX_TS, SI_NEXT_INTERVAL_NS = 15, 16, 17
+N_SI: Final = 18
+# float64 state: Σ v (plain); imbalance: recent trades, rules, EWMAs of b·v, (b·v)² and
+# (1 - alpha)^n_day (SF_FLOW..+3), EWMAs over bars (SF_BAR_STATS..+3).
+SF_TOTAL, SF_RECENT, SF_THRESHOLD, SF_MIN_TRADES, SF_MAX_TRADES = 0, 1, 2, 3, 4
+SF_FLOW, SF_BAR_STATS = 5, 8
+N_SF: Final = 11
+
+# Status codes of update_bars.
+OK, BACK_IN_TIME, OTHER_INSTRUMENT, BAD_ROWS = 0, 1, 2, 3
+
+Chunk = tuple[I64, U32, U8]
+Params = tuple[I64, F64]
+State = tuple[I64, F64, I64, U8]
+Acc = tuple[I64, F64]
+Bars = tuple[I64, F64, U8]
+
+
+@njit
+def _check_chunk(q: I64, lw: U32, rows: I64, last_ts: int, known: int) -> tuple[int, int, int]:
+    """``(status, r, instrument_id)``: BAD_ROWS at the first of `rows` that is not an
+    ascending index into the chunk, else BACK_IN_TIME at the first that goes back in time,
+    else OTHER_INSTRUMENT at the first not of the builder's instrument (`known`, or the first
+    record's when it is -1); r indexes `rows`."""
+    previous = -1
+    for r in range(rows.shape[0]):
+        j = rows[r]
+        if (j <= previous) | (j >= q.shape[0]):
+            return BAD_ROWS, r, known
+        previous = j
+    instrument_id = known if known >= 0 else int(np.int64(lw[rows[0], L_INSTRUMENT_ID]))
+    prev = last_ts
+    for r in range(rows.shape[0]):
+        j = rows[r]
+        if q[j, Q_TS_RECV] < prev:
+            return BACK_IN_TIME, r, instrument_id
+        prev = q[j, Q_TS_RECV]
+    for r in range(rows.shape[0]):
+        if lw[rows[r], L_INSTRUMENT_ID] != instrument_id:
+            return OTHER_INSTRUMENT, r, instrument_id
+    return OK, 0, instrument_id
+
+
+@njit_inline
+def _read_trade(
+    q: I64, lw: U32, b: U8, j: int, st_i: I64, params: Params
+) -> tuple[bool, Int, Int, Int, Int, float]:
+    """(is_trade, price, size, b, aggressor, v) of 'T' record `j`; signs it or counts it damaged."""
+    px, qty, side = q[j, Q_PRICE], np.int64(lw[j, L_SIZE]), b[j, B_SIDE]
+    if (px == UNDEF_PRICE) | (qty == 0):
+        st_i[SI_N_DAMAGED] += 1
+        return False, px, qty, np.int64(0), np.int64(0), 0.0
+    aggressor = np.int64(side == SIDE_BID) - np.int64(side == SIDE_ASK)
+    has_prev = st_i[SI_HAS_PREV_TRADE] != 0
+    sign = sign_trade(aggressor, px, st_i[SI_PREV_PRICE], st_i[SI_PREV_SIGN], has_prev)
+    st_i[SI_PREV_PRICE], st_i[SI_PREV_SIGN], st_i[SI_HAS_PREV_TRADE] = px, sign, 1
+    params_i, params_f = params
+    weight = 1.0
+    if params_i[0] == WEIGHT_SIZE:
+        weight = float(qty)
+    elif params_i[0] == WEIGHT_DOLLARS:  # as numpy computes price / FIXED_PRICE_SCALE * size * mult
+        weight = px / params_i[1] * float(qty) * params_f[0]
+    return True, px, qty, sign, aggressor, weight
+
+
+@njit
+def _emit(
+    acc: Acc,
+    row: int,
+    st_i: I64,
+    end: tuple[int, int],
+    threshold: float,
+    is_partial: bool,
+    book: U8,
+    bars: Bars,
+) -> None:
+    """Append accumulator `row` as a bar ending at `end` = (record index, its ts_recv), with
+    `book` (a raw record) as its book at close."""
+    (acc_i, acc_f), (bars_i, bars_f, bars_book) = acc, bars
+    n = st_i[SI_N_BARS]
+    bars_i[n, :], bars_f[n, :] = acc_i[row, :], acc_f[row, :]
+    bars_i[n, BI_END], bars_i[n, BI_TS_CLOSE] = end
+    bars_i[n, BI_EVENTS] = end[0] - acc_i[row, BI_START] + 1
+    bars_i[n, BI_HAS_BOOK], bars_i[n, BI_PARTIAL] = st_i[SI_HAS_BOOK], is_partial
+    bars_f[n, BF_THRESHOLD] = threshold
+    bars_book[n, :] = book
+    st_i[SI_N_BARS] = n + 1
+
+
+@njit_inline
+def _imbalance_trade(st_i: I64, st_f: F64, ts: int, x: float, acc: Acc, params_f: F64) -> None:
+    """Imbalance bars, after a trade: EWMAs over trades; armed by |θ| or the trade limits."""
+    bar_ns, alpha = params_f[1], params_f[4]
+    st_i[SI_T_FIRST] = ts if st_i[SI_N_DAY] == 0 else st_i[SI_T_FIRST]
+    st_f[SF_RECENT] = st_f[SF_RECENT] * math.exp((st_i[SI_T_PREV] - ts) / bar_ns) + 1.0
+    st_i[SI_N_DAY], st_i[SI_T_PREV] = st_i[SI_N_DAY] + 1, ts
+    st_f[SF_FLOW] += alpha * (x - st_f[SF_FLOW])
+    st_f[SF_FLOW + 1] += alpha * (x * x - st_f[SF_FLOW + 1])
+    st_f[SF_FLOW + 2] *= 1.0 - alpha
+    if st_i[SI_N_BARS] > 0:  # the first bar is a warm-up, closed by time
+        theta, trades = acc[1][ACC_OPEN, BF_IMBALANCE], acc[0][ACC_OPEN, BI_TRADES]
+        armed = (abs(theta) >= st_f[SF_THRESHOLD]) & (trades >= st_f[SF_MIN_TRADES])
+        st_i[SI_ARMED] |= armed | (trades >= st_f[SF_MAX_TRADES])
+
+
+@njit
+def _next_imbalance_rules(st_i: I64, st_f: F64, ts: int, acc: Acc, params_f: F64) -> None:
+    """Fix the next imbalance bar's rules as the open one closes (see ``next_bar_rules``)."""
+    bar_ns, band, alpha_bars = params_f[1], params_f[2], params_f[3]
+    flow, bar_stats = st_f[SF_FLOW : SF_FLOW + 3], st_f[SF_BAR_STATS : SF_BAR_STATS + 3]
+    theta, trades = acc[1][ACC_OPEN, BF_IMBALANCE], acc[0][ACC_OPEN, BI_TRADES]
+    dev = theta - trades * flow[0] / (1.0 - flow[2])
+    update_bar_stats(bar_stats, st_i[SI_N_BARS] == 0, trades, dev, alpha_bars)
+    recent_now = st_f[SF_RECENT] * math.exp((st_i[SI_T_PREV] - ts) / bar_ns)
+    t_star = trades_per_bar(st_i[SI_N_DAY], ts - st_i[SI_T_FIRST], bar_ns, recent_now)
+    bar_stats[0] = min(max(bar_stats[0], t_star / band), t_star * band)
+    threshold, min_trades, max_trades = next_bar_rules(t_star, bar_stats[0], flow, bar_stats, band)
+    st_f[SF_THRESHOLD], st_f[SF_MIN_TRADES], st_f[SF_MAX_TRADES] = threshold, min_trades, max_trades
+
+
+@njit
+def _end_interval(
+    ts: int, b: U8, last_row: int, state: State, params_i: I64, acc: Acc, bars: Bars
+) -> None:
+    """Time bars, before a record at `ts` >= SI_NEXT_INTERVAL_NS, which opens a later interval:
+    the open bar ends at its last F_LAST record (chunk row `last_row`, or the saved record if
+    -1), if it has one, and is emitted if it holds a trade; the records after that F_LAST
+    (``ACC_TAIL``) become the next bar."""
+    st_i, st_f, _, last_book = state
+    acc_i, acc_f = acc
+    origin, interval_ns = params_i[2], params_i[3]
+    k = max(np.int64(0), (ts - origin) // interval_ns)
+    if (k > st_i[SI_INTERVAL]) & (st_i[SI_HAS_LAST] != 0):
+        row = ACC_AT_LAST if acc_i[ACC_TAIL, BI_START] >= 0 else ACC_OPEN
+        if acc_i[row, BI_TRADES] > 0:
+            end, threshold = (st_i[SI_LAST_INDEX], st_i[SI_LAST_INDEX_TS]), st_f[SF_THRESHOLD]
+            if last_row >= 0:
+                _emit(acc, row, st_i, end, threshold, False, b[last_row], bars)
+            else:
+                _emit(acc, row, st_i, end, threshold, False, last_book, bars)
+        acc_i[ACC_OPEN, :], acc_f[ACC_OPEN, :] = acc_i[ACC_TAIL, :], acc_f[ACC_TAIL, :]
+        st_i[SI_HAS_LAST] = 0
+    st_i[SI_INTERVAL] = max(st_i[SI_INTERVAL], k)
+    st_i[SI_NEXT_INTERVAL_NS] = origin + (st_i[SI_INTERVAL] + 1) * interval_ns
+
+
+@njit
+def _update(
+    chunk: Chunk, rows: I64, rule: int, params: Params, state: State, acc: Acc, bars: Bars
+) -> int:
+    """The loop of :func:`update_bars`; returns the chunk row of its last F_LAST record, or -1."""
+    (q, lw, b), (st_i, st_f, prev, _), (acc_i, acc_f) = chunk, state, acc
+    is_time, base, last_row = rule == RULE_TIME, st_i[SI_N_SEEN], -1
+    for r in range(rows.shape[0]):
+        j = rows[r]
+        ts, flags, index = q[j, Q_TS_RECV], b[j, B_FLAGS], base + r
+        is_last = (flags & FLAG_LAST) != 0
+        in_tail = is_time & (not is_last)  # time bars: a packet still open may move on
+        if is_time & (ts >= st_i[SI_NEXT_INTERVAL_NS]):  # no division per record
+            _end_interval(ts, b, last_row, state, params[0], acc, bars)
+        if in_tail & (acc_i[ACC_TAIL, BI_START] < 0):  # keep the open bar as it is at F_LAST
+            acc_i[ACC_AT_LAST, :], acc_f[ACC_AT_LAST, :] = acc_i[ACC_OPEN, :], acc_f[ACC_OPEN, :]
+        add_record(acc_i, ACC_OPEN, index, ts, flags)
+        if in_tail:
+            add_record(acc_i, ACC_TAIL, index, ts, flags)
+        if b[j, B_ACTION] == ACTION_TRADE:
+            is_trade, px, qty, sign, aggressor, weight = _read_trade(q, lw, b, j, st_i, params)
+            signed = float(sign) * weight
+            if is_trade:
+                add_trade(acc_i, acc_f, ACC_OPEN, px, qty, sign, aggressor, signed)
+            if is_trade & in_tail:
+                add_trade(acc_i, acc_f, ACC_TAIL, px, qty, sign, aggressor, signed)
+            if is_trade & (rule == RULE_PLAIN):  # armed once Σ v reaches the threshold
+                st_f[SF_TOTAL] += weight
+                st_i[SI_ARMED] |= st_f[SF_TOTAL] >= st_f[SF_THRESHOLD]
+            if is_trade & (rule == RULE_IMBALANCE):
+                _imbalance_trade(st_i, st_f, ts, signed, acc, params[1])
+        if is_last:
+            add_book(q, lw, j, prev, st_i[SI_HAS_BOOK] != 0, acc_i, acc_f, ACC_OPEN)
+            st_i[SI_HAS_BOOK], last_row = 1, j
+        if is_time & is_last:
+            clear(acc_i, acc_f, ACC_TAIL)
+            st_i[SI_HAS_LAST], st_i[SI_LAST_INDEX], st_i[SI_LAST_INDEX_TS] = 1, index, ts
+        trades = acc_i[ACC_OPEN, BI_TRADES]
+        if (rule == RULE_IMBALANCE) & (st_i[SI_N_BARS] == 0) & (trades > 0):  # warm-up
+            st_i[SI_ARMED] = ts - st_i[SI_T_FIRST] >= params[1][1]
+        if (st_i[SI_ARMED] != 0) & is_last:  # never set for time bars
+            threshold = st_f[SF_THRESHOLD]
+            if rule == RULE_IMBALANCE:
+                _next_imbalance_rules(st_i, st_f, ts, acc, params[1])
+            _emit(acc, ACC_OPEN, st_i, (index, ts), threshold, False, b[j], bars)
+            clear(acc_i, acc_f, ACC_OPEN)
+            st_f[SF_TOTAL], st_i[SI_ARMED] = 0.0, 0
+    return last_row
+
+
+@njit
+def update_bars(
+    chunk: Chunk, rows: I64, rule: int, params: Params, state: State, acc: Acc, bars: Bars
+) -> tuple[int, int]:
+    """Add the instrument's records of one chunk to the day's bars, or reject them whole.
+
+    Parameters
+    ----------
+    chunk
+        The chunk's records as C-contiguous int64 (m, 46), uint32 (m, 92) and uint8 (m, 368)
+        rows, read in place.
+    rows
+        The chunk rows of the instrument's records (n of them, strictly ascending, checked):
+        the other rows, another instrument's, are not read.
+    rule
+        ``RULE_PLAIN``, ``RULE_TIME`` or ``RULE_IMBALANCE``.
+    params
+        int64 (weight kind, FIXED_PRICE_SCALE, session open, interval, session close; ns)
+        and float64 (multiplier, target bar duration ns, band, EWMA alphas over bars, trades).
+    state
+        int64 (N_SI,) and float64 (N_SF,) scalars, the previous consistent book (4, N_LEVELS)
+        (bid, bid size, ask, ask size) and the day's last F_LAST record, raw (368,).
+    acc
+        The accumulator rows: int64 (3, N_BI) and float64 (3, N_BF).
+    bars
+        The bar arrays, with room for n more bars: int64 (cap, N_BI), float64 (cap, N_BF),
+        uint8 (cap, 368) raw records (the book at close).
+
+    Returns
+    -------
+    tuple
+        ``(status, r)``: OK, or BAD_ROWS / BACK_IN_TIME / OTHER_INSTRUMENT and the index in
+        `rows` of the first offending one; rejected records leave every array as it was.
+    """
+    q, lw, b = chunk
+    st_i, last_book = state[0], state[3]
+    n = rows.shape[0]
+    if n == 0:
+        return OK, 0
+    status, row, instrument_id = _check_chunk(q, lw, rows, st_i[SI_LAST_TS], st_i[SI_INSTRUMENT])
+    if status != OK:
+        return status, row
+    st_i[SI_INSTRUMENT] = instrument_id
+    last_row = _update(chunk, rows, rule, params, state, acc, bars)
+    if last_row >= 0:
+        last_book[:] = b[last_row]
+    st_i[SI_N_SEEN] += n
+    st_i[SI_LAST_TS] = q[rows[n - 1], Q_TS_RECV]
+    return OK, 0
+
+
+@njit
+def finish_bars(rule: int, params: Params, state: State, acc: Acc, bars: Bars) -> None:
+    """Close the day: the open bar, if it holds a trade, ends at the day's last record.
+
+    Its book is the day's last consistent one; it is partial when its own rule had not closed
+    it (not armed, or a time interval cut by the session close). Arguments as in
+    :func:`update_bars`, with room for one more bar.
+    """
+    params_i = params[0]
+    st_i, st_f, _, last_book = state
+    if acc[0][ACC_OPEN, BI_TRADES] == 0:
+        return
+    if rule == RULE_TIME:
+        origin, interval_ns, close_ns = params_i[2], params_i[3], params_i[4]
+        is_partial = origin + (st_i[SI_INTERVAL] + 1) * interval_ns > close_ns
+    else:
+        is_partial = st_i[SI_ARMED] == 0
+    end = (st_i[SI_N_SEEN] - 1, st_i[SI_LAST_TS])
+    _emit(acc, ACC_OPEN, st_i, end, st_f[SF_THRESHOLD], is_partial, last_book, bars)

@@ -1,0 +1,1 @@
+"""Reading Databento DBN: the format, files (plain and zstd), symbology, ts_recv merge."""

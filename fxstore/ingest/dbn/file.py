@@ -1,0 +1,407 @@
+"""One DBN file: sniffing, the metadata header, and its MBP-10 records in bounded blocks.
+
+The record stream is read in blocks of ``chunk_records`` MBP-10 records. A block of pure
+MBP-10 records (checked with one strided comparison of the record headers) becomes a
+zero-copy structured view; a block holding other records is walked by a numba kernel that
+keeps the MBP-10 records, parses SymbolMapping records and counts the rest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import logging
+import struct
+from collections.abc import Generator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final, Protocol
+
+import numpy as np
+import numpy.typing as npt
+import zstandard
+
+from fxstore.errors import InvalidInputError, SchemaError
+from fxstore.ingest.dbn import kernels
+from fxstore.ingest.dbn.format import (
+    DBN_MAGIC,
+    DBZ_SKIPPABLE_MAGIC_HIGH,
+    DBZ_SKIPPABLE_MAGIC_LOW,
+    MBP10_DTYPE,
+    RTYPE_MBP10,
+    SUPPORTED_VERSIONS,
+    ZSTD_MAGIC,
+    DbnMetadata,
+    decode_metadata,
+    symbol_mapping_dtype,
+)
+from fxstore.ingest.dbn.symbology import Symbology
+from fxstore.ingest.dbn.zstd import check_zstd_complete
+
+__all__ = [
+    "DbnFile",
+    "FileCounters",
+    "FileStats",
+    "iter_file_records",
+    "open_dbn_file",
+]
+
+logger = logging.getLogger(__name__)
+
+_PREFIX_BYTES: Final = 8  # b"DBN" + version:u8 + metadata length:u32
+_TS_OUT_BYTES: Final = 8  # ts_out appended to every record when metadata.ts_out
+#: Compressed bytes the zstd reader pulls from the file per read (measured: size is irrelevant).
+_ZSTD_READ_SIZE: Final = 1 << 17
+_DAMAGED: Final = "the file is damaged: download it again"
+
+
+class _Readable(Protocol):
+    def readinto(self, buffer: memoryview, /) -> int | None: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class DbnFile:
+    """One validated DBN input file (see :func:`fxstore.ingest.dbn.reader.open_dbn`)."""
+
+    path: Path
+    metadata: DbnMetadata
+    #: True for a Zstandard-compressed file (detected by its magic bytes, not its name).
+    is_compressed: bool
+    size_bytes: int
+    #: Decompressed length of the prefix and metadata header: the byte offset of record 0.
+    header_bytes: int
+    #: ts_recv of the first MBP-10 record (ns since the epoch), None when it has none.
+    first_ts_recv: int | None = None
+
+    @property
+    def record_bytes(self) -> int:
+        """Bytes per MBP-10 record in this file: 368, or 376 with ts_out."""
+        return MBP10_DTYPE.itemsize + (_TS_OUT_BYTES if self.metadata.ts_out else 0)
+
+
+@dataclass(frozen=True, slots=True)
+class FileStats:
+    """What reading one file found (before and after the instrument filter)."""
+
+    path: Path
+    #: MBP-10 records decoded.
+    n_records: int
+    #: MBP-10 records that passed the instrument filter (all of them without a filter).
+    n_kept: int
+    #: SymbolMapping records parsed into the symbology.
+    n_symbol_mappings: int
+    #: (rtype, count) of the other records passed over (system, error, status, ...).
+    skipped_rtypes: tuple[tuple[int, int], ...]
+    #: Bytes of a partial record at the end of a truncated stream, dropped with a warning.
+    n_dropped_bytes: int
+    #: Hex SHA-256 of the file's bytes, computed as they were read; None unless the read
+    #: reached the end of the file.
+    sha256: str | None = None
+
+    @property
+    def n_skipped(self) -> int:
+        """Records other than MBP-10 and SymbolMapping that were passed over."""
+        return sum(count for _, count in self.skipped_rtypes)
+
+
+@dataclass(slots=True)
+class FileCounters:
+    """Mutable tallies of one read of one file; frozen into :class:`FileStats`."""
+
+    n_records: int = 0
+    n_kept: int = 0
+    n_symbol_mappings: int = 0
+    skipped: dict[int, int] = field(default_factory=dict)
+    n_dropped_bytes: int = 0
+    sha256: str | None = None
+
+    def freeze(self, path: Path) -> FileStats:
+        return FileStats(
+            path=path,
+            n_records=self.n_records,
+            n_kept=self.n_kept,
+            n_symbol_mappings=self.n_symbol_mappings,
+            skipped_rtypes=tuple(sorted(self.skipped.items())),
+            n_dropped_bytes=self.n_dropped_bytes,
+            sha256=self.sha256,
+        )
+
+
+def _sniff(path: Path) -> tuple[bool, int]:
+    """Return (is_compressed, size) from the file's first bytes; raise for anything not DBN."""
+    try:
+        size = path.stat().st_size
+        with path.open("rb") as fh:
+            head = fh.read(8)
+    except OSError as err:
+        raise InvalidInputError(
+            f"{path}: cannot read the file ({err.strerror}); check that it exists and is readable."
+        ) from err
+    if size == 0:
+        raise SchemaError(f"{path}: the file is empty (0 bytes), not DBN; download it again.")
+    if head.startswith(ZSTD_MAGIC):
+        return True, size
+    if head.startswith(DBN_MAGIC):
+        return False, size
+    if len(head) >= 4:
+        (magic,) = struct.unpack_from("<I", head)
+        if DBZ_SKIPPABLE_MAGIC_LOW <= magic <= DBZ_SKIPPABLE_MAGIC_HIGH:
+            raise SchemaError(
+                f"{path}: this is the legacy DBZ format (zstd skippable frame 0x{magic:08X} at "
+                "byte 0), which fxstore does not read; convert it to DBN with Databento's "
+                f"`dbn` CLI: dbn {path.name} -o {path.stem}.dbn.zst"
+            )
+    raise SchemaError(
+        f"{path}: not a DBN file: it starts with {head!r}, expected b'DBN' or a Zstandard "
+        "frame (28 b5 2f fd); pass Databento .dbn or .dbn.zst files."
+    )
+
+
+class _HashingReader:
+    """A raw file that hashes the bytes read through it (so the input checksum costs no
+    second pass over the file: the bytes are hashed while they are in cache)."""
+
+    def __init__(self, fh: io.FileIO, digest: hashlib._Hash) -> None:
+        self._fh = fh
+        self.digest = digest
+
+    def read(self, size: int = -1, /) -> bytes:
+        data = self._fh.read(size)
+        self.digest.update(data)
+        return data
+
+    def readinto(self, buffer: memoryview, /) -> int | None:
+        n = self._fh.readinto(buffer)
+        if n:
+            self.digest.update(buffer[:n])
+        return n
+
+    def finish(self) -> str:
+        """Hash what is left of the file (nothing, after the stream's end); the digest."""
+        while data := self._fh.read(_ZSTD_READ_SIZE):
+            self.digest.update(data)
+        return self.digest.hexdigest()
+
+    def close(self) -> None:
+        self._fh.close()
+
+
+def _open_raw(path: Path) -> io.FileIO:
+    try:
+        return io.FileIO(path, "r")
+    except OSError as err:
+        raise InvalidInputError(f"{path}: cannot open the file ({err.strerror}).") from err
+
+
+def _open_stream(path: Path, is_compressed: bool, raw: _Readable | None = None) -> _Readable:
+    """The decompressed byte stream of `path` (read through `raw` when given)."""
+    source: _Readable = _open_raw(path) if raw is None else raw
+    if not is_compressed:
+        return source
+    reader: _Readable = zstandard.ZstdDecompressor().stream_reader(
+        source,  # type: ignore[arg-type]  # any object with read() will do
+        read_size=_ZSTD_READ_SIZE,
+        read_across_frames=True,
+        closefd=True,
+    )
+    return reader
+
+
+def _read(stream: _Readable, n_bytes: int, path: Path) -> npt.NDArray[np.uint8]:
+    """Read up to `n_bytes` (fewer only at the end of the stream) into a new array."""
+    buf = np.empty(n_bytes, np.uint8)
+    view = buf.data
+    got = 0
+    while got < n_bytes:
+        try:
+            n = stream.readinto(view[got:])
+        except zstandard.ZstdError as err:
+            raise SchemaError(
+                f"{path}: the Zstandard data is corrupt ({err}); {_DAMAGED}."
+            ) from err
+        except OSError as err:
+            raise InvalidInputError(f"{path}: reading failed ({err.strerror}).") from err
+        if not n:
+            break
+        got += n
+    return buf[:got]
+
+
+def _read_header(stream: _Readable, path: Path) -> tuple[DbnMetadata, int]:
+    prefix = _read(stream, _PREFIX_BYTES, path).tobytes()
+    if not prefix.startswith(DBN_MAGIC):  # only reachable for zstd: _sniff checked plain files
+        raise SchemaError(
+            f"{path}: Zstandard-compressed but not DBN: the data starts with {prefix!r}, "
+            "expected b'DBN'; pass Databento .dbn or .dbn.zst files."
+        )
+    if len(prefix) < _PREFIX_BYTES:
+        raise SchemaError(f"{path}: the DBN prefix is truncated ({len(prefix)} bytes); {_DAMAGED}.")
+    version = prefix[3]
+    if version not in SUPPORTED_VERSIONS:
+        decode_metadata(version, b"", str(path))  # raises the one "version not supported" error
+    (length,) = struct.unpack_from("<I", prefix, 4)
+    body = _read(stream, length, path).tobytes()
+    if len(body) < length:
+        raise SchemaError(
+            f"{path}: the DBN metadata header is truncated ({len(body)} of {length} bytes); "
+            f"{_DAMAGED}."
+        )
+    return decode_metadata(version, body, str(path)), _PREFIX_BYTES + length
+
+
+def open_dbn_file(path: Path, *, check_frames: bool) -> DbnFile:
+    """Sniff `path` and decode its metadata header (reads no records).
+
+    With `check_frames`, a compressed file's Zstandard frames are first checked complete.
+    """
+    is_compressed, size = _sniff(path)
+    if is_compressed and check_frames:
+        check_zstd_complete(path, size)
+    stream = _open_stream(path, is_compressed)
+    try:
+        meta, header_bytes = _read_header(stream, path)
+    finally:
+        stream.close()
+    return DbnFile(path, meta, is_compressed, size, header_bytes)
+
+
+class _BlockDecoder:
+    """Turns blocks of decompressed record bytes into MBP-10 record arrays for one file."""
+
+    def __init__(self, file: DbnFile, counters: FileCounters, symbology: Symbology) -> None:
+        self.path = file.path
+        self.record_bytes = file.record_bytes
+        ts_out = _TS_OUT_BYTES if file.metadata.ts_out else 0
+        self.symbol_dtype = symbol_mapping_dtype(file.metadata.version)
+        self.symbol_bytes = self.symbol_dtype.itemsize + ts_out
+        # The first two header bytes, length (in words) and rtype, read as one little-endian u16.
+        self.header_key = np.uint16(self.record_bytes // 4 | RTYPE_MBP10 << 8)
+        self.counters = counters
+        self.symbology = symbology
+
+    def _compact(self, rows: npt.NDArray[np.uint8]) -> npt.NDArray[np.void]:
+        """View (n, record_bytes) rows as MBP-10 records; with ts_out, copy without it."""
+        if rows.shape[1] != MBP10_DTYPE.itemsize:
+            rows = np.ascontiguousarray(rows[:, : MBP10_DTYPE.itemsize])
+            rows[:, 0] = MBP10_DTYPE.itemsize // 4  # the length of the record as returned
+        return rows.view(MBP10_DTYPE).reshape(-1)
+
+    def decode(
+        self, buf: npt.NDArray[np.uint8], offset: int, index: int
+    ) -> tuple[list[npt.NDArray[np.void]], npt.NDArray[np.uint8]]:
+        """Return the MBP-10 record arrays of `buf` and the trailing partial record.
+
+        `buf` starts at a record boundary, `offset` bytes into the decompressed stream and
+        after `index` MBP-10 records (both only for messages).
+        """
+        n_rows = buf.size // self.record_bytes
+        rows = buf[: n_rows * self.record_bytes].reshape(n_rows, self.record_bytes)
+        headers = rows[:, :2].view(np.uint16).reshape(-1)
+        is_mbp10 = headers == self.header_key
+        n_fast = n_rows if is_mbp10.all() else int(np.argmin(is_mbp10))
+        parts = [self._compact(rows[:n_fast])] if n_fast else []
+        start = n_fast * self.record_bytes
+        if start == buf.size:
+            return parts, buf[:0]
+        mbp10, symbols, others, end, status = kernels.walk_records(
+            buf, start, self.record_bytes, self.symbol_bytes
+        )
+        if status != kernels.WALK_OK:
+            self._raise_bad_record(buf, end, offset, index + n_fast + mbp10.size, status)
+        if mbp10.size:
+            parts.append(self._compact(kernels.gather_rows(buf, mbp10, self.record_bytes)))
+        if symbols.size:
+            rows = kernels.gather_rows(buf, symbols, self.symbol_dtype.itemsize)
+            self.symbology.add_mapping_records(rows.view(self.symbol_dtype).reshape(-1))
+            self.counters.n_symbol_mappings += symbols.size
+        for rtype in np.flatnonzero(others):
+            skipped = self.counters.skipped
+            skipped[int(rtype)] = skipped.get(int(rtype), 0) + int(others[rtype])
+        return parts, buf[end:].copy()
+
+    def _raise_bad_record(
+        self, buf: npt.NDArray[np.uint8], pos: int, offset: int, index: int, status: int
+    ) -> None:
+        length = int(buf[pos]) * 4
+        where = f"{self.path}: corrupt record at byte {offset + pos} (after MBP-10 record {index})"
+        if status == kernels.WALK_BAD_LENGTH:
+            problem = f"length byte {length // 4} ({length} bytes) is shorter than a record header"
+        elif status == kernels.WALK_BAD_MBP10_LENGTH:
+            problem = (
+                f"rtype 0x0A (MBP-10) with length {length} bytes, expected {self.record_bytes}"
+            )
+        else:
+            problem = f"SymbolMapping (rtype 0x16) of {length} bytes, expected {self.symbol_bytes}"
+        raise SchemaError(f"{where}: {problem}; {_DAMAGED}.")
+
+
+def _check_order(records: npt.NDArray[np.void], last_ts: int | None, path: Path, index: int) -> int:
+    """Return the last ts_recv of `records`; raise if ts_recv decreases anywhere."""
+    ts = records["ts_recv"]
+    if last_ts is not None and int(ts[0]) < last_ts:
+        bad, before = 0, last_ts
+    else:
+        decreasing = ts[1:] < ts[:-1]
+        if not decreasing.any():
+            return int(ts[-1])
+        bad = int(np.argmax(decreasing)) + 1
+        before = int(ts[bad - 1])
+    raise SchemaError(
+        f"{path}: records are not in ts_recv order: record {index + bad} has ts_recv "
+        f"{int(ts[bad])}, before it record {index + bad - 1} has {before}; fxstore needs "
+        "files sorted by ts_recv, as Databento delivers them: download the file again."
+    )
+
+
+def iter_file_records(
+    file: DbnFile,
+    chunk_records: int,
+    counters: FileCounters,
+    symbology: Symbology,
+    *,
+    checksum: bool = True,
+) -> Generator[tuple[npt.NDArray[np.void], int], None, None]:
+    """Yield ``(records, first_index)`` of `file`, each at most `chunk_records` long.
+
+    records is a C-contiguous MBP10_DTYPE array (a view of the decompressed block when it
+    holds MBP-10 records only), first_index the index of records[0] among the file's MBP-10
+    records. ts_recv order is checked within and across blocks. A partial record at the end
+    of the stream is dropped and counted in ``counters.n_dropped_bytes``; warning about it is
+    the caller's job, which knows whether this is the real read or a peek. With `checksum`,
+    ``counters.sha256`` holds the file's checksum once the stream ends.
+    """
+    decoder = _BlockDecoder(file, counters, symbology)
+    block_bytes = chunk_records * file.record_bytes
+    index, offset, last_ts = 0, file.header_bytes, None
+    carry = np.empty(0, np.uint8)
+    raw = _HashingReader(_open_raw(file.path), hashlib.sha256()) if checksum else None
+    stream = _open_stream(file.path, file.is_compressed, raw)
+    try:
+        _read(stream, file.header_bytes, file.path)
+        while True:
+            if carry.size:
+                # Complete the partial record first, so big reads stay record-aligned.
+                need = int(carry[0]) * 4 - carry.size
+                tail = _read(stream, need, file.path)
+                if tail.size < need:
+                    counters.n_dropped_bytes += carry.size + tail.size
+                    counters.sha256 = raw.finish() if raw is not None else None
+                    return
+                buf = np.concatenate([carry, tail])
+            else:
+                buf = _read(stream, block_bytes, file.path)
+                if not buf.size:
+                    counters.sha256 = raw.finish() if raw is not None else None
+                    return
+            parts, carry = decoder.decode(buf, offset, index)
+            logger.debug("%s: block of %d bytes at byte %d", file.path, buf.size, offset)
+            offset += buf.size - carry.size
+            for records in parts:
+                last_ts = _check_order(records, last_ts, file.path, index)
+                counters.n_records += records.size
+                yield records, index
+                index += records.size
+    finally:
+        stream.close()

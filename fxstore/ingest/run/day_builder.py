@@ -1,0 +1,281 @@
+"""Worker side of ingest: stream a group of DBN files and build each trading day's bars.
+
+A group is a run of files no trading day crosses out of, so groups are independent and run
+in a process pool. Per day the worker streams the records of the candidate instruments (one
+in id mode; every outright of the root listed that day in front-month mode, since which one
+is the front month depends on earlier groups; the chosen one when the selector runs in the
+same process) chunk by chunk into one BarBuilder each, counts every instrument's activity,
+and finishes the bars once the day is over: no day's records are ever held in memory.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+import pyarrow as pa
+
+from fxstore.config import BarConfig
+from fxstore.errors import SchemaError
+from fxstore.ingest.bars.builder import BarBuilder
+from fxstore.ingest.dbn.merge import Mbp10Chunk
+from fxstore.ingest.dbn.reader import DbnSource, open_dbn
+from fxstore.ingest.dbn.symbology import Symbology
+from fxstore.ingest.run.day_files import DayFile, combine_instruments, write_day_file
+from fxstore.ingest.run.fragments import FragmentSource
+from fxstore.ingest.select.activity import DaySplitter, count_by_instrument
+from fxstore.ingest.select.front_month import InstrumentSelection, contract_expiry, symbols_listed
+from fxstore.market.calendar import session_bounds_ns
+from fxstore.market.contracts import parse_outright
+
+#: Instrument ids to keep on a day, given the symbols listed that day; None keeps all.
+Chooser = Callable[[dt.date, dict[int, str]], set[int] | None]
+
+
+class RecordSource(Protocol):
+    """Where a group's records come from: its DBN files, or one day's fragments."""
+
+    @property
+    def symbology(self) -> Symbology: ...
+
+    def iter_chunks(self, *, chunk_records: int) -> Iterator[Mbp10Chunk]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class GroupTask:
+    """One unit of parallel work: files whose trading days no other group has."""
+
+    paths: tuple[Path, ...]
+    #: Trading days the files may hold (from their metadata spans); None: any.
+    days: frozenset[dt.date] | None
+    selection: InstrumentSelection
+    root: str | None
+    bars: BarConfig
+    chunk_records: int
+    #: Worker mode: write each built day's files here (see :mod:`._day_files`) and send
+    #: back only their descriptions; None: keep the tables (in-process runs).
+    parts_dir: Path | None = None
+    #: Parquet metadata of the day files (worker mode).
+    metadata: dict[bytes, bytes] | None = None
+    #: Split-file mode (:mod:`._resplit`): the day's fragments, each with the input file
+    #: it came from, read instead of `paths`; with the symbology of the whole input.
+    fragments: tuple[tuple[Path, Path], ...] | None = None
+    symbology: Symbology | None = None
+
+
+#: The key of the one file of a day in modes all and id=N (all instruments together).
+ALL_INSTRUMENTS = -1
+
+
+@dataclass(slots=True)
+class DayResult:
+    """What one trading day produced: activity of every instrument, bars of the candidates."""
+
+    day: dt.date
+    #: instrument_id → raw symbol of every instrument the symbology lists that day.
+    listed: dict[int, str]
+    #: instrument_id → (records, traded volume) of every instrument with records that day.
+    activity: dict[int, tuple[int, int]] = field(default_factory=dict)
+    #: instrument_id → that day's bars (candidates only).
+    bars: dict[int, pa.Table] = field(default_factory=dict)
+    #: Instruments whose bars were built (with or without bars).
+    built: set[int] = field(default_factory=set)
+    #: Worker mode: the day's files in the parts folder, by instrument id (front month) or
+    #: ALL_INSTRUMENTS; a built instrument with no bars has none.
+    parts: dict[int, DayFile] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GroupResult:
+    """A finished group: its days in order, and facts about its input files."""
+
+    days: list[DayResult]
+    #: (file name, size in bytes, sha256) of each file of the group.
+    inputs: list[tuple[str, int, str]]
+    n_records: int
+    n_dropped_bytes: int
+    #: Seconds the group took to build (wall time in its process).
+    build_s: float
+
+
+def outright_chooser(root: str) -> Chooser:
+    """The two nearest live outrights of `root` listed that day (front-month mode, in
+    parallel): the front month is one of them unless a contract further out led yesterday's
+    volume, and then the parent builds that day again for the contract it chose."""
+
+    def choose(day: dt.date, listed: dict[int, str]) -> set[int] | None:
+        live = []
+        for instrument_id, symbol in listed.items():
+            contract = parse_outright(symbol, root, day)
+            if contract is not None and contract_expiry(root, contract) >= day:
+                live.append((contract, instrument_id))
+        return {instrument_id for _, instrument_id in sorted(live)[:2]}
+
+    return choose
+
+
+#: Front-month workers drop a candidate for the rest of a day once the candidates have
+#: traded PRUNE_MIN_VOLUME contracts that day and its share of that volume is below
+#: PRUNE_SHARE. The front month is chosen from the previous day's volume, and a contract that
+#: led yesterday does not trade under 15% of the pair today (if one ever did, the parent
+#: builds that day again, so the output cannot change). Outside roll weeks a worker then
+#: builds one contract, not two: the second costs 5-8% more CPU on one core
+#: (``bench_ingest.py --parts candidates``, bench/results/ingest_candidates.json).
+PRUNE_MIN_VOLUME = 2000
+PRUNE_SHARE = 0.15
+
+
+def _pruned(wanted: set[int], activity: dict[int, tuple[int, int]]) -> set[int]:
+    """The candidates worth building on: all of them until enough volume has traded."""
+    volume = {key: activity.get(key, (0, 0))[1] for key in wanted}
+    total = sum(volume.values())
+    if total < PRUNE_MIN_VOLUME:
+        return wanted
+    return {key for key, v in volume.items() if v >= PRUNE_SHARE * total}
+
+
+def selection_chooser(selection: InstrumentSelection, root: str | None) -> Chooser:
+    """The chooser of a parallel group for `selection`."""
+    if selection.mode == "all":
+        return lambda _day, _listed: None
+    if selection.mode == "id":
+        wanted = {int(selection.instrument_id or 0)}
+        return lambda _day, _listed: wanted
+    return outright_chooser(root or "")
+
+
+def _start_builder(day: DayResult, instrument_id: int, config: BarConfig) -> BarBuilder:
+    open_ns, close_ns = session_bounds_ns(day.day)
+    return BarBuilder(
+        config,
+        trading_day=day.day,
+        contract=day.listed.get(instrument_id, f"id{instrument_id}"),
+        instrument_id=instrument_id,
+        session_open_ns=open_ns,
+        session_close_ns=close_ns,
+    )
+
+
+def _finish_day(day: DayResult, builders: dict[int, BarBuilder], task: GroupTask) -> None:
+    for instrument_id, builder in sorted(builders.items()):
+        day.bars[instrument_id] = builder.finish()
+        day.built.add(instrument_id)
+    builders.clear()
+    if task.parts_dir is not None:
+        _write_parts(day, task.parts_dir, task.metadata or {}, task.selection.mode)
+
+
+def _write_parts(day: DayResult, parts_dir: Path, metadata: dict[bytes, bytes], mode: str) -> None:
+    """Write the day's files into the parts folder and drop its tables (worker mode)."""
+    if mode == "front-month":
+        tables = {i: t for i, t in day.bars.items() if t.num_rows}
+    else:
+        combined = combine_instruments(day.bars)
+        tables = {ALL_INSTRUMENTS: combined} if combined is not None and combined.num_rows else {}
+    stem = day.day.isoformat()
+    day.parts = {
+        key: write_day_file(table, parts_dir / f"{stem}.{key}.parquet", metadata)
+        for key, table in tables.items()
+    }
+    day.bars.clear()
+
+
+def _iter_days(
+    source: RecordSource,
+    task: GroupTask,
+    chooser: Chooser,
+    on_day_end: Callable[[DayResult], None] | None,
+    prune: bool = False,
+) -> Iterator[DayResult]:
+    """Stream the group's records; yield each trading day once it is over and built.
+
+    Each kept instrument's records go to its day's BarBuilder chunk by chunk: the chunk
+    itself, with the rows of that instrument when it holds others too. With `prune`,
+    candidates that trade little that day are dropped (:data:`PRUNE_SHARE`).
+    """
+    current: DayResult | None = None
+    wanted: set[int] | None = None
+    builders: dict[int, BarBuilder] = {}
+    splitter = DaySplitter()
+    for chunk in source.iter_chunks(chunk_records=task.chunk_records):
+        for day, run in splitter.split(chunk.records):
+            if current is None or day != current.day:
+                if current is not None:
+                    _finish_day(current, builders, task)
+                    if on_day_end:
+                        on_day_end(current)
+                    yield current
+                if task.days is not None and day not in task.days:
+                    raise SchemaError(
+                        f"{chunk.path}: holds records of trading day {day}, outside the span "
+                        "its metadata header declares; re-run with --workers 1."
+                    )
+                current = DayResult(day, symbols_listed(source.symbology, day))
+                wanted = chooser(day, current.listed)
+            counts = count_by_instrument(run)
+            for key, (n, v) in counts.items():
+                old = current.activity.get(key, (0, 0))
+                current.activity[key] = (old[0] + n, old[1] + v)
+                if wanted is None or key in wanted:
+                    if key not in builders:
+                        builders[key] = _start_builder(current, key, task.bars)
+                    if n == len(run):
+                        builders[key].update(run)
+                    else:  # read in place: a copy would move the records through memory again
+                        builders[key].update(run, np.flatnonzero(run["instrument_id"] == key))
+            if prune and wanted is not None and len(wanted) > 1:
+                wanted = _pruned(wanted, current.activity)
+                for key in set(builders) - wanted:
+                    del builders[key]
+    if current is not None:
+        _finish_day(current, builders, task)
+        if on_day_end:
+            on_day_end(current)
+        yield current
+
+
+def build_group(
+    task: GroupTask,
+    *,
+    choose: Chooser | None = None,
+    on_day: Callable[[DayResult], None] | None = None,
+    source: DbnSource | None = None,
+) -> GroupResult:
+    """Build every trading day of one group (in a worker process, or in-process).
+
+    Parameters
+    ----------
+    task
+        The group's files and settings.
+    choose
+        Which instruments to build each day; default: by ``task.selection`` (in front-month
+        mode the two nearest live outrights, less one that trades little that day). An
+        in-process run passes the front-month selector here, so one core builds only what
+        the output needs.
+    on_day
+        Called with each day as soon as it is built (in-process writing).
+    source
+        The group's files already opened and checked (in-process runs); a worker process
+        opens ``task.paths`` itself.
+    """
+    started = time.perf_counter()
+    chooser = choose or selection_chooser(task.selection, task.root)
+    prune = choose is None and task.selection.mode == "front-month"
+    if task.fragments is not None:  # one day of split files: their inputs are counted there
+        assert task.symbology is not None
+        fragments = FragmentSource(task.fragments, task.symbology)
+        days = list(_iter_days(fragments, task, chooser, on_day, prune))
+        elapsed = time.perf_counter() - started
+        return GroupResult(days, [], fragments.n_records, 0, elapsed)
+    if source is None:
+        source = open_dbn(list(task.paths))
+    days = list(_iter_days(source, task, chooser, on_day, prune))
+    stats = source.stats
+    inputs = stats.inputs(task.paths)
+    elapsed = time.perf_counter() - started
+    return GroupResult(days, inputs, stats.n_records, stats.n_dropped_bytes, elapsed)

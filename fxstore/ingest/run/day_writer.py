@@ -1,0 +1,129 @@
+"""The parent side of writing days: pick each day's bars in day order and put its file.
+
+In front-month mode the choice for a day depends on the days before it, so one
+:class:`DayWriter` sees every day in trading-day order, whoever built it: an in-process
+build hands it tables, a worker hands it files in the parts folder
+(:mod:`fxstore.ingest.run.day_files`), which it moves into place.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from fxstore.config import IngestConfig
+from fxstore.ingest.run.day_builder import ALL_INSTRUMENTS, DayResult
+from fxstore.ingest.run.day_files import (
+    DayFile,
+    bars_metadata,
+    combine_instruments,
+    day_file_name,
+    write_day_file,
+)
+from fxstore.ingest.select.front_month import FrontMonthSelector, parse_instrument_mode
+from fxstore.market.contracts import root_of_parent
+from fxstore.store import fsync_dir
+
+__all__ = ["DayWriter", "Json"]
+
+#: JSON data of manifests and progress files.
+Json = dict[str, Any]
+
+
+class DayWriter:
+    """Picks each day's bars (front month, one id, or all) and writes them, in day order."""
+
+    def __init__(self, out_dir: Path, config: IngestConfig) -> None:
+        self.out_dir = out_dir
+        self.config = config
+        self.selection = parse_instrument_mode(config.instrument_mode)
+        root = root_of_parent(config.symbol) if self.selection.mode == "front-month" else None
+        self.selector = FrontMonthSelector(root) if root is not None else None
+        self.entries: list[Json] = []
+        self._begun: tuple[dt.date, int | None] | None = None
+        self.metadata = bars_metadata(config)
+        #: Builds a worker's day again in-process for the instrument chosen (set per group).
+        self.rebuild: Callable[[dt.date, int], DayResult] | None = None
+
+    def begin(self, day: dt.date, listed: dict[int, str]) -> set[int]:
+        """Choose the front month of `day` before its records are read (in-process runs)."""
+        assert self.selector is not None
+        chosen = self.selector.start_day(day, listed)
+        self._begun = (day, chosen)
+        return set() if chosen is None else {chosen}
+
+    def _choose(self, day: DayResult) -> int | None:
+        """The front month of `day` (chosen from the days before it), then log its volume."""
+        assert self.selector is not None
+        if self._begun is not None and self._begun[0] == day.day:
+            chosen = self._begun[1]
+        else:
+            chosen = self.selector.start_day(day.day, day.listed)
+        self._begun = None
+        self.selector.end_day({i: v for i, (_, v) in day.activity.items()})
+        return chosen
+
+    def write(self, day: DayResult) -> Json:
+        """Write one day's file (if it has bars); return its manifest entry."""
+        if self.selector is not None:
+            key = self._choose(day)
+            built = day
+            if key is not None and key not in day.built:  # not among a worker's candidates
+                assert self.rebuild is not None
+                built = self.rebuild(day.day, key)
+            contract = "" if key is None else day.listed.get(key, "")
+            kept = 0 if key is None else day.activity.get(key, (0, 0))[0]
+        else:
+            key, built = ALL_INSTRUMENTS, day
+            contract = ",".join(sorted({day.listed.get(i, "?") for i in day.built}))
+            kept = sum(day.activity.get(i, (0, 0))[0] for i in day.built)
+        path = self.out_dir / day_file_name(day.day)
+        written = self._place(built, key, path)
+        for other, part in (day.parts or {}).items():
+            if other != key:
+                part.path.unlink(missing_ok=True)
+        entry: Json = {
+            "trading_day": day.day.isoformat(),
+            "contract": contract,
+            "n_bars": 0 if written is None else written.n_bars,
+            "n_records": sum(n for n, _ in day.activity.values()),
+            "n_kept": kept,
+            "activity": {str(i): list(nv) for i, nv in sorted(day.activity.items())},
+            "listed": {str(i): s for i, s in sorted(day.listed.items())},
+        }
+        if written is None:
+            path.unlink(missing_ok=True)  # a stale file of an earlier config or input
+        else:
+            entry |= {"file": path.name, "sha256": written.sha256} | written.quality
+        self.entries.append(entry)
+        return entry
+
+    def _place(self, day: DayResult, key: int | None, path: Path) -> DayFile | None:
+        """Put the day's file of `key` at `path`: move a worker's part, or write the table."""
+        if key is None:
+            return None
+        if day.parts is not None:
+            part = day.parts.get(key)
+            if part is None:
+                return None
+            os.replace(part.path, path)
+            fsync_dir(path.parent)
+            return dataclasses.replace(part, path=path)
+        table = combine_instruments(day.bars) if key == ALL_INSTRUMENTS else day.bars.get(key)
+        if table is None or not table.num_rows:
+            return None
+        return write_day_file(table, path, self.metadata)
+
+    def replay(self, entry: Json) -> None:
+        """Account for a day finished by an earlier run (keeps the selector's state right)."""
+        if self.selector is not None:
+            day = dt.date.fromisoformat(str(entry["trading_day"]))
+            listed = {int(k): str(v) for k, v in entry["listed"].items()}
+            activity = {int(k): int(v[1]) for k, v in entry["activity"].items()}
+            self.selector.start_day(day, listed)
+            self.selector.end_day(activity)
+        self.entries.append(entry)

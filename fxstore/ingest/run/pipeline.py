@@ -1,0 +1,467 @@
+"""`fxstore ingest`: DBN MBP-10 files → instrument selection → bars → Parquet bar store.
+
+Output: ``bars/<SYMBOL>/<instrument-key>/<bar-key>/<YYYY-MM-DD>.parquet`` (zstd, one per
+trading day, written atomically) and a ``manifest.json`` with the inputs and their
+checksums, the full config, the roll schedule and per-day bar counts and checksums.
+
+Trading days are independent (each day's bars depend only on its records and the config),
+so groups of files that no trading day crosses are built in a process pool. Workers write
+their days' files themselves (:mod:`fxstore.ingest.run.day_files`). In front-month mode a
+worker builds the two nearest live outrights of each day and the parent picks the front
+month in trading-day order with the same causal selector a one-core run uses, moves that
+file into place and, in the rare case that the front month was neither, builds the day again
+itself; so the files are byte-identical for any worker count, chunk size or split of the
+input into files. After each group the parent saves its progress; a killed run resumes from
+there.
+
+Files that chain into one group (UTC-day files, where each session starts in one file and
+ends in the next) are split by trading day first when workers far outnumber groups
+(:mod:`fxstore.ingest.run.resplit`); otherwise each such group, like one multi-day file, is
+built by one worker.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime as dt
+import functools
+import hashlib
+import itertools
+import json
+import logging
+import shutil
+import time
+from collections.abc import Callable, Generator, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from fxstore import __version__
+from fxstore.config import IngestConfig
+from fxstore.ingest.dbn.reader import DbnFile, DbnSource, open_dbn
+from fxstore.ingest.run.day_builder import (
+    Chooser,
+    DayResult,
+    GroupResult,
+    GroupTask,
+    build_group,
+)
+from fxstore.ingest.run.day_files import (
+    PARTS_DIR,
+)
+from fxstore.ingest.run.day_writer import DayWriter, Json
+from fxstore.ingest.run.dispatch import dispatch_order, in_order
+from fxstore.ingest.run.pool import start_worker_server, worker_context
+from fxstore.ingest.run.progress import PROGRESS, ProgressLog, load_progress
+from fxstore.ingest.run.resplit import SPLIT_DIR, build_split_groups, can_split
+from fxstore.ingest.select.front_month import RollEntry, parse_instrument_mode
+from fxstore.market.calendar import is_trading_day, trading_day_of
+from fxstore.market.contracts import root_of_parent
+from fxstore.store import (
+    atomic_write_json,
+    bars_dir,
+    key_lock,
+    read_json,
+)
+
+__all__ = ["IngestSummary", "ingest", "plan_groups"]
+
+logger = logging.getLogger(__name__)
+
+_MANIFEST = "manifest.json"
+
+
+@dataclass(frozen=True, slots=True)
+class IngestSummary:
+    """What :func:`ingest` did."""
+
+    out_dir: Path
+    n_days: int
+    days_written: int
+    #: Days not rebuilt: unchanged since the last run, or finished before it was killed.
+    days_skipped: int
+    #: MBP-10 records read, and those of the kept instrument(s).
+    n_records: int
+    n_kept: int
+    n_bars: int
+    schedule: tuple[RollEntry, ...]
+    elapsed_s: float
+    #: Seconds spent building days, summed over the groups built (each group's wall time in
+    #: its process): against ``elapsed_s × workers`` it shows how busy the pool was.
+    build_s: float
+    #: True when inputs and config were unchanged and nothing had to be done.
+    up_to_date: bool
+
+    @property
+    def bars_per_day(self) -> float:
+        """Bars per trading day with bars."""
+        return self.n_bars / self.n_days if self.n_days else 0.0
+
+
+def _file_days(file: DbnFile) -> tuple[dt.date, dt.date] | None:
+    """First and last trading day a file's records can belong to (None: no records)."""
+    if file.first_ts_recv is None:
+        return None
+    end = file.metadata.end
+    last_ts = max(file.first_ts_recv, end - 1) if end is not None else 2**63 - 1
+    first, last = trading_day_of(np.array([file.first_ts_recv, last_ts], dtype=np.int64))
+    return first.item(), last.item()
+
+
+def plan_groups(files: Sequence[DbnFile]) -> list[list[DbnFile]]:
+    """Split files (in ts_recv order) into groups that share no trading day.
+
+    A file's days run from its first record's to its metadata end's; files whose day spans
+    touch are grouped, so a session split over two files (Databento's UTC-day batches) is
+    built by one worker.
+    """
+    groups: list[list[DbnFile]] = []
+    last_day: dt.date | None = None
+    for file in files:
+        span = _file_days(file)
+        if span is None:
+            continue
+        if groups and last_day is not None and span[0] <= last_day:
+            groups[-1].append(file)
+        else:
+            groups.append([file])
+        last_day = span[1] if last_day is None else max(last_day, span[1])
+    return groups
+
+
+def _fingerprint(config: IngestConfig, files: Sequence[DbnFile]) -> str:
+    stat = [(f.path.name, f.size_bytes, f.path.stat().st_mtime_ns) for f in files]
+    blob = json.dumps({"config": config.to_json(), "inputs": stat, "version": __version__})
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _is_up_to_date(out_dir: Path, fingerprint: str) -> Json | None:
+    path = out_dir / _MANIFEST
+    if not path.exists():
+        return None
+    manifest = read_json(path)
+    days = manifest.get("days", [])
+    files_ok = isinstance(days, list) and all(
+        (out_dir / str(d["file"])).exists() for d in days if isinstance(d, dict) and "file" in d
+    )
+    return manifest if manifest.get("fingerprint") == fingerprint and files_ok else None
+
+
+def _group_key(group: Sequence[DbnFile]) -> str:
+    return group[0].path.name
+
+
+def _group_source(source: DbnSource, task: GroupTask) -> DbnSource:
+    """The files of one group, as `source` already opened and checked them."""
+    return DbnSource([f for f in source.files if f.path in task.paths], source.symbology)
+
+
+def _run_groups(
+    source: DbnSource,
+    tasks: list[tuple[str, GroupTask]],
+    workers: int,
+    choose: Chooser | None,
+    on_day: Callable[[DayResult], None] | None,
+    writer: DayWriter,
+    split: set[str],
+) -> Generator[tuple[str, GroupTask, GroupResult], None, None]:
+    """Build groups in order: in-process (writing each day as it is built), or in a pool.
+
+    In-process groups reuse the files `source` already opened and checked. Worker
+    processes open theirs and write their days' files into the parts folder of `writer`,
+    the last rounds largest first (:mod:`._dispatch`); the groups keyed in `split` are
+    split into trading days first (:mod:`._resplit`).
+    """
+    if workers <= 1 or (len(tasks) <= 1 and not split):
+        for key, task in tasks:
+            group = _group_source(source, task)
+            yield key, task, build_group(task, choose=choose, on_day=on_day, source=group)
+        return
+
+    def remote(task: GroupTask) -> GroupTask:
+        return dataclasses.replace(
+            task, parts_dir=writer.out_dir / PARTS_DIR, metadata=writer.metadata
+        )
+
+    size = {f.path: f.size_bytes for f in source.files}
+    with worker_context().Pool(workers if split else min(workers, len(tasks))) as pool:
+        for in_split, same in itertools.groupby(tasks, key=lambda kt: kt[0] in split):
+            run = list(same)
+            if in_split:
+                results: Iterator[GroupResult | None] = build_split_groups(
+                    pool,
+                    [remote(t) for _, t in run],
+                    writer.out_dir / SPLIT_DIR,
+                    workers,
+                    source.symbology,
+                )
+            else:
+                order = dispatch_order([sum(size[p] for p in t.paths) for _, t in run], workers)
+                sent = pool.imap(build_group, [remote(run[i][1]) for i in order])
+                results = in_order(sent, order)
+            for (key, task), result in zip(run, results, strict=True):
+                if result is None:  # overlapping files or in-stream symbol mappings
+                    logger.info("%s: files overlap or map symbols: one core", task.paths[0])
+                    result = build_group(task, source=_group_source(source, task))
+                yield key, task, result
+
+
+#: Split groups by trading day only when there are at least this many workers per group.
+#: Splitting costs about twice the work of building a group in one pass (the fragments are
+#: written and read back: pool busy time over one core's time in
+#: bench/results/ingest_scaling_utcday_h200host.json) and waits at two barriers a window:
+#: there, 4 weekly groups split over 16 workers reached 3.1x, about what one group per
+#: worker can give (4 groups of ~4 days each; estimated, not measured). It pays only with
+#: few groups.
+_SPLIT_WORKERS_PER_GROUP = 4
+
+
+def _split_keys(source: DbnSource, tasks: list[tuple[str, GroupTask]], workers: int) -> set[str]:
+    """Groups to split by trading day: chains of files, when workers far outnumber groups."""
+    if workers <= 1 or len(tasks) * _SPLIT_WORKERS_PER_GROUP >= workers:
+        return set()
+    return {key for key, task in tasks if can_split(_group_source(source, task).files)}
+
+
+def _rebuild_day(source: DbnSource, task: GroupTask, day: dt.date, instrument_id: int) -> DayResult:
+    """Build one day of a group again, in-process, for the instrument the parent chose.
+
+    Only needed when the front month was not among the worker's candidates (a contract
+    beyond the two nearest led the previous day's volume).
+    """
+    logger.info("%s: building %s again for instrument %d", task.paths[0].name, day, instrument_id)
+    result = build_group(
+        task,
+        choose=lambda d, _listed: {instrument_id} if d == day else set(),
+        source=_group_source(source, task),
+    )
+    return next(d for d in result.days if d.day == day)
+
+
+def ingest(
+    config: IngestConfig,
+    paths: Sequence[Path],
+    store_root: Path,
+    *,
+    on_start: Callable[[int], None] | None = None,
+    on_progress: Callable[[dt.date], None] | None = None,
+) -> IngestSummary:
+    """Build the bar store of `config.symbol` from DBN MBP-10 files.
+
+    Parameters
+    ----------
+    config
+        Symbol, instrument mode, bar type, workers.
+    paths
+        .dbn / .dbn.zst files and/or batch-download folders.
+    store_root
+        The store root; bars go to ``bars/<symbol>/<instrument-key>/<bar-key>/``.
+    on_start
+        Called once with the number of trading days the input files may hold.
+    on_progress
+        Called with each trading day once its file is written (or found finished).
+
+    Raises
+    ------
+    InvalidInputError, SchemaError
+        Bad paths or files (nothing is written), see :func:`fxstore.ingest.dbn.reader.open_dbn`.
+    NoFrontMonthError
+        Front-month mode and no outright of the symbol's root in the input.
+    """
+    started = time.perf_counter()
+    selection = parse_instrument_mode(config.instrument_mode)
+    root = root_of_parent(config.symbol) if selection.mode == "front-month" else None
+    if config.workers > 1:
+        start_worker_server()  # its boot overlaps opening the files
+    source = open_dbn(list(paths))
+    out_dir = bars_dir(store_root, config.symbol, selection.key, config.bars.key)
+    fingerprint = _fingerprint(config, source.files)
+    with key_lock(out_dir):
+        manifest = None if config.force else _is_up_to_date(out_dir, fingerprint)
+        if manifest is not None:
+            return _summary_from_manifest(out_dir, manifest, started)
+        done = {} if config.force else load_progress(out_dir, fingerprint)
+        _remove_scratch(out_dir)  # a killed run's candidates and fragments
+        writer = DayWriter(out_dir, config)
+        groups = plan_groups(source.files)
+        if config.workers > 1 and len(groups) == 1 and len(groups[0]) == 1:
+            logger.info(
+                "one multi-day file: its trading days are built on one core, not %d",
+                config.workers,
+            )
+        if on_start is not None:
+            on_start(_count_trading_days(groups))
+        tasks = []
+        for group in groups:
+            span = [_file_days(f) for f in group]
+            days = {d for s in span if s for d in _days_between(*s)}
+            task = GroupTask(
+                paths=tuple(f.path for f in group),
+                days=frozenset(days) if len(groups) > 1 else None,
+                selection=selection,
+                root=root,
+                bars=config.bars,
+                chunk_records=config.chunk_records,
+            )
+            tasks.append((_group_key(group), task))
+        try:
+            inputs, n_records, n_skipped, build_s = _build_all(
+                config, source, writer, tasks, done, fingerprint, on_progress
+            )
+        finally:
+            _remove_scratch(out_dir)
+        _write_manifest(out_dir, config, writer, inputs, fingerprint)
+        (out_dir / PROGRESS).unlink(missing_ok=True)
+    n_bars = sum(int(str(e["n_bars"])) for e in writer.entries)
+    n_days = sum(1 for e in writer.entries if int(str(e["n_bars"])) > 0)
+    return IngestSummary(
+        out_dir=out_dir,
+        n_days=n_days,
+        days_written=len(writer.entries) - n_skipped,
+        days_skipped=n_skipped,
+        n_records=n_records,
+        n_kept=sum(int(e.get("n_kept", 0)) for e in writer.entries),
+        n_bars=n_bars,
+        schedule=tuple(writer.selector.schedule) if writer.selector else (),
+        elapsed_s=time.perf_counter() - started,
+        build_s=build_s,
+        up_to_date=False,
+    )
+
+
+def _remove_scratch(out_dir: Path) -> None:
+    """Delete the workers' parts and fragments folders (nothing there outlives a run)."""
+    for scratch in (PARTS_DIR, SPLIT_DIR):
+        shutil.rmtree(out_dir / scratch, ignore_errors=True)
+
+
+def _count_trading_days(groups: Sequence[Sequence[DbnFile]]) -> int:
+    """Trading days the groups' files may hold (for a progress bar)."""
+    days: set[dt.date] = set()
+    for group in groups:
+        for file in group:
+            span = _file_days(file)
+            if span is not None:
+                days.update(d for d in _days_between(*span) if is_trading_day(d))
+    return len(days)
+
+
+def _days_between(first: dt.date, last: dt.date) -> list[dt.date]:
+    return [first + dt.timedelta(days=i) for i in range((last - first).days + 1)]
+
+
+def _build_all(
+    config: IngestConfig,
+    source: DbnSource,
+    writer: DayWriter,
+    tasks: list[tuple[str, GroupTask]],
+    done: Json,
+    fingerprint: str,
+    on_progress: Callable[[dt.date], None] | None,
+) -> tuple[list[list[object]], int, int, float]:
+    """Replay finished groups, build the rest in order, save progress after each group.
+
+    Returns the inputs (name, size, sha256), the records read, the days replayed and the
+    seconds spent building groups.
+    """
+    resumed: dict[str, Json] = {}
+    inputs: list[list[object]] = []
+    n_records = 0
+    build_s = 0.0
+    pending = list(tasks)
+    while pending and pending[0][0] in done:  # only a finished prefix can be trusted
+        key, _ = pending.pop(0)
+        saved: Json = done[key]
+        for entry in saved["days"]:
+            writer.replay(entry)
+            if on_progress:
+                on_progress(dt.date.fromisoformat(entry["trading_day"]))
+        inputs += saved["inputs"]
+        n_records += int(saved["n_records"])
+        resumed[key] = saved
+    n_replayed = len(writer.entries)
+
+    def write(day: DayResult) -> None:
+        writer.write(day)
+        day.bars.clear()  # written: free the memory
+        if on_progress:
+            on_progress(day.day)
+
+    split = _split_keys(source, pending, config.workers)
+    in_process = config.workers <= 1 or (len(pending) <= 1 and not split)
+    choose = writer.begin if in_process and writer.selector is not None else None
+    on_day = write if in_process else None
+    groups = _run_groups(source, pending, config.workers, choose, on_day, writer, split)
+    log = ProgressLog(writer.out_dir, fingerprint, resumed)
+    with log, contextlib.closing(groups):  # on an error or a kill, stop the pool first
+        for key, task, result in groups:
+            writer.rebuild = functools.partial(_rebuild_day, source, task)
+            if not in_process:
+                for day in result.days:
+                    write(day)
+            log.append(
+                key,
+                {
+                    "days": writer.entries[len(writer.entries) - len(result.days) :],
+                    "inputs": [list(i) for i in result.inputs],
+                    "n_records": result.n_records,
+                },
+            )
+            inputs += [list(i) for i in result.inputs]
+            n_records += result.n_records
+            build_s += result.build_s
+    return inputs, n_records, n_replayed, build_s
+
+
+def _write_manifest(
+    out_dir: Path,
+    config: IngestConfig,
+    writer: DayWriter,
+    inputs: list[list[object]],
+    fingerprint: str,
+) -> None:
+    schedule = writer.selector.schedule if writer.selector else []
+    atomic_write_json(
+        out_dir / _MANIFEST,
+        {
+            "stage": "ingest",
+            "fxstore_version": __version__,
+            "fingerprint": fingerprint,
+            "config": config.to_json(),
+            "bar_key": config.bars.key,
+            "inputs": [{"name": n, "size": s, "sha256": h} for n, s, h in inputs],
+            "roll_schedule": [
+                {
+                    "trading_day": e.trading_day.isoformat(),
+                    "contract": e.contract,
+                    "instrument_id": e.instrument_id,
+                    "prior_volume_share": e.prior_volume_share,
+                    "volume_share": e.volume_share,
+                    "reason": e.reason,
+                }
+                for e in schedule
+            ],
+            "days": writer.entries,
+            "n_bars": sum(int(str(e["n_bars"])) for e in writer.entries),
+        },
+    )
+
+
+def _summary_from_manifest(out_dir: Path, manifest: Json, started: float) -> IngestSummary:
+    days = [d for d in manifest.get("days", []) if isinstance(d, dict)]
+    n_bars = sum(int(d["n_bars"]) for d in days)
+    return IngestSummary(
+        out_dir=out_dir,
+        n_days=sum(1 for d in days if int(d["n_bars"]) > 0),
+        days_written=0,
+        days_skipped=len(days),
+        n_records=sum(int(d["n_records"]) for d in days),
+        n_kept=sum(int(d.get("n_kept", 0)) for d in days),
+        n_bars=n_bars,
+        schedule=(),
+        elapsed_s=time.perf_counter() - started,
+        build_s=0.0,
+        up_to_date=True,
+    )

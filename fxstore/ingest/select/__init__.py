@@ -1,0 +1,1 @@
+"""Which instrument's records become bars: traded activity per day, the front month."""
