@@ -297,17 +297,15 @@ def candidates(tmp: Path, n_days: int, day_records: int, repeat: int) -> dict[st
     take turns within each repeat; day files are written as workers write them. Timed in
     this process's CPU seconds (a shared VM's stolen time is not in them) and wall seconds."""
     from fxstore.ingest.run.day_builder import DayResult, GroupTask, build_group, outright_chooser
-    from fxstore.ingest.select.front_month import FrontMonthSelector, parse_instrument_mode
+    from fxstore.ingest.run.plan import plan_ingest
+    from fxstore.ingest.select.front_month import FrontMonthSelector
 
     days = many_days(tmp, n_days, day_records)
     (tmp / "cand_parts").mkdir(exist_ok=True)
     task = GroupTask(
         paths=tuple(days),
         days=None,
-        selection=parse_instrument_mode("front-month"),
-        root="ES",
-        bars=CONFIG.bars,
-        chunk_records=CONFIG.chunk_records,
+        plan=plan_ingest(CONFIG),
         parts_dir=tmp / "cand_parts",
         metadata={},
     )

@@ -18,7 +18,8 @@ from fxstore.config import BarConfig
 from fxstore.errors import InvalidInputError, SchemaError
 from fxstore.ingest.bars import stream
 from fxstore.ingest.bars.kernels import BI_START, N_BF, N_BI, N_LEVELS, RECORD_BYTES
-from fxstore.ingest.dbn.format import FIXED_PRICE_SCALE, MBP10_DTYPE
+from fxstore.ingest.bars.params import bar_params
+from fxstore.ingest.dbn.format import MBP10_DTYPE
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,20 +38,6 @@ class BarArrays:
     n_damaged: int
 
 
-def _rule(config: BarConfig) -> tuple[int, int]:
-    """(rule, weight kind) of the bar type."""
-    rule = stream.RULE_PLAIN
-    if config.is_imbalance:
-        rule = stream.RULE_IMBALANCE
-    elif config.bar_type == "time":
-        rule = stream.RULE_TIME
-    if config.bar_type in ("tick", "tick_imbalance"):
-        return rule, stream.WEIGHT_ONE
-    if config.bar_type in ("dollar", "dollar_imbalance"):
-        return rule, stream.WEIGHT_DOLLARS
-    return rule, stream.WEIGHT_SIZE  # volume bars, and the signed volume of time bars
-
-
 class BarEngine:
     """Streams one instrument's records of one day into bars (see ``BarBuilder``)."""
 
@@ -62,32 +49,14 @@ class BarEngine:
         session_open_ns: int,
         session_close_ns: int,
     ) -> None:
-        threshold = float(config.threshold or 0.0)
-        self._rule, weight = _rule(config)
-        interval_ns = round(threshold * 1e9) if self._rule == stream.RULE_TIME else 1
-        self._params = (
-            np.array(
-                [weight, FIXED_PRICE_SCALE, session_open_ns, interval_ns, session_close_ns],
-                dtype=np.int64,
-            ),
-            np.array(
-                [
-                    config.multiplier,
-                    (session_close_ns - session_open_ns) / config.target_bars_per_day,
-                    config.band,
-                    2.0 / (config.ewma_span_bars + 1.0),
-                    2.0 / (config.ewma_span_trades + 1.0),
-                ],
-                dtype=np.float64,
-            ),
-        )
+        self._params = bar_params(config, int(session_open_ns), int(session_close_ns))
         st_i = np.zeros(stream.N_SI, dtype=np.int64)
         st_i[stream.SI_LAST_TS] = np.iinfo(np.int64).min
         st_i[stream.SI_INSTRUMENT] = -1 if instrument_id is None else instrument_id
         st_i[stream.SI_INTERVAL] = -1
         st_i[stream.SI_NEXT_INTERVAL_NS] = np.iinfo(np.int64).min  # the first record starts one
         st_f = np.zeros(stream.N_SF, dtype=np.float64)
-        st_f[stream.SF_THRESHOLD] = math.nan if config.is_imbalance else threshold
+        st_f[stream.SF_THRESHOLD] = self._params.threshold
         st_f[stream.SF_MIN_TRADES], st_f[stream.SF_MAX_TRADES] = 1.0, math.inf
         st_f[stream.SF_FLOW + 2] = 1.0  # (1 - alpha)^n_day
         prev_book = np.zeros((4, N_LEVELS), dtype=np.int64)
@@ -142,7 +111,7 @@ class BarEngine:
         st_i = self._state[0]
         known = int(st_i[stream.SI_INSTRUMENT])
         status, row = stream.update_bars(
-            chunk, rows, self._rule, self._params, self._state, self._acc, self._bars
+            chunk, rows, self._params, self._state, self._acc, self._bars
         )
         if status == stream.BAD_ROWS:
             raise InvalidInputError(
@@ -167,7 +136,7 @@ class BarEngine:
     def finish(self) -> BarArrays:
         """Close the day's last bar and return the bars; the engine is spent afterwards."""
         self._reserve(1)
-        stream.finish_bars(self._rule, self._params, self._state, self._acc, self._bars)
+        stream.finish_bars(self._params, self._state, self._acc, self._bars)
         n, st_i = self.n_bars, self._state[0]
         known = int(st_i[stream.SI_INSTRUMENT])
         return BarArrays(

@@ -66,10 +66,15 @@ from fxstore.ingest.bars.kernels import (
     trades_per_bar,
     update_bar_stats,
 )
+from fxstore.ingest.bars.params import (
+    RULE_IMBALANCE,
+    RULE_PLAIN,
+    RULE_TIME,
+    WEIGHT_DOLLARS,
+    WEIGHT_SIZE,
+    BarParams,
+)
 
-# Bar rules, and what v (the weight of a trade) is.
-RULE_PLAIN, RULE_TIME, RULE_IMBALANCE = 0, 1, 2  # plain: tick, volume and dollar bars
-WEIGHT_ONE, WEIGHT_SIZE, WEIGHT_DOLLARS = 0, 1, 2
 # Accumulator rows.
 ACC_OPEN, ACC_TAIL, ACC_AT_LAST = 0, 1, 2
 
@@ -92,7 +97,6 @@ N_SF: Final = 11
 OK, BACK_IN_TIME, OTHER_INSTRUMENT, BAD_ROWS = 0, 1, 2, 3
 
 Chunk = tuple[I64, U32, U8]
-Params = tuple[I64, F64]
 State = tuple[I64, F64, I64, U8]
 Acc = tuple[I64, F64]
 Bars = tuple[I64, F64, U8]
@@ -125,7 +129,7 @@ def _check_chunk(q: I64, lw: U32, rows: I64, last_ts: int, known: int) -> tuple[
 
 @njit_inline
 def _read_trade(
-    q: I64, lw: U32, b: U8, j: int, st_i: I64, params: Params
+    q: I64, lw: U32, b: U8, j: int, st_i: I64, params: BarParams
 ) -> tuple[bool, Int, Int, Int, Int, float]:
     """(is_trade, price, size, b, aggressor, v) of 'T' record `j`; signs it or counts it damaged."""
     px, qty, side = q[j, Q_PRICE], np.int64(lw[j, L_SIZE]), b[j, B_SIDE]
@@ -136,12 +140,11 @@ def _read_trade(
     has_prev = st_i[SI_HAS_PREV_TRADE] != 0
     sign = sign_trade(aggressor, px, st_i[SI_PREV_PRICE], st_i[SI_PREV_SIGN], has_prev)
     st_i[SI_PREV_PRICE], st_i[SI_PREV_SIGN], st_i[SI_HAS_PREV_TRADE] = px, sign, 1
-    params_i, params_f = params
     weight = 1.0
-    if params_i[0] == WEIGHT_SIZE:
+    if params.weight == WEIGHT_SIZE:
         weight = float(qty)
-    elif params_i[0] == WEIGHT_DOLLARS:  # as numpy computes price / FIXED_PRICE_SCALE * size * mult
-        weight = px / params_i[1] * float(qty) * params_f[0]
+    elif params.weight == WEIGHT_DOLLARS:  # as numpy computes price / scale * size * mult
+        weight = px / params.price_scale * float(qty) * params.multiplier
     return True, px, qty, sign, aggressor, weight
 
 
@@ -170,9 +173,9 @@ def _emit(
 
 
 @njit_inline
-def _imbalance_trade(st_i: I64, st_f: F64, ts: int, x: float, acc: Acc, params_f: F64) -> None:
+def _imbalance_trade(st_i: I64, st_f: F64, ts: int, x: float, acc: Acc, params: BarParams) -> None:
     """Imbalance bars, after a trade: EWMAs over trades; armed by |θ| or the trade limits."""
-    bar_ns, alpha = params_f[1], params_f[4]
+    bar_ns, alpha = params.target_bar_ns, params.alpha_trades
     st_i[SI_T_FIRST] = ts if st_i[SI_N_DAY] == 0 else st_i[SI_T_FIRST]
     st_f[SF_RECENT] = st_f[SF_RECENT] * math.exp((st_i[SI_T_PREV] - ts) / bar_ns) + 1.0
     st_i[SI_N_DAY], st_i[SI_T_PREV] = st_i[SI_N_DAY] + 1, ts
@@ -186,9 +189,9 @@ def _imbalance_trade(st_i: I64, st_f: F64, ts: int, x: float, acc: Acc, params_f
 
 
 @njit
-def _next_imbalance_rules(st_i: I64, st_f: F64, ts: int, acc: Acc, params_f: F64) -> None:
+def _next_imbalance_rules(st_i: I64, st_f: F64, ts: int, acc: Acc, params: BarParams) -> None:
     """Fix the next imbalance bar's rules as the open one closes (see ``next_bar_rules``)."""
-    bar_ns, band, alpha_bars = params_f[1], params_f[2], params_f[3]
+    bar_ns, band, alpha_bars = params.target_bar_ns, params.band, params.alpha_bars
     flow, bar_stats = st_f[SF_FLOW : SF_FLOW + 3], st_f[SF_BAR_STATS : SF_BAR_STATS + 3]
     theta, trades = acc[1][ACC_OPEN, BF_IMBALANCE], acc[0][ACC_OPEN, BI_TRADES]
     dev = theta - trades * flow[0] / (1.0 - flow[2])
@@ -202,7 +205,7 @@ def _next_imbalance_rules(st_i: I64, st_f: F64, ts: int, acc: Acc, params_f: F64
 
 @njit
 def _end_interval(
-    ts: int, b: U8, last_row: int, state: State, params_i: I64, acc: Acc, bars: Bars
+    ts: int, b: U8, last_row: int, state: State, params: BarParams, acc: Acc, bars: Bars
 ) -> None:
     """Time bars, before a record at `ts` >= SI_NEXT_INTERVAL_NS, which opens a later interval:
     the open bar ends at its last F_LAST record (chunk row `last_row`, or the saved record if
@@ -210,7 +213,7 @@ def _end_interval(
     (``ACC_TAIL``) become the next bar."""
     st_i, st_f, _, last_book = state
     acc_i, acc_f = acc
-    origin, interval_ns = params_i[2], params_i[3]
+    origin, interval_ns = params.session_open_ns, params.interval_ns
     k = max(np.int64(0), (ts - origin) // interval_ns)
     if (k > st_i[SI_INTERVAL]) & (st_i[SI_HAS_LAST] != 0):
         row = ACC_AT_LAST if acc_i[ACC_TAIL, BI_START] >= 0 else ACC_OPEN
@@ -227,11 +230,10 @@ def _end_interval(
 
 
 @njit
-def _update(
-    chunk: Chunk, rows: I64, rule: int, params: Params, state: State, acc: Acc, bars: Bars
-) -> int:
+def _update(chunk: Chunk, rows: I64, params: BarParams, state: State, acc: Acc, bars: Bars) -> int:
     """The loop of :func:`update_bars`; returns the chunk row of its last F_LAST record, or -1."""
     (q, lw, b), (st_i, st_f, prev, _), (acc_i, acc_f) = chunk, state, acc
+    rule = params.rule
     is_time, base, last_row = rule == RULE_TIME, st_i[SI_N_SEEN], -1
     for r in range(rows.shape[0]):
         j = rows[r]
@@ -239,7 +241,7 @@ def _update(
         is_last = (flags & FLAG_LAST) != 0
         in_tail = is_time & (not is_last)  # time bars: a packet still open may move on
         if is_time & (ts >= st_i[SI_NEXT_INTERVAL_NS]):  # no division per record
-            _end_interval(ts, b, last_row, state, params[0], acc, bars)
+            _end_interval(ts, b, last_row, state, params, acc, bars)
         if in_tail & (acc_i[ACC_TAIL, BI_START] < 0):  # keep the open bar as it is at F_LAST
             acc_i[ACC_AT_LAST, :], acc_f[ACC_AT_LAST, :] = acc_i[ACC_OPEN, :], acc_f[ACC_OPEN, :]
         add_record(acc_i, ACC_OPEN, index, ts, flags)
@@ -256,7 +258,7 @@ def _update(
                 st_f[SF_TOTAL] += weight
                 st_i[SI_ARMED] |= st_f[SF_TOTAL] >= st_f[SF_THRESHOLD]
             if is_trade & (rule == RULE_IMBALANCE):
-                _imbalance_trade(st_i, st_f, ts, signed, acc, params[1])
+                _imbalance_trade(st_i, st_f, ts, signed, acc, params)
         if is_last:
             add_book(q, lw, j, prev, st_i[SI_HAS_BOOK] != 0, acc_i, acc_f, ACC_OPEN)
             st_i[SI_HAS_BOOK], last_row = 1, j
@@ -265,11 +267,11 @@ def _update(
             st_i[SI_HAS_LAST], st_i[SI_LAST_INDEX], st_i[SI_LAST_INDEX_TS] = 1, index, ts
         trades = acc_i[ACC_OPEN, BI_TRADES]
         if (rule == RULE_IMBALANCE) & (st_i[SI_N_BARS] == 0) & (trades > 0):  # warm-up
-            st_i[SI_ARMED] = ts - st_i[SI_T_FIRST] >= params[1][1]
+            st_i[SI_ARMED] = ts - st_i[SI_T_FIRST] >= params.target_bar_ns
         if (st_i[SI_ARMED] != 0) & is_last:  # never set for time bars
             threshold = st_f[SF_THRESHOLD]
             if rule == RULE_IMBALANCE:
-                _next_imbalance_rules(st_i, st_f, ts, acc, params[1])
+                _next_imbalance_rules(st_i, st_f, ts, acc, params)
             _emit(acc, ACC_OPEN, st_i, (index, ts), threshold, False, b[j], bars)
             clear(acc_i, acc_f, ACC_OPEN)
             st_f[SF_TOTAL], st_i[SI_ARMED] = 0.0, 0
@@ -278,7 +280,7 @@ def _update(
 
 @njit
 def update_bars(
-    chunk: Chunk, rows: I64, rule: int, params: Params, state: State, acc: Acc, bars: Bars
+    chunk: Chunk, rows: I64, params: BarParams, state: State, acc: Acc, bars: Bars
 ) -> tuple[int, int]:
     """Add the instrument's records of one chunk to the day's bars, or reject them whole.
 
@@ -290,11 +292,8 @@ def update_bars(
     rows
         The chunk rows of the instrument's records (n of them, strictly ascending, checked):
         the other rows, another instrument's, are not read.
-    rule
-        ``RULE_PLAIN``, ``RULE_TIME`` or ``RULE_IMBALANCE``.
     params
-        int64 (weight kind, FIXED_PRICE_SCALE, session open, interval, session close; ns)
-        and float64 (multiplier, target bar duration ns, band, EWMA alphas over bars, trades).
+        The day's bar rule (:class:`~fxstore.ingest.bars.params.BarParams`).
     state
         int64 (N_SI,) and float64 (N_SF,) scalars, the previous consistent book (4, N_LEVELS)
         (bid, bid size, ask, ask size) and the day's last F_LAST record, raw (368,).
@@ -319,7 +318,7 @@ def update_bars(
     if status != OK:
         return status, row
     st_i[SI_INSTRUMENT] = instrument_id
-    last_row = _update(chunk, rows, rule, params, state, acc, bars)
+    last_row = _update(chunk, rows, params, state, acc, bars)
     if last_row >= 0:
         last_book[:] = b[last_row]
     st_i[SI_N_SEEN] += n
@@ -328,19 +327,19 @@ def update_bars(
 
 
 @njit
-def finish_bars(rule: int, params: Params, state: State, acc: Acc, bars: Bars) -> None:
+def finish_bars(params: BarParams, state: State, acc: Acc, bars: Bars) -> None:
     """Close the day: the open bar, if it holds a trade, ends at the day's last record.
 
     Its book is the day's last consistent one; it is partial when its own rule had not closed
     it (not armed, or a time interval cut by the session close). Arguments as in
     :func:`update_bars`, with room for one more bar.
     """
-    params_i = params[0]
     st_i, st_f, _, last_book = state
     if acc[0][ACC_OPEN, BI_TRADES] == 0:
         return
-    if rule == RULE_TIME:
-        origin, interval_ns, close_ns = params_i[2], params_i[3], params_i[4]
+    if params.rule == RULE_TIME:
+        origin, interval_ns = params.session_open_ns, params.interval_ns
+        close_ns = params.session_close_ns
         is_partial = origin + (st_i[SI_INTERVAL] + 1) * interval_ns > close_ns
     else:
         is_partial = st_i[SI_ARMED] == 0

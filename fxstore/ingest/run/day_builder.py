@@ -28,10 +28,11 @@ from fxstore.ingest.dbn.reader import DbnSource, open_dbn
 from fxstore.ingest.dbn.symbology import Symbology
 from fxstore.ingest.run.day_files import DayFile, combine_instruments, write_day_file
 from fxstore.ingest.run.fragments import FragmentSource
+from fxstore.ingest.run.plan import IngestPlan
 from fxstore.ingest.select.activity import DaySplitter, count_by_instrument
-from fxstore.ingest.select.front_month import InstrumentSelection, contract_expiry, symbols_listed
+from fxstore.ingest.select.front_month import InstrumentSelection, symbols_listed
 from fxstore.market.calendar import session_bounds_ns
-from fxstore.market.contracts import parse_outright
+from fxstore.market.contracts import contract_expiry, parse_outright
 
 #: Instrument ids to keep on a day, given the symbols listed that day; None keeps all.
 Chooser = Callable[[dt.date, dict[int, str]], set[int] | None]
@@ -53,10 +54,8 @@ class GroupTask:
     paths: tuple[Path, ...]
     #: Trading days the files may hold (from their metadata spans); None: any.
     days: frozenset[dt.date] | None
-    selection: InstrumentSelection
-    root: str | None
-    bars: BarConfig
-    chunk_records: int
+    #: The run's plan: instrument selection, root, bar rule, chunk size.
+    plan: IngestPlan
     #: Worker mode: write each built day's files here (see :mod:`._day_files`) and send
     #: back only their descriptions; None: keep the tables (in-process runs).
     parts_dir: Path | None = None
@@ -167,7 +166,7 @@ def _finish_day(day: DayResult, builders: dict[int, BarBuilder], task: GroupTask
         day.built.add(instrument_id)
     builders.clear()
     if task.parts_dir is not None:
-        _write_parts(day, task.parts_dir, task.metadata or {}, task.selection.mode)
+        _write_parts(day, task.parts_dir, task.metadata or {}, task.plan.selection.mode)
 
 
 def _write_parts(day: DayResult, parts_dir: Path, metadata: dict[bytes, bytes], mode: str) -> None:
@@ -202,7 +201,7 @@ def _iter_days(
     wanted: set[int] | None = None
     builders: dict[int, BarBuilder] = {}
     splitter = DaySplitter()
-    for chunk in source.iter_chunks(chunk_records=task.chunk_records):
+    for chunk in source.iter_chunks(chunk_records=task.plan.chunk_records):
         for day, run in splitter.split(chunk.records):
             if current is None or day != current.day:
                 if current is not None:
@@ -223,7 +222,7 @@ def _iter_days(
                 current.activity[key] = (old[0] + n, old[1] + v)
                 if wanted is None or key in wanted:
                     if key not in builders:
-                        builders[key] = _start_builder(current, key, task.bars)
+                        builders[key] = _start_builder(current, key, task.plan.bars)
                     if n == len(run):
                         builders[key].update(run)
                     else:  # read in place: a copy would move the records through memory again
@@ -253,7 +252,7 @@ def build_group(
     task
         The group's files and settings.
     choose
-        Which instruments to build each day; default: by ``task.selection`` (in front-month
+        Which instruments to build each day; default: by ``task.plan.selection`` (in front-month
         mode the two nearest live outrights, less one that trades little that day). An
         in-process run passes the front-month selector here, so one core builds only what
         the output needs.
@@ -264,8 +263,8 @@ def build_group(
         opens ``task.paths`` itself.
     """
     started = time.perf_counter()
-    chooser = choose or selection_chooser(task.selection, task.root)
-    prune = choose is None and task.selection.mode == "front-month"
+    chooser = choose or selection_chooser(task.plan.selection, task.plan.root)
+    prune = choose is None and task.plan.selection.mode == "front-month"
     if task.fragments is not None:  # one day of split files: their inputs are counted there
         assert task.symbology is not None
         fragments = FragmentSource(task.fragments, task.symbology)

@@ -15,7 +15,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from fxstore.config import IngestConfig
 from fxstore.ingest.run.day_builder import ALL_INSTRUMENTS, DayResult
 from fxstore.ingest.run.day_files import (
     DayFile,
@@ -24,8 +23,8 @@ from fxstore.ingest.run.day_files import (
     day_file_name,
     write_day_file,
 )
-from fxstore.ingest.select.front_month import FrontMonthSelector, parse_instrument_mode
-from fxstore.market.contracts import root_of_parent
+from fxstore.ingest.run.plan import IngestPlan
+from fxstore.ingest.select.front_month import FrontMonthSelector
 from fxstore.store import fsync_dir
 
 __all__ = ["DayWriter", "Json"]
@@ -37,15 +36,13 @@ Json = dict[str, Any]
 class DayWriter:
     """Picks each day's bars (front month, one id, or all) and writes them, in day order."""
 
-    def __init__(self, out_dir: Path, config: IngestConfig) -> None:
+    def __init__(self, out_dir: Path, plan: IngestPlan) -> None:
         self.out_dir = out_dir
-        self.config = config
-        self.selection = parse_instrument_mode(config.instrument_mode)
-        root = root_of_parent(config.symbol) if self.selection.mode == "front-month" else None
-        self.selector = FrontMonthSelector(root) if root is not None else None
+        self.plan = plan
+        self.selector = FrontMonthSelector(plan.root) if plan.root is not None else None
         self.entries: list[Json] = []
         self._begun: tuple[dt.date, int | None] | None = None
-        self.metadata = bars_metadata(config)
+        self.metadata = bars_metadata(plan.config)
         #: Builds a worker's day again in-process for the instrument chosen (set per group).
         self.rebuild: Callable[[dt.date, int], DayResult] | None = None
 

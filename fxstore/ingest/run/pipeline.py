@@ -53,15 +53,14 @@ from fxstore.ingest.run.day_files import (
 )
 from fxstore.ingest.run.day_writer import DayWriter, Json
 from fxstore.ingest.run.dispatch import dispatch_order, in_order
+from fxstore.ingest.run.plan import plan_ingest
 from fxstore.ingest.run.pool import start_worker_server, worker_context
 from fxstore.ingest.run.progress import PROGRESS, ProgressLog, load_progress
 from fxstore.ingest.run.resplit import SPLIT_DIR, build_split_groups, can_split
-from fxstore.ingest.select.front_month import RollEntry, parse_instrument_mode
+from fxstore.ingest.select.front_month import RollEntry
 from fxstore.market.calendar import is_trading_day, trading_day_of
-from fxstore.market.contracts import root_of_parent
 from fxstore.store import (
     atomic_write_json,
-    bars_dir,
     key_lock,
     read_json,
 )
@@ -271,12 +270,11 @@ def ingest(
         Front-month mode and no outright of the symbol's root in the input.
     """
     started = time.perf_counter()
-    selection = parse_instrument_mode(config.instrument_mode)
-    root = root_of_parent(config.symbol) if selection.mode == "front-month" else None
+    plan = plan_ingest(config)
     if config.workers > 1:
         start_worker_server()  # its boot overlaps opening the files
     source = open_dbn(list(paths))
-    out_dir = bars_dir(store_root, config.symbol, selection.key, config.bars.key)
+    out_dir = plan.out_dir(store_root)
     fingerprint = _fingerprint(config, source.files)
     with key_lock(out_dir):
         manifest = None if config.force else _is_up_to_date(out_dir, fingerprint)
@@ -284,7 +282,7 @@ def ingest(
             return _summary_from_manifest(out_dir, manifest, started)
         done = {} if config.force else load_progress(out_dir, fingerprint)
         _remove_scratch(out_dir)  # a killed run's candidates and fragments
-        writer = DayWriter(out_dir, config)
+        writer = DayWriter(out_dir, plan)
         groups = plan_groups(source.files)
         if config.workers > 1 and len(groups) == 1 and len(groups[0]) == 1:
             logger.info(
@@ -300,10 +298,7 @@ def ingest(
             task = GroupTask(
                 paths=tuple(f.path for f in group),
                 days=frozenset(days) if len(groups) > 1 else None,
-                selection=selection,
-                root=root,
-                bars=config.bars,
-                chunk_records=config.chunk_records,
+                plan=plan,
             )
             tasks.append((_group_key(group), task))
         try:

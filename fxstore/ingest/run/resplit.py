@@ -194,7 +194,7 @@ def build_split_groups(
     """
     groups = [_Group(r) for r in remotes]
     files = [(g, p) for g in groups for p in g.remote.paths]
-    chunk_records = remotes[0].chunk_records if remotes else 1
+    chunk_records = remotes[0].plan.chunk_records if remotes else 1
     emitted = 0
     try:
         for lo in range(0, len(files), workers):

@@ -27,14 +27,13 @@ from fxstore.ingest.select.activity import (
     count_by_instrument,
     take_records,
 )
-from fxstore.market.calendar import session_bounds_ns, third_friday
-from fxstore.market.contracts import Contract, parse_outright
+from fxstore.market.calendar import session_bounds_ns
+from fxstore.market.contracts import Contract, contract_expiry, parse_outright
 
 __all__ = [
     "FrontMonthSelector",
     "InstrumentSelection",
     "RollEntry",
-    "contract_expiry",
     "iter_selected",
     "parse_instrument_mode",
     "select_front_month",
@@ -42,8 +41,6 @@ __all__ = [
 ]
 
 _ID_MODE: Final = re.compile(r"id=(\d{1,10})")
-#: Roots whose contracts expire on the third Friday of the delivery month (CME equity index).
-THIRD_FRIDAY_ROOTS: Final = frozenset({"ES", "NQ", "RTY", "YM", "MES", "MNQ", "M2K", "MYM", "EMD"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,18 +78,6 @@ def parse_instrument_mode(text: str) -> InstrumentSelection:
         f"`--instrument-mode` must be all, id=N (N an instrument id < 2^32) or front-month, "
         f"was {text!r}."
     )
-
-
-def contract_expiry(root: str, contract: Contract) -> dt.date:
-    """Last trading day of `contract`, as far as fxstore knows the product's rule.
-
-    Equity-index roots expire on the third Friday; for other roots the last day of the
-    month before delivery is a conservative bound (energy contracts expire then or
-    earlier; currencies and rates a little later, which only delays a forced roll).
-    """
-    if root in THIRD_FRIDAY_ROOTS:
-        return third_friday(contract.year, contract.month)
-    return dt.date(contract.year, contract.month, 1) - dt.timedelta(days=1)
 
 
 @dataclass(frozen=True, slots=True)

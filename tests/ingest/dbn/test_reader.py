@@ -53,7 +53,7 @@ from tests.ingest._dbn_files import (
     write_dbn,
 )
 
-PEER = Path(__file__).parent.parent / "data" / "peer-dbn"
+PEER = Path(__file__).parents[2] / "data" / "peer-dbn"
 PEER_MBP10 = [
     "test_data.mbp-10.dbn",
     "test_data.mbp-10.v1.dbn.zst",
@@ -823,7 +823,7 @@ def test_iter_chunks_no_warning_on_clean_file() -> None:
 def test_zstd_check_walks_a_file_window_by_window(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from fxstore.ingest import _dbn_zstd
+    from fxstore.ingest.dbn import zstd as _dbn_zstd
 
     monkeypatch.setattr(_dbn_zstd, "_WINDOW", 2 * mmap.ALLOCATIONGRANULARITY)
     records = mbp10_records(T0 + np.arange(3000))

@@ -12,17 +12,20 @@ import pytest
 
 from fxstore.config import BarConfig, IngestConfig
 from fxstore.errors import SchemaError
+from fxstore.ingest import DbnFile, DbnSource, open_dbn
 from fxstore.ingest.run import pipeline
 from fxstore.ingest.run import resplit as _resplit
-from fxstore.ingest.run.day_builder import Chooser, build_group
+from fxstore.ingest.run.day_builder import Chooser, DayResult, GroupTask, build_group
 from fxstore.ingest.run.day_files import PARTS_DIR
-from fxstore.ingest.run.pipeline import IngestSummary, ingest
+from fxstore.ingest.run.day_writer import DayWriter, Json
+from fxstore.ingest.run.pipeline import IngestSummary, ingest, plan_groups
+from fxstore.ingest.run.plan import plan_ingest
 from fxstore.ingest.run.scan import scan_dbn
 from fxstore.market.calendar import session_bounds_ns
 from fxstore.market.contracts import parse_outright
 from tests.conftest import SynthMarket
 
-PEER = Path(__file__).parents[1] / "data" / "peer-dbn"
+PEER = Path(__file__).parents[2] / "data" / "peer-dbn"
 FRONT = IngestConfig(symbol="ES.FUT", bars=BarConfig(target_bars_per_day=20))
 
 
@@ -134,14 +137,11 @@ def test_ingest_output_is_byte_identical_when_the_pool_gets_the_days_backwards(
     assert _manifest_days(summary.out_dir) == _manifest_days(front_run.out_dir)
 
 
-def _group_task(files: list[pipeline.DbnFile]) -> pipeline.GroupTask:
-    return pipeline.GroupTask(
+def _group_task(files: list[DbnFile]) -> GroupTask:
+    return GroupTask(
         paths=tuple(f.path for f in files),
         days=None,
-        selection=pipeline.parse_instrument_mode("front-month"),
-        root="ES",
-        bars=FRONT.bars,
-        chunk_records=FRONT.chunk_records,
+        plan=plan_ingest(FRONT),
     )
 
 
@@ -155,12 +155,12 @@ def _pool_in_this_process(choose: Chooser | None) -> object:
     (None: the workers' own)."""
 
     def run_groups(
-        source: pipeline.DbnSource,
-        tasks: list[tuple[str, pipeline.GroupTask]],
+        source: DbnSource,
+        tasks: list[tuple[str, GroupTask]],
         _workers: int,
         _choose: object,
         _on_day: object,
-        writer: pipeline.DayWriter,
+        writer: DayWriter,
         _split: object,
     ) -> object:
         for key, task in tasks:
@@ -184,7 +184,7 @@ def _ingest_counting_rebuilds(
     rebuilt: list[object] = []
     real_rebuild = pipeline._rebuild_day
 
-    def counting_rebuild(*args: object) -> pipeline.DayResult:
+    def counting_rebuild(*args: object) -> DayResult:
         rebuilt.append(args[2])
         return real_rebuild(*args)  # type: ignore[arg-type]
 
@@ -218,13 +218,13 @@ def test_ingest_in_parallel_builds_again_a_day_whose_front_month_no_worker_built
 def test_front_month_workers_drop_a_candidate_that_trades_little(
     two_roll_market: SynthMarket, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from fxstore.ingest import _day_builder
+    from fxstore.ingest.run import day_builder as _day_builder
 
     monkeypatch.setattr(_day_builder, "PRUNE_MIN_VOLUME", 100)  # a small synthetic market
     quiet, roll_eve = dt.date(2024, 2, 27), dt.date(2024, 3, 11)  # ESM4 ~2% / ~57% of volume
     names = {f"{d:%Y%m%d}" for d in (quiet, roll_eve)}
     files = [p for p in sorted(two_roll_market.folder.glob("*.dbn.zst")) if p.name[10:18] in names]
-    source = pipeline.open_dbn(files)
+    source = open_dbn(files)
 
     days = {d.day: d for d in build_group(_group_task(list(source.files)), source=source).days}
 
@@ -238,7 +238,7 @@ def test_ingest_stays_byte_identical_when_workers_drop_the_front_month(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from fxstore.ingest import _day_builder
+    from fxstore.ingest.run import day_builder as _day_builder
 
     monkeypatch.setattr(_day_builder, "PRUNE_MIN_VOLUME", 100)  # a small synthetic market
     monkeypatch.setattr(_day_builder, "PRUNE_SHARE", 0.99)  # drops the front month often
@@ -294,7 +294,7 @@ def test_ingest_splits_utc_day_files_by_trading_day_and_builds_them_in_parallel(
 
     summary = ingest(config, [two_roll_market_utc.folder], tmp_path / "utc")
 
-    n_groups = len(pipeline.plan_groups(pipeline.open_dbn([two_roll_market_utc.folder]).files))
+    n_groups = len(plan_groups(open_dbn([two_roll_market_utc.folder]).files))
     assert len(built) == n_groups > 1 and None not in built  # split, not one core
     assert _digests(summary.out_dir) == _digests(reference.out_dir)
     utc_days = _manifest_days(summary.out_dir)
@@ -311,8 +311,8 @@ def test_ingest_splits_utc_day_files_by_trading_day_and_builds_them_in_parallel(
 def test_ingest_splits_only_when_workers_far_outnumber_groups(
     two_roll_market_utc: SynthMarket,
 ) -> None:
-    source = pipeline.open_dbn([two_roll_market_utc.folder])
-    groups = pipeline.plan_groups(source.files)
+    source = open_dbn([two_roll_market_utc.folder])
+    groups = plan_groups(source.files)
     tasks = [(str(i), _group_task(g)) for i, g in enumerate(groups)]
 
     assert pipeline._split_keys(source, tasks[:1], 4 * 1 + 1) == {"0"}
@@ -345,20 +345,20 @@ def test_ingest_of_split_files_killed_mid_run_leaves_no_scratch_and_resumes(
     monkeypatch.setattr(pipeline, "_SPLIT_WORKERS_PER_GROUP", 0)
     config = dataclasses.replace(FRONT, workers=2)
     calls = {"n": 0}
-    real_write = pipeline.DayWriter.write
+    real_write = DayWriter.write
 
-    def dying_write(self: pipeline.DayWriter, day: pipeline.DayResult) -> pipeline.Json:
+    def dying_write(self: DayWriter, day: DayResult) -> Json:
         calls["n"] += 1
         if calls["n"] == 20:
             raise KeyboardInterrupt
         return real_write(self, day)
 
-    monkeypatch.setattr(pipeline.DayWriter, "write", dying_write)
+    monkeypatch.setattr(DayWriter, "write", dying_write)
     with pytest.raises(KeyboardInterrupt):
         ingest(config, [two_roll_market_utc.folder], tmp_path)
     out_dir = tmp_path / front_run.out_dir.relative_to(front_run.out_dir.parents[3])
     assert not (out_dir / _resplit.SPLIT_DIR).exists() and not (out_dir / PARTS_DIR).exists()
-    monkeypatch.setattr(pipeline.DayWriter, "write", real_write)
+    monkeypatch.setattr(DayWriter, "write", real_write)
 
     resumed = ingest(config, [two_roll_market_utc.folder], tmp_path)
 
@@ -378,7 +378,7 @@ def test_split_files_are_consistent_only_in_time_order_and_without_symbol_mappin
 def test_can_split_needs_files_that_end_before_the_next_begins(
     two_roll_market_utc: SynthMarket,
 ) -> None:
-    group = pipeline.plan_groups(pipeline.open_dbn([two_roll_market_utc.folder]).files)[0]
+    group = plan_groups(open_dbn([two_roll_market_utc.folder]).files)[0]
 
     assert len(group) > 1 and _resplit.can_split(group)
     assert not _resplit.can_split(group[:1])
@@ -417,22 +417,22 @@ def test_ingest_killed_run_leaves_no_partial_file_and_resumes(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     calls = {"n": 0}
-    real_write = pipeline.DayWriter.write
+    real_write = DayWriter.write
 
-    def dying_write(self: pipeline.DayWriter, day: pipeline.DayResult) -> pipeline.Json:
+    def dying_write(self: DayWriter, day: DayResult) -> Json:
         calls["n"] += 1
         if calls["n"] == 30:
             raise KeyboardInterrupt  # killed mid-run
         return real_write(self, day)
 
     config = dataclasses.replace(FRONT, workers=workers)
-    monkeypatch.setattr(pipeline.DayWriter, "write", dying_write)
+    monkeypatch.setattr(DayWriter, "write", dying_write)
     with pytest.raises(KeyboardInterrupt):
         ingest(config, [two_roll_market.folder], tmp_path)
     out_dir = tmp_path / front_run.out_dir.relative_to(front_run.out_dir.parents[3])
     assert not list(out_dir.glob("*.tmp")) and not list(out_dir.glob(".*.tmp"))
     assert not (out_dir / "manifest.json").exists() and not (out_dir / PARTS_DIR).exists()
-    monkeypatch.setattr(pipeline.DayWriter, "write", real_write)
+    monkeypatch.setattr(DayWriter, "write", real_write)
 
     resumed = ingest(config, [two_roll_market.folder], tmp_path)
 

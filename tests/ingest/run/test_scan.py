@@ -8,11 +8,10 @@ from fxstore.ingest.run.scan import ScanReport, scan_dbn
 from fxstore.ingest.select.front_month import (
     FrontMonthSelector,
     InstrumentSelection,
-    contract_expiry,
     iter_selected,
     symbols_listed,
 )
-from fxstore.market.contracts import Contract, parse_outright
+from fxstore.market.contracts import Contract, contract_expiry, parse_outright
 from tests.conftest import SynthMarket
 
 
