@@ -20,6 +20,7 @@ __all__ = [
     "Contract",
     "contract_expiry",
     "parse_outright",
+    "root_of_outright",
     "root_of_parent",
     "validate_root",
 ]
@@ -118,3 +119,16 @@ def contract_expiry(root: str, contract: Contract) -> dt.date:
     if root in THIRD_FRIDAY_ROOTS:
         return third_friday(contract.year, contract.month)
     return dt.date(contract.year, contract.month, 1) - dt.timedelta(days=1)
+
+
+_OUTRIGHT_RE: Final = re.compile(r"([A-Z0-9]{1,6}?)([FGHJKMNQUVXZ])(\d{1,2}|\d{4})")
+
+
+def root_of_outright(symbol: str) -> str | None:
+    """The product root of an outright symbol ("ESH4" → "ES", "6EM25" → "6E"), else None.
+
+    Spreads ("ESH4-ESM4"), options and other symbols that are not ROOT + month + year give
+    None.
+    """
+    match = _OUTRIGHT_RE.fullmatch(symbol)
+    return match.group(1) if match else None

@@ -5,7 +5,7 @@ import datetime as dt
 import pytest
 
 from fxstore.errors import InvalidInputError
-from fxstore.market.contracts import Contract, parse_outright, root_of_parent
+from fxstore.market.contracts import Contract, parse_outright, root_of_outright, root_of_parent
 
 JAN_2024 = dt.date(2024, 1, 2)
 
@@ -63,3 +63,16 @@ def test_root_of_parent_strips_fut_suffix() -> None:
 def test_root_of_parent_invalid_symbol_raises(bad: str) -> None:
     with pytest.raises(InvalidInputError, match="`symbol`"):
         root_of_parent(bad)
+
+
+@pytest.mark.parametrize(
+    ("symbol", "root"),
+    [("ESH4", "ES"), ("MESZ24", "MES"), ("6EM5", "6E"), ("CLF2025", "CL"), ("ZNU4", "ZN")],
+)
+def test_root_of_outright_gives_the_product_root(symbol: str, root: str) -> None:
+    assert root_of_outright(symbol) == root
+
+
+@pytest.mark.parametrize("symbol", ["ESH4-ESM4", "ESH4 C4500", "ES", "ESA4", "UD:1V: VT 0101"])
+def test_root_of_outright_of_non_outright_is_none(symbol: str) -> None:
+    assert root_of_outright(symbol) is None

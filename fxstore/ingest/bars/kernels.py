@@ -9,17 +9,14 @@ fixed point (1e-9) here; ``bars.py`` scales them.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from typing import Final, TypeVar, cast
+from typing import Final
 
-import numba
 import numpy as np
 import numpy.typing as npt
 
+from fxstore._jit import njit, njit_inline
 from fxstore.errors import SchemaError
 from fxstore.ingest.dbn import format as fmt
-
-_F = TypeVar("_F", bound=Callable[..., object])
 
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
@@ -27,16 +24,6 @@ U32 = npt.NDArray[np.uint32]
 U8 = npt.NDArray[np.uint8]
 Bools = npt.NDArray[np.bool_]
 Int = int | np.int64
-
-
-def njit(func: _F) -> _F:
-    """Compile `func` in numba's nopython mode, cached on disk, releasing the GIL."""
-    return cast(_F, numba.njit(cache=True, nogil=True)(func))
-
-
-def njit_inline(func: _F) -> _F:
-    """:func:`njit` for a per-record helper, inlined into its callers (numba IR inlining)."""
-    return cast(_F, numba.njit(cache=True, nogil=True, inline="always")(func))
 
 
 # --- the MBP-10 record, read through int64 (Q_), uint32 (L_) and uint8 (B_) row views -------

@@ -28,6 +28,7 @@ from typing import Final
 
 import numpy as np
 
+from fxstore._jit import njit, njit_inline
 from fxstore.ingest.bars.kernels import (
     ACTION_TRADE,
     B_ACTION,
@@ -60,8 +61,6 @@ from fxstore.ingest.bars.kernels import (
     add_trade,
     clear,
     next_bar_rules,
-    njit,
-    njit_inline,
     sign_trade,
     trades_per_bar,
     update_bar_stats,

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from typing import Final
 
-import numba
 import numpy as np
 import numpy.typing as npt
+
+from fxstore._jit import njit
 
 __all__ = [
     "WALK_BAD_LENGTH",
@@ -32,14 +33,14 @@ _RTYPE_SYMBOL_MAPPING: Final = 0x16
 _HEADER_BYTES: Final = 16
 
 
-@numba.njit(cache=True, nogil=True)
+@njit
 def _byte(buf: npt.NDArray[np.uint8], pos: int) -> int:
     # Widen to a *signed* int64 first: numba types int(uint8) as uint64, and uint64 mixed
     # with int64 arithmetic silently becomes float64.
     return int(np.int64(buf[pos]))
 
 
-@numba.njit(cache=True, nogil=True)
+@njit
 def walk_records(
     buf: npt.NDArray[np.uint8], start: int, mbp10_bytes: int, symbol_mapping_bytes: int
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64], int, int]:
@@ -103,7 +104,7 @@ def walk_records(
     return mbp10_offsets, symbol_offsets, other_counts, end, status
 
 
-@numba.njit(cache=True, nogil=True)
+@njit
 def gather_rows(
     buf: npt.NDArray[np.uint8], offsets: npt.NDArray[np.int64], width: int
 ) -> npt.NDArray[np.uint8]:

@@ -15,10 +15,10 @@ import mmap
 from pathlib import Path
 from typing import Final
 
-import numba
 import numpy as np
 import numpy.typing as npt
 
+from fxstore._jit import njit
 from fxstore.errors import InvalidInputError, SchemaError
 
 I64 = npt.NDArray[np.int64]
@@ -48,7 +48,7 @@ _MAX_HEADER: Final = 18
 _WINDOW: Final = 64 << 20
 
 
-@numba.njit(cache=True, nogil=True)
+@njit
 def _le(data: npt.NDArray[np.uint8], pos: int, n: int) -> int:
     """`n` bytes at `pos` as a little-endian unsigned int (widened to int64 first)."""
     value = 0
@@ -57,7 +57,7 @@ def _le(data: npt.NDArray[np.uint8], pos: int, n: int) -> int:
     return value
 
 
-@numba.njit(cache=True, nogil=True)
+@njit
 def walk_frames(data: npt.NDArray[np.uint8], offset: int, size: int, state: I64) -> tuple[int, int]:
     """Walk the frames of a `size`-byte file through `data`, its bytes from `offset` on.
 

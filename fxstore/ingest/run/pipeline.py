@@ -40,6 +40,7 @@ import numpy as np
 
 from fxstore import __version__
 from fxstore.config import IngestConfig
+from fxstore.errors import SymbolNotFoundError
 from fxstore.ingest.dbn.reader import DbnFile, DbnSource, open_dbn
 from fxstore.ingest.run.day_builder import (
     Chooser,
@@ -57,6 +58,7 @@ from fxstore.ingest.run.plan import plan_ingest
 from fxstore.ingest.run.pool import start_worker_server, worker_context
 from fxstore.ingest.run.progress import PROGRESS, ProgressLog, load_progress
 from fxstore.ingest.run.resplit import SPLIT_DIR, build_split_groups, can_split
+from fxstore.ingest.select.coverage import check_selection, describe_roots
 from fxstore.ingest.select.front_month import RollEntry
 from fxstore.market.calendar import is_trading_day, trading_day_of
 from fxstore.store import (
@@ -146,6 +148,16 @@ def _is_up_to_date(out_dir: Path, fingerprint: str) -> Json | None:
         (out_dir / str(d["file"])).exists() for d in days if isinstance(d, dict) and "file" in d
     )
     return manifest if manifest.get("fingerprint") == fingerprint and files_ok else None
+
+
+def _describe_inputs(source: DbnSource) -> str:
+    """ "the 38 input files (glbx-mdp3-20240220.mbp-10.dbn.zst … of ES.FUT)"."""
+    files = source.files
+    symbols = sorted({s for f in files for s in f.metadata.symbols})
+    of = f" of {', '.join(symbols[:3])}" if symbols else ""
+    if len(files) == 1:
+        return f"the input file {files[0].path.name}{of}"
+    return f"the {len(files)} input files ({files[0].path.name} …{of})"
 
 
 def _group_key(group: Sequence[DbnFile]) -> str:
@@ -274,9 +286,10 @@ def ingest(
     if config.workers > 1:
         start_worker_server()  # its boot overlaps opening the files
     source = open_dbn(list(paths))
+    check_selection(plan.selection, plan.root, source.symbology, _describe_inputs(source))
     out_dir = plan.out_dir(store_root)
     fingerprint = _fingerprint(config, source.files)
-    with key_lock(out_dir):
+    with _new_folder_removed_on_error(out_dir, store_root), key_lock(out_dir):
         manifest = None if config.force else _is_up_to_date(out_dir, fingerprint)
         if manifest is not None:
             return _summary_from_manifest(out_dir, manifest, started)
@@ -307,6 +320,14 @@ def ingest(
             )
         finally:
             _remove_scratch(out_dir)
+        if not any(int(e.get("n_kept", 0)) for e in writer.entries):
+            (out_dir / PROGRESS).unlink(missing_ok=True)
+            raise SymbolNotFoundError(
+                f"{_describe_inputs(source)}: kept none of the {n_records:,} MBP-10 records read "
+                f"for --instrument-mode {plan.selection} of {plan.symbol}; they list "
+                f"{describe_roots(source.symbology)}. Check --symbol and --instrument-mode "
+                "(`fxstore scan` shows what the files hold)."
+            )
         _write_manifest(out_dir, config, writer, inputs, fingerprint)
         (out_dir / PROGRESS).unlink(missing_ok=True)
     n_bars = sum(int(str(e["n_bars"])) for e in writer.entries)
@@ -324,6 +345,27 @@ def ingest(
         build_s=build_s,
         up_to_date=False,
     )
+
+
+@contextlib.contextmanager
+def _new_folder_removed_on_error(out_dir: Path, store_root: Path) -> Iterator[None]:
+    """On an error, remove the series folder (and its empty parents below the store root)
+    if this run created it and nothing but its lock file is in it: a refused first run
+    leaves nothing behind."""
+    created = [
+        p
+        for p in (out_dir, *out_dir.parents)
+        if p != store_root and p.is_relative_to(store_root) and not p.exists()
+    ]
+    try:
+        yield
+    except BaseException:
+        if created and {p.name for p in out_dir.iterdir()} <= {".lock"}:
+            (out_dir / ".lock").unlink(missing_ok=True)
+            for folder in created:  # deepest first
+                with contextlib.suppress(OSError):
+                    folder.rmdir()
+        raise
 
 
 def _remove_scratch(out_dir: Path) -> None:

@@ -12,10 +12,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final
 
-import numba
 import numpy as np
 import numpy.typing as npt
 
+from fxstore._jit import njit
 from fxstore.market.calendar import session_bounds_ns, trading_day_of
 
 __all__ = [
@@ -30,7 +30,7 @@ __all__ = [
 _ACTION_TRADE: Final = ord("T")
 
 
-@numba.njit(cache=True, nogil=True)
+@njit
 def _count_run(
     instrument_id: npt.NDArray[np.uint32],
     action: npt.NDArray[np.uint8],
