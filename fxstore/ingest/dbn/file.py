@@ -74,6 +74,9 @@ class DbnFile:
     header_bytes: int
     #: ts_recv of the first MBP-10 record (ns since the epoch), None when it has none.
     first_ts_recv: int | None = None
+    #: The first MBP-10 record's bytes (368), None when it has none: with the metadata, what
+    #: tells a copy of a file from another file of the same request.
+    first_record: bytes | None = None
 
     @property
     def record_bytes(self) -> int:

@@ -28,6 +28,7 @@ import numpy as np
 import numpy.typing as npt
 
 from fxstore.errors import FxStoreWarning, InvalidInputError, SchemaError
+from fxstore.ingest.dbn.doubles import check_no_doubles
 from fxstore.ingest.dbn.file import (
     DbnFile,
     FileCounters,
@@ -200,14 +201,19 @@ def _check_inputs(files: Sequence[DbnFile]) -> None:
             )
 
 
-def _peek_first_ts(file: DbnFile, symbology: Symbology) -> int | None:
-    """Return the first MBP-10 ts_recv of `file`, reading only as far as that record."""
+def _with_first_record(file: DbnFile, symbology: Symbology) -> DbnFile:
+    """`file` with its first MBP-10 record and its ts_recv, reading only as far as that."""
     records = iter_file_records(file, _PEEK_RECORDS, FileCounters(), symbology, checksum=False)
     try:
         first = next(records, None)
     finally:
         records.close()
-    return None if first is None else int(first[0]["ts_recv"][0])
+    if first is None:
+        return file
+    record = first[0][:1]
+    return dataclasses.replace(
+        file, first_ts_recv=int(record["ts_recv"][0]), first_record=record.tobytes()
+    )
 
 
 def _iter_pieces(
@@ -384,10 +390,11 @@ def open_dbn(paths: Path | Sequence[Path]) -> DbnSource:
     symbology = Symbology()
     for i, file in enumerate(files):
         symbology.add_metadata(file.metadata)
-        files[i] = dataclasses.replace(file, first_ts_recv=_peek_first_ts(file, symbology))
+        files[i] = _with_first_record(file, symbology)
     files.sort(
         key=lambda f: (-1 if f.first_ts_recv is None else f.first_ts_recv, f.path.name, str(f.path))
     )
+    check_no_doubles(files)
     logger.info("opened %d DBN file(s) of %s", len(files), files[0].metadata.dataset)
     return DbnSource(files, symbology)
 

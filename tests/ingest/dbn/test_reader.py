@@ -138,12 +138,20 @@ def test_open_dbn_other_schema_refused_naming_it(name: str, schema: str) -> None
         open_dbn(PEER / name)
 
 
-def test_iter_chunks_peer_versions_together_come_out_in_ts_recv_order() -> None:
-    chunks = read_all([PEER / n for n in reversed(PEER_MBP10)])
+def test_open_dbn_peer_versions_together_refused_as_the_same_records() -> None:
+    """The same two records in DBN versions 1, 2 and 3 would be counted three times."""
+    names = [n for n in PEER_MBP10 if n.startswith("test_data.mbp-10.v")]
 
-    ts = concat(chunks)["ts_recv"]
-    assert ts.size == 4 * 2 + 4
-    assert np.all(ts[1:] >= ts[:-1])
+    with pytest.raises(InvalidInputError, match=r"v\d.dbn.zst and .* hold the same records"):
+        open_dbn([PEER / n for n in names])
+
+
+def test_open_dbn_peer_files_overlapping_on_an_instrument_refused_naming_both() -> None:
+    """databento-python's ESH1 sample overlaps databento/dbn's (same instrument, same hour)."""
+    files = [PEER / "GLBX.MDP3.test_data.mbp-10.dbn.zst", PEER / "test_data.mbp-10.dbn"]
+
+    with pytest.raises(InvalidInputError, match="overlap in time and share instruments"):
+        open_dbn(files)
 
 
 # --- inputs: paths and folders ----------------------------------------------------------------
@@ -392,10 +400,12 @@ def test_stats_hold_the_checksum_of_each_file_read_to_its_end(name: str, tmp_pat
 def test_stats_inputs_checksum_files_read_to_the_end_and_hash_the_others_again(
     tmp_path: Path,
 ) -> None:
-    names = ["test_data.mbp-10.dbn", "test_data.mbp-10.v3.dbn.zst"]
-    for name in names:
-        (tmp_path / name).write_bytes((PEER / name).read_bytes())
-    paths = [tmp_path / n for n in names]
+    (tmp_path / "test_data.mbp-10.dbn").write_bytes((PEER / "test_data.mbp-10.dbn").read_bytes())
+    later = mbp10_records(T0 + 3 * DAY_NS + np.arange(4))
+    paths = [
+        tmp_path / "test_data.mbp-10.dbn",
+        write_dbn(tmp_path / "b.dbn.zst", later, compress=True),
+    ]
     source = open_dbn(paths)
     expected = [(p.name, p.stat().st_size, file_sha256(p)) for p in paths]
 
@@ -794,13 +804,16 @@ def test_iter_chunks_interleaved_files_merge_like_a_stable_sort(
         assert files[paths.index(chunk.path)][chunk.first_index] == chunk.records[0]
 
 
-def test_open_dbn_several_versions_keep_metadata_per_file() -> None:
-    source = open_dbn([PEER / "test_data.mbp-10.v1.dbn.zst", PEER / "test_data.mbp-10.dbn"])
+@pytest.mark.parametrize(
+    ("name", "version"), [("test_data.mbp-10.v1.dbn.zst", 1), ("test_data.mbp-10.dbn", 2)]
+)
+def test_open_dbn_each_version_keeps_its_metadata(name: str, version: int) -> None:
+    source = open_dbn([PEER / name])
 
     assert isinstance(source, DbnSource)
     assert source.dataset == "GLBX.MDP3"
-    assert sorted(f.metadata.version for f in source.files) == [1, 2]
-    assert all(f.first_ts_recv == 1609160400000704060 for f in source.files)
+    assert [f.metadata.version for f in source.files] == [version]
+    assert [f.first_ts_recv for f in source.files] == [1609160400000704060]
 
 
 def test_iter_chunks_peer_file_copied_into_folder_reads_like_file(tmp_path: Path) -> None:

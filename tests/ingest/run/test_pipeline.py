@@ -441,13 +441,18 @@ def test_ingest_killed_run_leaves_no_partial_file_and_resumes(
 
 
 @pytest.mark.parametrize("mode", ["all", "id=5482", "front-month"])
-def test_ingest_peer_files_go_through_without_error(mode: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("name", "n_records"),
+    [("test_data.mbp-10.v1.dbn.zst", 2), ("GLBX.MDP3.test_data.mbp-10.dbn.zst", 4)],
+)
+def test_ingest_peer_files_go_through_without_error(
+    mode: str, name: str, n_records: int, tmp_path: Path
+) -> None:
     config = IngestConfig(symbol="ES.FUT", instrument_mode=mode)
-    paths = [PEER / "test_data.mbp-10.v1.dbn.zst", PEER / "GLBX.MDP3.test_data.mbp-10.dbn.zst"]
 
-    summary = ingest(config, paths, tmp_path)
+    summary = ingest(config, [PEER / name], tmp_path)
 
-    assert summary.n_records == 6
+    assert summary.n_records == n_records
     assert (summary.out_dir / "manifest.json").exists()
 
 
