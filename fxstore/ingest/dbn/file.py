@@ -257,16 +257,22 @@ def _read_header(stream: _Readable, path: Path) -> tuple[DbnMetadata, int]:
 def open_dbn_file(path: Path, *, check_frames: bool) -> DbnFile:
     """Sniff `path` and decode its metadata header (reads no records).
 
-    With `check_frames`, a compressed file's Zstandard frames are first checked complete.
+    With `check_frames`, a compressed MBP-10 file's Zstandard frames are then checked
+    complete. A file of another schema is not: its schema is what the user must fix first,
+    and :func:`~fxstore.ingest.dbn.reader.open_dbn` refuses it for that.
     """
     is_compressed, size = _sniff(path)
-    if is_compressed and check_frames:
-        check_zstd_complete(path, size)
     stream = _open_stream(path, is_compressed)
     try:
         meta, header_bytes = _read_header(stream, path)
+    except SchemaError:
+        if is_compressed and check_frames:  # a cut or garbled stream: say that instead
+            check_zstd_complete(path, size)
+        raise
     finally:
         stream.close()
+    if is_compressed and check_frames and meta.schema == "mbp-10":
+        check_zstd_complete(path, size)
     return DbnFile(path, meta, is_compressed, size, header_bytes)
 
 
@@ -375,6 +381,41 @@ def iter_file_records(
     the caller's job, which knows whether this is the real read or a peek. With `checksum`,
     ``counters.sha256`` holds the file's checksum once the stream ends.
     """
+    try:
+        yield from _iter_records(file, chunk_records, counters, symbology, checksum=checksum)
+    except SchemaError as err:
+        # Garbled zstd blocks often decompress without complaint until the frame's checksum
+        # at its end; records out of order or of no known shape are then the first sign.
+        if file.is_compressed and (damage := _zstd_damage(file.path)) is not None:
+            raise SchemaError(
+                f"{file.path}: the Zstandard data is corrupt ({damage}); {_DAMAGED}."
+            ) from err
+        raise
+
+
+def _zstd_damage(path: Path) -> str | None:
+    """Decompress all of `path` (discarding the output): the zstd error, or None if clean."""
+    stream = _open_stream(path, True)
+    view = memoryview(bytearray(1 << 20))
+    try:
+        while stream.readinto(view):
+            pass
+    except zstandard.ZstdError as err:
+        return f"zstd decompress error: {err}".replace("zstd decompress error: zstd", "zstd")
+    finally:
+        stream.close()
+    return None
+
+
+def _iter_records(
+    file: DbnFile,
+    chunk_records: int,
+    counters: FileCounters,
+    symbology: Symbology,
+    *,
+    checksum: bool,
+) -> Generator[tuple[npt.NDArray[np.void], int], None, None]:
+    """The loop of :func:`iter_file_records`."""
     decoder = _BlockDecoder(file, counters, symbology)
     block_bytes = chunk_records * file.record_bytes
     index, offset, last_ts = 0, file.header_bytes, None

@@ -852,3 +852,35 @@ def test_zstd_check_walks_a_file_window_by_window(
     _dbn_zstd.check_zstd_complete(tmp_path / "w.dbn.zst", len(data))
     with pytest.raises(SchemaError, match=r"cut.dbn.zst: the Zstandard data is truncated"):
         _dbn_zstd.check_zstd_complete(tmp_path / "cut.dbn.zst", len(data) - 5)
+
+
+@pytest.mark.parametrize("at", [0.3, 0.5, 0.7])
+def test_iter_chunks_garbled_zstd_block_is_named_corrupt_not_out_of_order(
+    tmp_path: Path, at: float
+) -> None:
+    """zstd notices a garbled block only at the frame's checksum; the records before it
+    already come out wrong (often out of ts_recv order): the error must name corruption."""
+    rng = np.random.default_rng(3)
+    ts = np.cumsum(rng.integers(1, 10**9, 30_000))
+    path = write_dbn(
+        tmp_path / "day.dbn.zst", mbp10_records(T0 + ts, first_sequence=0), compress=True
+    )
+    data = bytearray(path.read_bytes())
+    pos = int(len(data) * at)
+    data[pos : pos + 8] = bytes(b ^ 0xFF for b in data[pos : pos + 8])
+    path.write_bytes(bytes(data))
+
+    with pytest.raises(SchemaError, match=r"day\.dbn\.zst: the Zstandard data is corrupt"):
+        read_all(path)
+
+
+def test_open_dbn_truncated_file_of_another_schema_reports_the_schema(tmp_path: Path) -> None:
+    """The schema is what to fix first (a truncated download of the right schema comes next)."""
+    body = mbp10_records(T0 + np.arange(2_000))  # several zstd blocks: the header decodes
+    path = write_dbn(
+        tmp_path / "trades.dbn.zst", body, meta=metadata(schema="trades"), compress=True
+    )
+    path.write_bytes(path.read_bytes()[:-40])  # cut inside the last block
+
+    with pytest.raises(SchemaError, match=r"trades\.dbn\.zst: the file holds schema 'trades'"):
+        open_dbn(path)
