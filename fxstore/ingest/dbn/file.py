@@ -22,18 +22,18 @@ import numpy.typing as npt
 import zstandard
 
 from fxstore.errors import InvalidInputError, SchemaError
-from fxstore.ingest.dbn import kernels
+from fxstore.ingest.dbn.blocks import BlockDecoder, check_order
 from fxstore.ingest.dbn.format import (
+    DAMAGED,
     DBN_MAGIC,
     DBZ_SKIPPABLE_MAGIC_HIGH,
     DBZ_SKIPPABLE_MAGIC_LOW,
     MBP10_DTYPE,
-    RTYPE_MBP10,
     SUPPORTED_VERSIONS,
+    TS_OUT_BYTES,
     ZSTD_MAGIC,
     DbnMetadata,
     decode_metadata,
-    symbol_mapping_dtype,
 )
 from fxstore.ingest.dbn.symbology import Symbology
 from fxstore.ingest.dbn.zstd import check_zstd_complete
@@ -49,10 +49,8 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 _PREFIX_BYTES: Final = 8  # b"DBN" + version:u8 + metadata length:u32
-_TS_OUT_BYTES: Final = 8  # ts_out appended to every record when metadata.ts_out
 #: Compressed bytes the zstd reader pulls from the file per read (measured: size is irrelevant).
 _ZSTD_READ_SIZE: Final = 1 << 17
-_DAMAGED: Final = "the file is damaged: download it again"
 
 
 class _Readable(Protocol):
@@ -81,7 +79,7 @@ class DbnFile:
     @property
     def record_bytes(self) -> int:
         """Bytes per MBP-10 record in this file: 368, or 376 with ts_out."""
-        return MBP10_DTYPE.itemsize + (_TS_OUT_BYTES if self.metadata.ts_out else 0)
+        return MBP10_DTYPE.itemsize + (TS_OUT_BYTES if self.metadata.ts_out else 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,9 +219,7 @@ def _read(stream: _Readable, n_bytes: int, path: Path) -> npt.NDArray[np.uint8]:
         try:
             n = stream.readinto(view[got:])
         except zstandard.ZstdError as err:
-            raise SchemaError(
-                f"{path}: the Zstandard data is corrupt ({err}); {_DAMAGED}."
-            ) from err
+            raise SchemaError(f"{path}: the Zstandard data is corrupt ({err}); {DAMAGED}.") from err
         except OSError as err:
             raise InvalidInputError(f"{path}: reading failed ({err.strerror}).") from err
         if not n:
@@ -240,7 +236,7 @@ def _read_header(stream: _Readable, path: Path) -> tuple[DbnMetadata, int]:
             "expected b'DBN'; pass Databento .dbn or .dbn.zst files."
         )
     if len(prefix) < _PREFIX_BYTES:
-        raise SchemaError(f"{path}: the DBN prefix is truncated ({len(prefix)} bytes); {_DAMAGED}.")
+        raise SchemaError(f"{path}: the DBN prefix is truncated ({len(prefix)} bytes); {DAMAGED}.")
     version = prefix[3]
     if version not in SUPPORTED_VERSIONS:
         decode_metadata(version, b"", str(path))  # raises the one "version not supported" error
@@ -249,7 +245,7 @@ def _read_header(stream: _Readable, path: Path) -> tuple[DbnMetadata, int]:
     if len(body) < length:
         raise SchemaError(
             f"{path}: the DBN metadata header is truncated ({len(body)} of {length} bytes); "
-            f"{_DAMAGED}."
+            f"{DAMAGED}."
         )
     return decode_metadata(version, body, str(path)), _PREFIX_BYTES + length
 
@@ -276,94 +272,6 @@ def open_dbn_file(path: Path, *, check_frames: bool) -> DbnFile:
     return DbnFile(path, meta, is_compressed, size, header_bytes)
 
 
-class _BlockDecoder:
-    """Turns blocks of decompressed record bytes into MBP-10 record arrays for one file."""
-
-    def __init__(self, file: DbnFile, counters: FileCounters, symbology: Symbology) -> None:
-        self.path = file.path
-        self.record_bytes = file.record_bytes
-        ts_out = _TS_OUT_BYTES if file.metadata.ts_out else 0
-        self.symbol_dtype = symbol_mapping_dtype(file.metadata.version)
-        self.symbol_bytes = self.symbol_dtype.itemsize + ts_out
-        # The first two header bytes, length (in words) and rtype, read as one little-endian u16.
-        self.header_key = np.uint16(self.record_bytes // 4 | RTYPE_MBP10 << 8)
-        self.counters = counters
-        self.symbology = symbology
-
-    def _compact(self, rows: npt.NDArray[np.uint8]) -> npt.NDArray[np.void]:
-        """View (n, record_bytes) rows as MBP-10 records; with ts_out, copy without it."""
-        if rows.shape[1] != MBP10_DTYPE.itemsize:
-            rows = np.ascontiguousarray(rows[:, : MBP10_DTYPE.itemsize])
-            rows[:, 0] = MBP10_DTYPE.itemsize // 4  # the length of the record as returned
-        return rows.view(MBP10_DTYPE).reshape(-1)
-
-    def decode(
-        self, buf: npt.NDArray[np.uint8], offset: int, index: int
-    ) -> tuple[list[npt.NDArray[np.void]], npt.NDArray[np.uint8]]:
-        """Return the MBP-10 record arrays of `buf` and the trailing partial record.
-
-        `buf` starts at a record boundary, `offset` bytes into the decompressed stream and
-        after `index` MBP-10 records (both only for messages).
-        """
-        n_rows = buf.size // self.record_bytes
-        rows = buf[: n_rows * self.record_bytes].reshape(n_rows, self.record_bytes)
-        headers = rows[:, :2].view(np.uint16).reshape(-1)
-        is_mbp10 = headers == self.header_key
-        n_fast = n_rows if is_mbp10.all() else int(np.argmin(is_mbp10))
-        parts = [self._compact(rows[:n_fast])] if n_fast else []
-        start = n_fast * self.record_bytes
-        if start == buf.size:
-            return parts, buf[:0]
-        mbp10, symbols, others, end, status = kernels.walk_records(
-            buf, start, self.record_bytes, self.symbol_bytes
-        )
-        if status != kernels.WALK_OK:
-            self._raise_bad_record(buf, end, offset, index + n_fast + mbp10.size, status)
-        if mbp10.size:
-            parts.append(self._compact(kernels.gather_rows(buf, mbp10, self.record_bytes)))
-        if symbols.size:
-            rows = kernels.gather_rows(buf, symbols, self.symbol_dtype.itemsize)
-            self.symbology.add_mapping_records(rows.view(self.symbol_dtype).reshape(-1))
-            self.counters.n_symbol_mappings += symbols.size
-        for rtype in np.flatnonzero(others):
-            skipped = self.counters.skipped
-            skipped[int(rtype)] = skipped.get(int(rtype), 0) + int(others[rtype])
-        return parts, buf[end:].copy()
-
-    def _raise_bad_record(
-        self, buf: npt.NDArray[np.uint8], pos: int, offset: int, index: int, status: int
-    ) -> None:
-        length = int(buf[pos]) * 4
-        where = f"{self.path}: corrupt record at byte {offset + pos} (after MBP-10 record {index})"
-        if status == kernels.WALK_BAD_LENGTH:
-            problem = f"length byte {length // 4} ({length} bytes) is shorter than a record header"
-        elif status == kernels.WALK_BAD_MBP10_LENGTH:
-            problem = (
-                f"rtype 0x0A (MBP-10) with length {length} bytes, expected {self.record_bytes}"
-            )
-        else:
-            problem = f"SymbolMapping (rtype 0x16) of {length} bytes, expected {self.symbol_bytes}"
-        raise SchemaError(f"{where}: {problem}; {_DAMAGED}.")
-
-
-def _check_order(records: npt.NDArray[np.void], last_ts: int | None, path: Path, index: int) -> int:
-    """Return the last ts_recv of `records`; raise if ts_recv decreases anywhere."""
-    ts = records["ts_recv"]
-    if last_ts is not None and int(ts[0]) < last_ts:
-        bad, before = 0, last_ts
-    else:
-        decreasing = ts[1:] < ts[:-1]
-        if not decreasing.any():
-            return int(ts[-1])
-        bad = int(np.argmax(decreasing)) + 1
-        before = int(ts[bad - 1])
-    raise SchemaError(
-        f"{path}: records are not in ts_recv order: record {index + bad} has ts_recv "
-        f"{int(ts[bad])}, before it record {index + bad - 1} has {before}; fxstore needs "
-        "files sorted by ts_recv, as Databento delivers them: download the file again."
-    )
-
-
 def iter_file_records(
     file: DbnFile,
     chunk_records: int,
@@ -388,7 +296,7 @@ def iter_file_records(
         # at its end; records out of order or of no known shape are then the first sign.
         if file.is_compressed and (damage := _zstd_damage(file.path)) is not None:
             raise SchemaError(
-                f"{file.path}: the Zstandard data is corrupt ({damage}); {_DAMAGED}."
+                f"{file.path}: the Zstandard data is corrupt ({damage}); {DAMAGED}."
             ) from err
         raise
 
@@ -416,7 +324,7 @@ def _iter_records(
     checksum: bool,
 ) -> Generator[tuple[npt.NDArray[np.void], int], None, None]:
     """The loop of :func:`iter_file_records`."""
-    decoder = _BlockDecoder(file, counters, symbology)
+    decoder = BlockDecoder(file, counters, symbology)
     block_bytes = chunk_records * file.record_bytes
     index, offset, last_ts = 0, file.header_bytes, None
     carry = np.empty(0, np.uint8)
@@ -443,7 +351,7 @@ def _iter_records(
             logger.debug("%s: block of %d bytes at byte %d", file.path, buf.size, offset)
             offset += buf.size - carry.size
             for records in parts:
-                last_ts = _check_order(records, last_ts, file.path, index)
+                last_ts = check_order(records, last_ts, file.path, index)
                 counters.n_records += records.size
                 yield records, index
                 index += records.size

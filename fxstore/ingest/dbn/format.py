@@ -22,6 +22,7 @@ import numpy as np
 from fxstore.errors import SchemaError
 
 __all__ = [
+    "DAMAGED",
     "DBN_MAGIC",
     "FIXED_PRICE_SCALE",
     "F_BAD_TS_RECV",
@@ -37,6 +38,7 @@ __all__ = [
     "RTYPE_SYMBOL_MAPPING",
     "SCHEMA_NAMES",
     "STYPE_NAMES",
+    "TS_OUT_BYTES",
     "UNDEF_PRICE",
     "DbnMetadata",
     "SymbolInterval",
@@ -73,6 +75,10 @@ F_MAYBE_BAD_BOOK: Final = 1 << 2  # an unrecoverable channel gap: the book may b
 RTYPE_MBP0: Final = 0x00
 RTYPE_MBP1: Final = 0x01
 RTYPE_MBP10: Final = 0x0A
+#: Bytes of ts_out appended to every record when the metadata says ts_out.
+TS_OUT_BYTES: Final = 8
+#: What every "this file is damaged" error tells the user to do.
+DAMAGED: Final = "the file is damaged: download it again"
 RTYPE_STATUS: Final = 0x12
 RTYPE_INSTRUMENT_DEF: Final = 0x13
 RTYPE_IMBALANCE: Final = 0x14

@@ -20,6 +20,7 @@ import numpy.typing as npt
 
 from fxstore._jit import njit
 from fxstore.errors import InvalidInputError, SchemaError
+from fxstore.ingest.dbn.format import DAMAGED
 
 I64 = npt.NDArray[np.int64]
 
@@ -31,7 +32,6 @@ _SKIPPABLE_MAGIC: Final = 0x184D2A50
 _BLOCK_HEADER: Final = 3
 _RLE_BLOCK: Final = 1
 _RESERVED_BLOCK: Final = 3
-_DAMAGED: Final = "the file is damaged: download it again"
 
 # Outcomes of the walk; `at` is the byte the message names.
 _OK: Final = 0
@@ -137,10 +137,10 @@ def check_zstd_complete(path: Path, size: int) -> None:
             f"file ({size} bytes); the file was cut short: download it again."
         )
     if outcome == _RESERVED_BIT:
-        raise SchemaError(f"{where} is corrupt: reserved bit set at byte {at}; {_DAMAGED}.")
+        raise SchemaError(f"{where} is corrupt: reserved bit set at byte {at}; {DAMAGED}.")
     if outcome == _RESERVED_BLOCK_TYPE:
-        raise SchemaError(f"{where} is corrupt: reserved block type at byte {at}; {_DAMAGED}.")
+        raise SchemaError(f"{where} is corrupt: reserved block type at byte {at}; {DAMAGED}.")
     if outcome == _NO_FRAME:
         raise SchemaError(
-            f"{where} is corrupt: no frame starts at byte {at} ({head!r}); {_DAMAGED}."
+            f"{where} is corrupt: no frame starts at byte {at} ({head!r}); {DAMAGED}."
         )
