@@ -13,12 +13,10 @@ from dataclasses import dataclass
 from typing import Final
 
 from fxstore.errors import InvalidInputError
-from fxstore.market.calendar import MONTH_CODES, third_friday
+from fxstore.market.calendar import MONTH_CODES
 
 __all__ = [
-    "THIRD_FRIDAY_ROOTS",
     "Contract",
-    "contract_expiry",
     "parse_outright",
     "root_of_outright",
     "root_of_parent",
@@ -26,8 +24,6 @@ __all__ = [
 ]
 
 _ROOT_RE: Final = re.compile(r"[A-Z0-9]{1,6}")
-#: Roots whose contracts expire on the third Friday of the delivery month (CME equity index).
-THIRD_FRIDAY_ROOTS: Final = frozenset({"ES", "NQ", "RTY", "YM", "MES", "MNQ", "M2K", "MYM", "EMD"})
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -107,18 +103,6 @@ def parse_outright(symbol: str, root: str, on: dt.date) -> Contract | None:
     month = MONTH_CODES.index(rest[0]) + 1
     year = int(digits) if len(digits) == 4 else _resolve_year(digits, month, on)
     return Contract(year=year, month=month, symbol=symbol)
-
-
-def contract_expiry(root: str, contract: Contract) -> dt.date:
-    """Last trading day of `contract`, as far as fxstore knows the product's rule.
-
-    Equity-index roots expire on the third Friday; for other roots the last day of the
-    month before delivery is a conservative bound (energy contracts expire then or
-    earlier; currencies and rates a little later, which only delays a forced roll).
-    """
-    if root in THIRD_FRIDAY_ROOTS:
-        return third_friday(contract.year, contract.month)
-    return dt.date(contract.year, contract.month, 1) - dt.timedelta(days=1)
 
 
 _OUTRIGHT_RE: Final = re.compile(r"([A-Z0-9]{1,6}?)([FGHJKMNQUVXZ])(\d{1,2}|\d{4})")

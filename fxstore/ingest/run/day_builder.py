@@ -32,7 +32,8 @@ from fxstore.ingest.run.plan import IngestPlan
 from fxstore.ingest.select.activity import DaySplitter, count_by_instrument
 from fxstore.ingest.select.front_month import InstrumentSelection, symbols_listed
 from fxstore.market.calendar import session_bounds_ns
-from fxstore.market.contracts import contract_expiry, parse_outright
+from fxstore.market.contracts import parse_outright
+from fxstore.market.master import contract_expiry
 
 #: Instrument ids to keep on a day, given the symbols listed that day; None keeps all.
 Chooser = Callable[[dt.date, dict[int, str]], set[int] | None]

@@ -28,7 +28,8 @@ from fxstore.ingest.select.activity import (
     take_records,
 )
 from fxstore.market.calendar import session_bounds_ns
-from fxstore.market.contracts import Contract, contract_expiry, parse_outright
+from fxstore.market.contracts import Contract, parse_outright
+from fxstore.market.master import contract_expiry
 
 __all__ = [
     "FrontMonthSelector",

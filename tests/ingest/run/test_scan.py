@@ -11,7 +11,8 @@ from fxstore.ingest.select.front_month import (
     iter_selected,
     symbols_listed,
 )
-from fxstore.market.contracts import Contract, contract_expiry, parse_outright
+from fxstore.market.contracts import Contract, parse_outright
+from fxstore.market.master import contract_expiry
 from tests.conftest import SynthMarket
 
 
