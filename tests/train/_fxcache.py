@@ -20,7 +20,8 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from fxstore.store import atomic_write_json, file_sha256
+from fxstore.fxcache import FLAG_COLUMNS, FORMAT, MARKET_COLUMNS
+from fxstore.store import atomic_write_json, file_sha256, fxcache_dir, manifest_path
 
 SYMBOL: Final = "ES.FUT"
 FEATURESET: Final = "fs3c9a11d2e4b7"
@@ -89,7 +90,7 @@ def write_fxcache(
     seed: int = 0,
 ) -> Fxcache:
     """Write ``<root>/fxcache/<symbol>/<featureset>/`` with one shard per month and a manifest."""
-    folder = root / "fxcache" / symbol / featureset
+    folder = fxcache_dir(root, symbol, featureset)
     folder.mkdir(parents=True, exist_ok=True)
     features = [f"f_{i:02d}" for i in range(n_features)]
     targets = [f"target_r{i}" for i in range(n_targets)]
@@ -111,25 +112,26 @@ def write_fxcache(
                 "first_trading_day": int(tday[0]),
                 "last_trading_day": int(tday[-1]),
                 "sha256": file_sha256(path),
+                "bytes": path.stat().st_size,
             }
         )
         paths.append(path)
     manifest: dict[str, object] = {
-        "format": "fxcache/1",
+        "format": FORMAT,
         "symbol": symbol,
         "featureset": {"hash": featureset, "features": features},
         "columns": {
             "features": features,
             "targets": targets,
-            "market": ["mkt_close", "mkt_half_spread"],
-            "flags": ["is_roll", "session_start"],
+            "market": list(MARKET_COLUMNS),
+            "flags": list(FLAG_COLUMNS),
         },
         "bars_per_day": sum(rows) / len(days),
         "n_rows": sum(rows),
         "max_target_horizon_bars": 8,
         "shards": entries,
     }
-    atomic_write_json(folder / "manifest.json", manifest)
+    atomic_write_json(manifest_path(folder), manifest)
     return Fxcache(root, folder, manifest, paths, features, targets)
 
 
