@@ -140,13 +140,7 @@ class ShardEntry:
 
     @classmethod
     def from_json(cls, data: object, where: Path) -> ShardEntry:
-        """Parse an entry of manifest `where`.
-
-        Raises
-        ------
-        SchemaError
-            A field is missing or of the wrong type, or `file` leads out of the folder.
-        """
+        """Parse an entry of manifest `where`; SchemaError if malformed or `file` leaves it."""
         fields = {n: str if n in ("file", "sha256") else int for n in cls.__slots__}
         if not isinstance(data, dict) or any(
             not isinstance(data.get(n), t) or isinstance(data.get(n), bool)
@@ -238,15 +232,8 @@ def read_shard(path: Path, sha256: str | None = None) -> pa.Table:
 def open_shard(
     data: Any, path: Path, manifest: FxCacheManifest, entry: ShardEntry
 ) -> pa.RecordBatch:
-    """Check that `data` holds shard `entry` of `manifest` and return its record batch.
-
-    Parameters
-    ----------
-    data
-        The shard file's bytes: a pyarrow Buffer or memory-mapped file. The batch is
-        zero-copy over it.
-    path
-        Where `data` came from, for the messages.
+    """Check that `data` (the bytes of `path`: a pyarrow Buffer or memory-mapped file) holds
+    shard `entry` of `manifest`, and return its record batch, zero-copy over `data`.
 
     Raises
     ------
@@ -275,14 +262,10 @@ def open_shard(
 
 
 def read_entry(manifest: FxCacheManifest, entry: ShardEntry, *, verify: bool = True) -> pa.Table:
-    """Memory-map shard `entry` of `manifest` (zero-copy) and check it against the manifest.
+    """Memory-map shard `entry` of `manifest` (zero-copy), checked as :func:`open_shard` does.
 
-    Raises
-    ------
-    InvalidInputError
-        The file is missing, or (when `verify`) its SHA-256 differs from the manifest's.
-    SchemaError
-        See :func:`open_shard`.
+    Raises InvalidInputError when the file is missing or (`verify`) its SHA-256 is not the
+    manifest's, SchemaError as :func:`open_shard`.
     """
     path = manifest.shard_path(entry)
     _check_file(path, entry.sha256 if verify else None)
@@ -290,7 +273,7 @@ def read_entry(manifest: FxCacheManifest, entry: ShardEntry, *, verify: bool = T
     return pa.Table.from_batches([batch])
 
 
-def _names(columns: object, group: str, prefix: str, where: Path) -> tuple[str, ...]:
+def _names(columns: object, group: str, where: Path, prefix: str = "") -> tuple[str, ...]:
     names = columns.get(group) if isinstance(columns, dict) else None
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
         raise SchemaError(f"{where}: columns.{group} must be a list of names; {REDO}.")
@@ -300,8 +283,7 @@ def _names(columns: object, group: str, prefix: str, where: Path) -> tuple[str, 
 
 
 def _fixed(columns: object, group: str, expected: tuple[str, ...], where: Path) -> tuple[str, ...]:
-    names = _names(columns, group, "", where)
-    if names != expected:
+    if (names := _names(columns, group, where)) != expected:
         raise SchemaError(
             f"{where}: columns.{group} must be {list(expected)}, was {list(names)}; {REDO}."
         )
@@ -388,8 +370,8 @@ def read_manifest(folder: Path, symbol: str) -> FxCacheManifest:
         key=folder.name,
         flags=_fixed(columns, "flags", FLAG_COLUMNS, path),
         market=_fixed(columns, "market", MARKET_COLUMNS, path),
-        features=_names(columns, "features", "f_", path),
-        targets=_names(columns, "targets", "target_", path),
+        features=_names(columns, "features", path, "f_"),
+        targets=_names(columns, "targets", path, "target_"),
         shards=shards,
         n_rows=n_rows,
         bars_per_day=float(bars_per_day) if isinstance(bars_per_day, int | float) else 0.0,
