@@ -232,8 +232,9 @@ def read_shard(path: Path, sha256: str | None = None) -> pa.Table:
 def open_shard(
     data: Any, path: Path, manifest: FxCacheManifest, entry: ShardEntry
 ) -> pa.RecordBatch:
-    """Check that `data` (the bytes of `path`: a pyarrow Buffer or memory-mapped file) holds
-    shard `entry` of `manifest`, and return its record batch, zero-copy over `data`.
+    """Check shard `entry` of `manifest` in `data` and return its record batch (zero-copy).
+
+    `data` is the file's bytes (a pyarrow Buffer or memory-mapped file); `path` names it.
 
     Raises
     ------
