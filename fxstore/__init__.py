@@ -16,6 +16,7 @@ from fxstore.errors import (
     NoFrontMonthError,
     SchemaError,
     SymbolNotFoundError,
+    TrainingDivergedError,
 )
 
 if TYPE_CHECKING:
@@ -33,6 +34,7 @@ __all__ = [
     "NoFrontMonthError",
     "SchemaError",
     "SymbolNotFoundError",
+    "TrainingDivergedError",
     "__version__",
     "open",
 ]

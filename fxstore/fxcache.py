@@ -14,6 +14,10 @@ targets ``target_<name>`` float32. Shards are named by the calendar period of
 ``trading_day``: ``YYYY-MM.arrow`` (month, the default), ``YYYY.arrow`` or ``YYYY-MM-DD.arrow``.
 ``manifest.json`` is written last and atomically; each shard's SHA-256 is in it, and a shard
 that does not match is refused on read.
+
+This module is the one owner of the format: every reader (:class:`fxstore.FeatureStore`, the
+training loader) parses manifests with :func:`read_manifest`, finds a cache with
+:func:`find_folder` and checks shard bytes with :func:`open_shard` and :func:`verify_sha256`.
 """
 
 from __future__ import annotations
@@ -24,43 +28,75 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from fxstore.errors import InvalidInputError, SchemaError
-from fxstore.store import atomic_path, file_sha256, read_json
+from fxstore.errors import InvalidInputError, SchemaError, SymbolNotFoundError
+from fxstore.store import (
+    MANIFEST,
+    atomic_path,
+    file_sha256,
+    fxcache_dir,
+    list_fxcache_keys,
+    list_fxcache_symbols,
+    manifest_path,
+    read_json,
+    resolve_manifest_file,
+)
 
 __all__ = [
     "FLAG_COLUMNS",
     "FORMAT",
+    "LEADING_COLUMNS",
     "MANIFEST",
     "MARKET_COLUMNS",
+    "REDO",
     "FxCacheManifest",
     "ShardBy",
     "ShardEntry",
+    "column_dtypes",
+    "find_folder",
+    "open_shard",
+    "read_entry",
     "read_manifest",
     "read_shard",
     "split_shards",
+    "verify_sha256",
     "write_shard",
 ]
 
 logger = logging.getLogger(__name__)
 
 FORMAT: Final = "fxcache/1"
-MANIFEST: Final = "manifest.json"
 ShardBy = Literal["month", "year", "day"]
 FLAG_COLUMNS: Final = ("is_roll", "session_start")
 MARKET_COLUMNS: Final = ("mkt_close", "mkt_half_spread")
-_REDO: Final = "re-run `fxstore precompute --force`"
+#: Name and dtype of the columns every shard starts with, in file order; the features (``f_*``)
+#: and targets (``target_*``) that follow are float32.
+LEADING_COLUMNS: Final[tuple[tuple[str, np.dtype[Any]], ...]] = (
+    ("ts_close", np.dtype(np.int64)),
+    ("trading_day", np.dtype(np.int32)),
+    *((name, np.dtype(np.uint8)) for name in FLAG_COLUMNS),
+    *((name, np.dtype(np.float64)) for name in MARKET_COLUMNS),
+)
+#: What to do about a cache that is incomplete, damaged or of another format.
+REDO: Final = "re-run `fxstore precompute --force`"
 _PERIOD: Final[dict[str, tuple[str, str]]] = {
     "day": ("D", "%Y-%m-%d"),
     "month": ("M", "%Y-%m"),
     "year": ("Y", "%Y"),
 }
 _EPOCH: Final = dt.date(1970, 1, 1)
+
+
+def column_dtypes(features: tuple[str, ...], targets: tuple[str, ...]) -> dict[str, np.dtype[Any]]:
+    """Every column of a shard with these features and targets -> its dtype, in file order."""
+    dtypes = dict(LEADING_COLUMNS)
+    dtypes |= {name: np.dtype(np.float32) for name in features + targets}
+    return dtypes
 
 
 def split_shards(
@@ -86,6 +122,7 @@ def split_shards(
 class ShardEntry:
     """One shard as the manifest lists it."""
 
+    #: File name, relative to the cache folder (:meth:`FxCacheManifest.shard_path`).
     file: str
     rows: int
     #: ``ts_close`` of the first and last row, int ns UTC.
@@ -103,13 +140,14 @@ class ShardEntry:
 
     @classmethod
     def from_json(cls, data: object, where: Path) -> ShardEntry:
-        """Parse a manifest entry; SchemaError if a field is missing or of the wrong type."""
+        """Parse an entry of manifest `where`; SchemaError if malformed or `file` leaves it."""
         fields = {n: str if n in ("file", "sha256") else int for n in cls.__slots__}
         if not isinstance(data, dict) or any(
             not isinstance(data.get(n), t) or isinstance(data.get(n), bool)
             for n, t in fields.items()
         ):
-            raise SchemaError(f"{where}: a shard entry is malformed ({data!r}); {_REDO}.")
+            raise SchemaError(f"{where}: a shard entry is malformed ({data!r}); {REDO}.")
+        resolve_manifest_file(where, data["file"])
         return cls(**{n: data[n] for n in fields})
 
 
@@ -144,6 +182,38 @@ def write_shard(path: Path, table: pa.Table, metadata: Mapping[bytes, bytes]) ->
     )
 
 
+def verify_sha256(path: Path, actual: str, expected: str) -> None:
+    """Refuse shard `path` (InvalidInputError) when its SHA-256 `actual` is not `expected`."""
+    if actual != expected:
+        raise InvalidInputError(
+            f"{path}: SHA-256 is {actual}, the manifest says {expected}: the shard is damaged "
+            f"or was replaced; refusing to read it. {REDO.capitalize()}."
+        )
+
+
+def _check_file(path: Path, sha256: str | None) -> None:
+    if not path.is_file():
+        raise InvalidInputError(f"{path}: shard listed in the manifest is missing; {REDO}.")
+    if sha256 is not None:
+        verify_sha256(path, file_sha256(path), sha256)
+
+
+def _open_file(data: Any, path: Path) -> Any:
+    """An Arrow IPC file reader over `data` (a buffer or a memory-mapped file)."""
+    try:
+        return pa.ipc.open_file(data)
+    except pa.ArrowInvalid as err:
+        raise SchemaError(f"{path}: not an Arrow IPC file ({err}); {REDO}.") from err
+
+
+def _one_batch(reader: Any, path: Path) -> pa.RecordBatch:
+    if reader.num_record_batches != 1:
+        raise SchemaError(
+            f"{path}: holds {reader.num_record_batches} record batches, expected 1; {REDO}."
+        )
+    return reader.get_batch(0)
+
+
 def read_shard(path: Path, sha256: str | None = None) -> pa.Table:
     """Memory-map one shard (zero-copy), after checking its SHA-256 when `sha256` is given.
 
@@ -154,29 +224,71 @@ def read_shard(path: Path, sha256: str | None = None) -> pa.Table:
     SchemaError
         It is not an Arrow IPC file of exactly one record batch.
     """
-    if not path.is_file():
-        raise InvalidInputError(f"{path}: shard listed in the manifest is missing; {_REDO}.")
-    if sha256 is not None and (actual := file_sha256(path)) != sha256:
-        raise InvalidInputError(
-            f"{path}: SHA-256 is {actual}, the manifest says {sha256}: the shard is damaged "
-            f"or was replaced; refusing to read it. {_REDO.capitalize()}."
-        )
-    try:
-        reader = pa.ipc.open_file(pa.memory_map(str(path)))
-    except pa.ArrowInvalid as err:
-        raise SchemaError(f"{path}: not an Arrow IPC file ({err}); {_REDO}.") from err
-    if reader.num_record_batches != 1:
+    _check_file(path, sha256)
+    reader = _open_file(pa.memory_map(str(path)), path)
+    return pa.Table.from_batches([_one_batch(reader, path)])
+
+
+def open_shard(
+    data: Any, path: Path, manifest: FxCacheManifest, entry: ShardEntry
+) -> pa.RecordBatch:
+    """Check shard `entry` of `manifest` in `data` and return its record batch (zero-copy).
+
+    `data` is the file's bytes (a pyarrow Buffer or memory-mapped file); `path` names it.
+
+    Raises
+    ------
+    SchemaError
+        Not an Arrow IPC file of one record batch with the manifest's columns, `entry.rows`
+        rows and ``ts_close`` from `entry.ts_start` to `entry.ts_end`.
+    """
+    reader = _open_file(data, path)
+    expected = manifest.schema()
+    if not reader.schema.equals(expected):
+        got, need = (", ".join(f"{f.name}:{f.type}" for f in x) for x in (reader.schema, expected))
+        raise SchemaError(f"{path}: columns are [{got}], the manifest needs [{need}]; {REDO}.")
+    batch = _one_batch(reader, path)
+    if batch.num_rows != entry.rows:
         raise SchemaError(
-            f"{path}: holds {reader.num_record_batches} record batches, expected 1; {_REDO}."
+            f"{path}: holds {batch.num_rows} rows, the manifest says {entry.rows}; {REDO}."
         )
-    return pa.Table.from_batches([reader.get_batch(0)])
+    ts = batch.column(0)
+    first, last = ts[0].as_py(), ts[-1].as_py()
+    if (first, last) != (entry.ts_start, entry.ts_end):
+        raise SchemaError(
+            f"{path}: ts_close runs {first}..{last}, the manifest says "
+            f"{entry.ts_start}..{entry.ts_end}; {REDO}."
+        )
+    return batch
 
 
-def _names(columns: object, group: str, where: Path) -> tuple[str, ...]:
+def read_entry(manifest: FxCacheManifest, entry: ShardEntry, *, verify: bool = True) -> pa.Table:
+    """Memory-map shard `entry` of `manifest` (zero-copy), checked as :func:`open_shard` does.
+
+    Raises InvalidInputError when the file is missing or (`verify`) its SHA-256 is not the
+    manifest's, SchemaError as :func:`open_shard`.
+    """
+    path = manifest.shard_path(entry)
+    _check_file(path, entry.sha256 if verify else None)
+    batch = open_shard(pa.memory_map(str(path)), path, manifest, entry)
+    return pa.Table.from_batches([batch])
+
+
+def _names(columns: object, group: str, where: Path, prefix: str = "") -> tuple[str, ...]:
     names = columns.get(group) if isinstance(columns, dict) else None
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-        raise SchemaError(f"{where}: columns.{group} must be a list of names; {_REDO}.")
+        raise SchemaError(f"{where}: columns.{group} must be a list of names; {REDO}.")
+    if not all(n.startswith(prefix) for n in names):
+        raise SchemaError(f"{where}: columns.{group} must be names starting {prefix!r}; {REDO}.")
     return tuple(names)
+
+
+def _fixed(columns: object, group: str, expected: tuple[str, ...], where: Path) -> tuple[str, ...]:
+    if (names := _names(columns, group, where)) != expected:
+        raise SchemaError(
+            f"{where}: columns.{group} must be {list(expected)}, was {list(names)}; {REDO}."
+        )
+    return names
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,53 +303,104 @@ class FxCacheManifest:
     market: tuple[str, ...]
     features: tuple[str, ...]
     targets: tuple[str, ...]
+    #: In time order, non-empty; each ends before the next starts.
     shards: tuple[ShardEntry, ...]
     n_rows: int
     bars_per_day: float
     data: Mapping[str, object]
 
     @property
+    def path(self) -> Path:
+        """The manifest file."""
+        return manifest_path(self.folder)
+
+    @property
     def column_names(self) -> tuple[str, ...]:
         """Every shard column, in file order."""
         return ("ts_close", "trading_day", *self.flags, *self.market, *self.features, *self.targets)
 
+    @property
+    def dtypes(self) -> dict[str, np.dtype[Any]]:
+        """Every shard column -> its numpy dtype, in file order."""
+        return column_dtypes(self.features, self.targets)
+
     def schema(self) -> pa.Schema:
         """The Arrow schema every shard has."""
-        types = {"ts_close": pa.int64(), "trading_day": pa.int32()}
-        types |= {n: pa.uint8() for n in self.flags} | {n: pa.float64() for n in self.market}
-        return pa.schema([(n, types.get(n, pa.float32())) for n in self.column_names])
+        return pa.schema([(n, pa.from_numpy_dtype(d)) for n, d in self.dtypes.items()])
+
+    def shard_path(self, entry: ShardEntry) -> Path:
+        """The file of `entry`, inside the cache folder."""
+        return resolve_manifest_file(self.path, entry.file)
 
 
-def read_manifest(folder: Path) -> FxCacheManifest:
-    """Read and check the manifest of one fxcache folder.
+def read_manifest(folder: Path, symbol: str) -> FxCacheManifest:
+    """Read and check the manifest of one fxcache folder of `symbol`.
 
     Raises
     ------
     InvalidInputError
         No manifest (precompute never finished there) or it is not JSON.
     SchemaError
-        Not an ``fxcache/1`` manifest, or a field is missing.
+        Not an ``fxcache/1`` manifest of `symbol`, a field is missing or malformed, a shard
+        file leads out of the folder, or the shards are not in time order.
     """
-    path = folder / MANIFEST
+    path = manifest_path(folder)
     if not path.is_file():
-        raise InvalidInputError(f"{folder}: no {MANIFEST}: the cache is incomplete; {_REDO}.")
+        raise InvalidInputError(f"{folder}: no {MANIFEST}: the cache is incomplete; {REDO}.")
     data = read_json(path)
     if data.get("format") != FORMAT:
         raise SchemaError(f"{path}: format is {data.get('format')!r}, expected {FORMAT!r}.")
+    if data.get("symbol") != symbol:
+        raise SchemaError(
+            f"{path}: the manifest is of symbol {data.get('symbol')!r}, expected {symbol!r}; "
+            f"{REDO}."
+        )
     columns = data.get("columns")
-    shards = data.get("shards")
-    if not isinstance(shards, list) or not isinstance(data.get("n_rows"), int):
-        raise SchemaError(f"{path}: `shards` or `n_rows` is missing; {_REDO}.")
+    raw_shards = data.get("shards")
+    n_rows = data.get("n_rows")
+    if not isinstance(raw_shards, list) or not isinstance(n_rows, int):
+        raise SchemaError(f"{path}: `shards` or `n_rows` is missing; {REDO}.")
+    shards = tuple(ShardEntry.from_json(s, path) for s in raw_shards)
+    order_ok = all(a.ts_end < b.ts_start for a, b in itertools.pairwise(shards))
+    if not shards or not order_ok or any(s.rows < 1 or s.ts_start > s.ts_end for s in shards):
+        raise SchemaError(f"{path}: shards must be non-empty and in time order; {REDO}.")
+    bars_per_day = data.get("bars_per_day", 0.0)
     return FxCacheManifest(
         folder=folder,
-        symbol=str(data.get("symbol")),
+        symbol=symbol,
         key=folder.name,
-        flags=_names(columns, "flags", path),
-        market=_names(columns, "market", path),
-        features=_names(columns, "features", path),
-        targets=_names(columns, "targets", path),
-        shards=tuple(ShardEntry.from_json(s, path) for s in shards),
-        n_rows=int(data["n_rows"]),  # type: ignore[call-overload]
-        bars_per_day=float(data.get("bars_per_day", 0.0)),  # type: ignore[arg-type]
+        flags=_fixed(columns, "flags", FLAG_COLUMNS, path),
+        market=_fixed(columns, "market", MARKET_COLUMNS, path),
+        features=_names(columns, "features", path, "f_"),
+        targets=_names(columns, "targets", path, "target_"),
+        shards=shards,
+        n_rows=n_rows,
+        bars_per_day=float(bars_per_day) if isinstance(bars_per_day, int | float) else 0.0,
         data=data,
+    )
+
+
+def find_folder(root: Path, symbol: str, featureset: str | None = None) -> Path:
+    """The fxcache folder of `symbol` with hash `featureset` (None: the only one there is).
+
+    Raises
+    ------
+    SymbolNotFoundError
+        `symbol` has no complete fxcache (the message lists the symbols that have one).
+    InvalidInputError
+        `featureset` is not one of the symbol's hashes, or is None while there are several.
+    """
+    hashes = sorted(list_fxcache_keys(root, symbol))
+    if not hashes:
+        known = ", ".join(list_fxcache_symbols(root)) or "none"
+        raise SymbolNotFoundError(
+            f"No fxcache for symbol {symbol!r} in {root}; known: {known}. "
+            f"Run `fxstore precompute` for it first."
+        )
+    if featureset is None and len(hashes) == 1:
+        return fxcache_dir(root, symbol, hashes[0])
+    if featureset is not None and featureset in hashes:
+        return fxcache_dir(root, symbol, featureset)
+    raise InvalidInputError(
+        f"`featureset` of {symbol!r} must be one of {', '.join(hashes)}, was {featureset!r}."
     )

@@ -4,12 +4,13 @@ This is the only module that knows the on-disk layout (DESIGN.md, "Store layout"
 
     <root>/bars/<SYMBOL>/<instrument-key>/<bar-key>/<YYYY-MM-DD>.parquet + manifest.json
     <root>/fxcache/<SYMBOL>/<featureset-hash>/<shard>.arrow             + manifest.json
-    <root>/runs/<run-id>/
+    <root>/runs/<run-id>/[fold<NN>/]
     <root>/synth/<SYMBOL>/                                               built-in market (DBN)
 
 Keys are validated (``[A-Za-z0-9._-]+``, never ``.`` or ``..``) so no symbol name can escape
-the root. Writes go to a temporary name in the destination folder, are fsynced and renamed
-into place: a killed run leaves no partial file visible.
+the root, and a file name read from a manifest is resolved inside the manifest's folder
+(:func:`resolve_manifest_file`). Writes go to a temporary name in the destination folder, are
+fsynced and renamed into place: a killed run leaves no partial file visible.
 """
 
 from __future__ import annotations
@@ -27,23 +28,32 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Final
 
-from fxstore.errors import InvalidInputError
+from fxstore.errors import InvalidInputError, SchemaError
 
 __all__ = [
     "DEFAULT_ROOT",
+    "MANIFEST",
     "atomic_path",
     "atomic_write_bytes",
     "atomic_write_json",
     "atomic_write_stream",
     "bars_dir",
+    "bars_relpath",
     "create_run_dir",
     "file_sha256",
+    "fold_dir",
     "fsync_dir",
     "fxcache_dir",
     "key_lock",
     "list_bar_series",
+    "list_fxcache_keys",
+    "list_fxcache_symbols",
+    "list_runs",
+    "manifest_path",
     "read_json",
+    "resolve_manifest_file",
     "run_dir",
+    "runs_dir",
     "synth_dir",
     "validate_key",
 ]
@@ -51,6 +61,8 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 DEFAULT_ROOT: Final = Path("data")
+#: The manifest of a bar series or an fxcache folder, written last (its presence marks it complete).
+MANIFEST: Final = "manifest.json"
 _KEY_RE: Final = re.compile(r"[A-Za-z0-9._-]+")
 
 
@@ -161,9 +173,51 @@ def key_lock(folder: Path) -> Iterator[None]:
             fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
 
+def manifest_path(folder: Path) -> Path:
+    """The manifest file of a bar series or fxcache `folder`."""
+    return folder / MANIFEST
+
+
+def resolve_manifest_file(manifest: Path, name: str) -> Path:
+    """The path of file `name`, read from `manifest`, inside the manifest's folder.
+
+    `name` is relative to the folder holding `manifest` (a shard or a day file). The check
+    is lexical: a symlink inside the folder is followed as it is.
+
+    Raises
+    ------
+    SchemaError
+        `name` is empty, absolute, or leads out of the folder (``../x.arrow``): the manifest
+        is damaged or was edited by hand.
+
+    Examples
+    --------
+    >>> resolve_manifest_file(Path("fxcache/ES.FUT/k/manifest.json"), "2024-01.arrow")
+    PosixPath('fxcache/ES.FUT/k/2024-01.arrow')
+    """
+    normal = os.path.normpath(name) if name else ""
+    if (
+        not normal
+        or "\0" in name
+        or os.path.isabs(name)
+        or normal in (os.curdir, os.pardir)
+        or normal.startswith(os.pardir + os.sep)
+    ):
+        raise SchemaError(
+            f"{manifest}: file entry {name!r} is not a file inside {manifest.parent}; refusing "
+            "to read it (the manifest is damaged or was edited): re-run with --force."
+        )
+    return manifest.parent / name
+
+
 def synth_dir(root: Path, symbol: str) -> Path:
     """Folder of the built-in synthetic market of parent `symbol` (e.g. "ES.FUT")."""
     return root / "synth" / validate_key(symbol, "symbol")
+
+
+def bars_relpath(symbol: str, instrument_key: str, bar_key: str) -> str:
+    """``bars/<SYMBOL>/<instrument-key>/<bar-key>``: a bar series' folder relative to the root."""
+    return bars_dir(Path(), symbol, instrument_key, bar_key).as_posix()
 
 
 def bars_dir(root: Path, symbol: str, instrument_key: str, bar_key: str) -> Path:
@@ -182,15 +236,45 @@ def fxcache_dir(root: Path, symbol: str, key: str) -> Path:
     return root / "fxcache" / validate_key(symbol, "symbol") / validate_key(key, "fxcache key")
 
 
+def list_fxcache_symbols(root: Path) -> list[str]:
+    """Symbols with at least one complete fxcache (a folder holding its manifest), sorted."""
+    return sorted({p.parent.parent.name for p in (root / "fxcache").glob(f"*/*/{MANIFEST}")})
+
+
+def list_fxcache_keys(root: Path, symbol: str) -> list[str]:
+    """Feature-set hashes of `symbol` with a complete fxcache, most recently written first.
+
+    Ordered by the manifest's modification time (newest first), ties by name.
+    """
+    base = root / "fxcache" / validate_key(symbol, "symbol")
+    manifests = sorted(base.glob(f"*/{MANIFEST}"), key=lambda p: (-p.stat().st_mtime_ns, p))
+    return [p.parent.name for p in manifests]
+
+
+def runs_dir(root: Path) -> Path:
+    """The folder holding every run: ``runs/``."""
+    return root / "runs"
+
+
 def run_dir(root: Path, run_id: str) -> Path:
     """Folder of one run (a backtest or a training run): ``runs/<run-id>``."""
-    return root / "runs" / validate_key(run_id, "run id")
+    return runs_dir(root) / validate_key(run_id, "run id")
+
+
+def fold_dir(run: Path, index: int) -> Path:
+    """Folder of walk-forward fold `index` inside the run folder `run`: ``fold<NN>``."""
+    return run / f"fold{index:02d}"
+
+
+def list_runs(root: Path, marker: str) -> list[str]:
+    """Ids of the runs whose folder holds the file `marker` (e.g. "config.json"), sorted."""
+    return sorted(p.name for p in runs_dir(root).glob("*") if (p / marker).is_file())
 
 
 def create_run_dir(root: Path, kind: str) -> Path:
     """Make a fresh ``runs/<UTC time>-<kind>[-N]``; mkdir makes it unique across processes."""
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-    (root / "runs").mkdir(parents=True, exist_ok=True)
+    runs_dir(root).mkdir(parents=True, exist_ok=True)
     for n in range(1, 10_000):
         path = run_dir(root, f"{stamp}-{kind}" if n == 1 else f"{stamp}-{kind}-{n}")
         try:
@@ -198,7 +282,7 @@ def create_run_dir(root: Path, kind: str) -> Path:
         except FileExistsError:
             continue
         return path
-    raise InvalidInputError(f"no free run id {stamp}-{kind}-N in {root / 'runs'}; retry later.")
+    raise InvalidInputError(f"no free run id {stamp}-{kind}-N in {runs_dir(root)}; retry later.")
 
 
 def list_bar_series(root: Path, symbol: str | None = None) -> list[tuple[str, str, str]]:
@@ -208,9 +292,7 @@ def list_bar_series(root: Path, symbol: str | None = None) -> list[tuple[str, st
     never finished) is not listed.
     """
     base = root / "bars"
-    pattern = (
-        f"{validate_key(symbol, 'symbol')}/*/*/manifest.json" if symbol else "*/*/*/manifest.json"
-    )
+    pattern = f"{validate_key(symbol, 'symbol')}/*/*/{MANIFEST}" if symbol else f"*/*/*/{MANIFEST}"
     found = []
     for manifest in base.glob(pattern):
         bar_dir = manifest.parent

@@ -11,10 +11,23 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fxstore.errors import InvalidInputError, SchemaError
-from fxstore.fxcache import read_manifest, read_shard, split_shards, write_shard
+from fxstore.errors import InvalidInputError, SchemaError, SymbolNotFoundError
+from fxstore.fxcache import (
+    FORMAT,
+    LEADING_COLUMNS,
+    FxCacheManifest,
+    column_dtypes,
+    find_folder,
+    read_entry,
+    read_manifest,
+    read_shard,
+    split_shards,
+    write_shard,
+)
+from fxstore.store import atomic_write_json, fxcache_dir, manifest_path
 
 DAY_2024_01_31 = 19753  # days since 1970-01-01
+SYMBOL = "ES.FUT"
 
 
 def _table(rows: int = 5) -> pa.Table:
@@ -106,10 +119,10 @@ def test_split_shards_unknown_period_raises() -> None:
 
 def test_read_manifest_missing_and_wrong_format_raise(tmp_path: Path) -> None:
     with pytest.raises(InvalidInputError, match=r"no manifest\.json: the cache is incomplete"):
-        read_manifest(tmp_path)
+        read_manifest(tmp_path, "ES.FUT")
     (tmp_path / "manifest.json").write_text(json.dumps({"format": "fxcache/0"}))
     with pytest.raises(SchemaError, match="format is 'fxcache/0', expected 'fxcache/1'"):
-        read_manifest(tmp_path)
+        read_manifest(tmp_path, "ES.FUT")
 
 
 @settings(max_examples=25, deadline=None)
@@ -128,3 +141,115 @@ def test_shard_round_trips_float32_exactly(
 
     back = read_shard(path, entry.sha256).column("f_x").to_numpy()
     assert back.tobytes() == np.array(values, dtype=np.float32).tobytes()
+
+
+def _write_cache(root: Path, key: str = "k0", **changes: object) -> Path:
+    """One cache of one shard (`_table()`) under `root`, its manifest updated by `changes`."""
+    folder = fxcache_dir(root, SYMBOL, key)
+    entry = write_shard(folder / "2024-01.arrow", _table(), {})
+    manifest = {
+        "format": FORMAT,
+        "symbol": SYMBOL,
+        "columns": {
+            "flags": ["is_roll", "session_start"],
+            "market": ["mkt_close", "mkt_half_spread"],
+            "features": ["f_x"],
+            "targets": [],
+        },
+        "n_rows": entry.rows,
+        "bars_per_day": 5.0,
+        "shards": [entry.to_json()],
+    } | changes
+    atomic_write_json(manifest_path(folder), manifest)
+    return folder
+
+
+def _manifest(root: Path) -> FxCacheManifest:
+    return read_manifest(fxcache_dir(root, SYMBOL, "k0"), SYMBOL)
+
+
+def test_column_dtypes_are_the_leading_columns_then_float32_features_and_targets() -> None:
+    dtypes = column_dtypes(("f_a",), ("target_b",))
+
+    assert [(n, str(d)) for n, d in dtypes.items()] == [
+        ("ts_close", "int64"), ("trading_day", "int32"), ("is_roll", "uint8"),
+        ("session_start", "uint8"), ("mkt_close", "float64"), ("mkt_half_spread", "float64"),
+        ("f_a", "float32"), ("target_b", "float32"),
+    ]  # fmt: skip
+    assert tuple(dtypes.items())[:6] == LEADING_COLUMNS
+
+
+def test_read_manifest_and_read_entry_round_trip(tmp_path: Path) -> None:
+    _write_cache(tmp_path)
+
+    manifest = _manifest(tmp_path)
+    table = read_entry(manifest, manifest.shards[0])
+
+    assert (manifest.symbol, manifest.key, manifest.n_rows) == (SYMBOL, "k0", 5)
+    assert manifest.column_names == tuple(_table().column_names)
+    assert table.equals(_table())
+    assert manifest.shard_path(manifest.shards[0]) == manifest.folder / "2024-01.arrow"
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"symbol": "NQ.FUT"}, r"the manifest is of symbol 'NQ\.FUT', expected 'ES\.FUT'"),
+        ({"n_rows": None}, r"`shards` or `n_rows` is missing"),
+        ({"shards": []}, r"shards must be non-empty and in time order"),
+        ({"shards": [{"file": "2024-01.arrow"}]}, r"a shard entry is malformed"),
+        (
+            {"columns": {"flags": ["is_roll"], "market": [], "features": [], "targets": []}},
+            r"columns\.flags must be \['is_roll', 'session_start'\], was \['is_roll'\]",
+        ),
+        (
+            {"columns": {"flags": ["is_roll", "session_start"], "market": ["mkt_close",
+             "mkt_half_spread"], "features": ["x"], "targets": []}},
+            r"columns\.features must be names starting 'f_'",
+        ),
+    ],
+)  # fmt: skip
+def test_read_manifest_malformed_raises_schema_error(
+    tmp_path: Path, changes: dict[str, object], message: str
+) -> None:
+    _write_cache(tmp_path, **changes)
+
+    with pytest.raises(SchemaError, match=message):
+        _manifest(tmp_path)
+
+
+@pytest.mark.parametrize("name", ["../../outside.arrow", "/tmp/outside.arrow"])
+def test_read_manifest_shard_file_outside_the_folder_is_refused(tmp_path: Path, name: str) -> None:
+    folder = _write_cache(tmp_path)
+    data = json.loads(manifest_path(folder).read_text())
+    data["shards"][0]["file"] = name
+    manifest_path(folder).write_text(json.dumps(data))
+
+    with pytest.raises(SchemaError) as info:
+        _manifest(tmp_path)
+
+    assert str(info.value) == (
+        f"{manifest_path(folder)}: file entry {name!r} is not a file inside {folder}; refusing "
+        "to read it (the manifest is damaged or was edited): re-run with --force."
+    )
+
+
+def test_read_entry_rows_differing_from_the_manifest_raise(tmp_path: Path) -> None:
+    folder = _write_cache(tmp_path)
+    manifest = _manifest(tmp_path)
+    write_shard(folder / "2024-01.arrow", _table(4), {})
+
+    with pytest.raises(SchemaError, match=r"2024-01\.arrow: holds 4 rows, the manifest says 5"):
+        read_entry(manifest, manifest.shards[0], verify=False)
+
+
+def test_find_folder_picks_the_only_cache_or_the_named_one(tmp_path: Path) -> None:
+    _write_cache(tmp_path)
+    assert find_folder(tmp_path, SYMBOL) == fxcache_dir(tmp_path, SYMBOL, "k0")
+    _write_cache(tmp_path, key="k1")
+
+    assert find_folder(tmp_path, SYMBOL, "k1") == fxcache_dir(tmp_path, SYMBOL, "k1")
+    with pytest.raises(InvalidInputError, match=r"must be one of k0, k1, was None\."):
+        find_folder(tmp_path, SYMBOL)
+    with pytest.raises(SymbolNotFoundError, match=r"'NQ\.FUT' in .*; known: ES\.FUT\. Run"):
+        find_folder(tmp_path, "NQ.FUT")

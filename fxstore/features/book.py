@@ -17,7 +17,8 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from fxstore.features.kernels import F32, F64, I64, _njit_numpy_errors
+from fxstore._jit import njit_numpy_errors
+from fxstore.features.kernels import F32, F64, I64
 
 __all__ = ["book_levels_into"]
 
@@ -27,7 +28,7 @@ U32 = npt.NDArray[np.uint32]
 _BLOCK = 1024
 
 
-@_njit_numpy_errors
+@njit_numpy_errors
 def _rolling_depth(bid: U32, ask: U32, window: int, b0: int, acc: np.int64, rs: I64) -> np.int64:
     """Window sums of ``bid + ask`` at bars ``b0 .. b0 + len(rs) - 1`` into `rs`; new `acc`."""
     m = rs.shape[0]
@@ -48,14 +49,14 @@ def _rolling_depth(bid: U32, ask: U32, window: int, b0: int, acc: np.int64, rs: 
     return acc
 
 
-@_njit_numpy_errors
+@njit_numpy_errors
 def _add_pair_into(acc_a: I64, a: U32, acc_b: I64, b: U32) -> None:
     for i in range(acc_a.shape[0]):
         acc_a[i] += np.int64(a[i])
         acc_b[i] += np.int64(b[i])
 
 
-@_njit_numpy_errors
+@njit_numpy_errors
 def _add_level_into(den: I64, rs: I64, num: F64, ofi: F64, is_first: bool) -> None:
     """One more level of a multi-level spec: its window depth sums and its OFI."""
     if is_first:
@@ -68,7 +69,7 @@ def _add_level_into(den: I64, rs: I64, num: F64, ofi: F64, is_first: bool) -> No
             num[i] += ofi[i]
 
 
-@_njit_numpy_errors
+@njit_numpy_errors
 def _shared_depth(ofi_specs: I64, j: int, level: int) -> int:
     """The first spec before `j` with spec j's window whose levels hold `level`, or j."""
     for q in range(j):
@@ -78,7 +79,7 @@ def _shared_depth(ofi_specs: I64, j: int, level: int) -> int:
     return j
 
 
-@_njit_numpy_errors
+@njit_numpy_errors
 def _write_ofi(num: F64, den: I64, window: int, floor: float, b0: int, lo: int, out: F32) -> None:
     """``num / max(den * 0.5 / window, floor)`` for the block's kept bars; NaN before a window."""
     half_inv_window = 0.5 / window
@@ -91,7 +92,7 @@ def _write_ofi(num: F64, den: I64, window: int, floor: float, b0: int, lo: int, 
         out[b0 + i - lo] = np.nan  # bars before the first full window (kept only if lo is)
 
 
-@_njit_numpy_errors
+@njit_numpy_errors
 def _write_balance(b: I64, a: I64, b0: int, lo: int, out: F32) -> None:
     """``(b - a) / (b + a)`` for the block's kept bars; NaN where the book is empty."""
     start = max(lo - b0, 0)
@@ -102,7 +103,7 @@ def _write_balance(b: I64, a: I64, b0: int, lo: int, out: F32) -> None:
         kept[i] = (float(b_kept[i]) - float(a_kept[i])) / den if den != 0.0 else np.nan
 
 
-@_njit_numpy_errors
+@njit_numpy_errors
 def _check_block(out: F32, rows: I64, b0: int, size: int, lo: int, first_bad: I64) -> None:
     """Record in `first_bad` the block's first non-finite kept bar per row of `rows`."""
     start = max(b0, lo)
@@ -121,7 +122,7 @@ def _check_block(out: F32, rows: I64, b0: int, size: int, lo: int, first_bad: I6
                     break
 
 
-@_njit_numpy_errors
+@njit_numpy_errors
 def book_levels_into(
     bid: tuple[U32, ...],
     ask: tuple[U32, ...],

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any, Final
 
 from fxstore.features.reader import FeatureStore
-from fxstore.fxcache import MANIFEST, FxCacheManifest
-from fxstore.store import list_bar_series, read_json
+from fxstore.fxcache import FxCacheManifest
+from fxstore.store import bars_dir, list_bar_series, manifest_path, read_json
 
 __all__ = ["BarSeriesInfo", "CacheInfo", "StoreListing", "format_info", "list_store"]
 
@@ -86,7 +86,7 @@ class StoreListing:
 
 
 def _bar_info(root: Path, symbol: str, instrument_key: str, bar_key: str) -> BarSeriesInfo:
-    manifest = read_json(root / "bars" / symbol / instrument_key / bar_key / MANIFEST)
+    manifest = read_json(manifest_path(bars_dir(root, symbol, instrument_key, bar_key)))
     raw_days = manifest.get("days")
     days = [d for d in raw_days if isinstance(d, dict)] if isinstance(raw_days, list) else []
     with_bars = [str(d["trading_day"]) for d in days if int(d.get("n_bars", 0)) > 0]

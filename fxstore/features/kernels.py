@@ -13,12 +13,11 @@ this). Rows where a statistic is not yet defined (warm-up) are NaN.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from typing import TypeVar, cast
 
-import numba
 import numpy as np
 import numpy.typing as npt
+
+from fxstore._jit import njit, njit_numpy_errors
 
 __all__ = [
     "angle_into",
@@ -52,8 +51,6 @@ __all__ = [
     "session_phase_into",
 ]
 
-_F = TypeVar("_F", bound=Callable[..., object])
-
 F32 = npt.NDArray[np.float32]
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
@@ -62,21 +59,11 @@ U8 = npt.NDArray[np.uint8]
 Numeric = npt.NDArray[np.float64] | npt.NDArray[np.int64] | npt.NDArray[np.uint32]
 
 
-def _njit(func: _F) -> _F:
-    """Compile `func` in numba's nopython mode, cached on disk, releasing the GIL."""
-    return cast(_F, numba.njit(cache=True, nogil=True)(func))
-
-
 #: Bars per block of the kernels that split a sequential pass from vectorised arithmetic.
 _BLOCK = 4096
 
 
-def _njit_numpy_errors(func: _F) -> _F:
-    """:func:`_njit` with numpy's error model: a float division by zero gives inf or NaN."""
-    return cast(_F, numba.njit(cache=True, nogil=True, error_model="numpy")(func))
-
-
-@_njit
+@njit
 def contract_returns(log_close: F64, instrument_id: npt.NDArray[np.uint32]) -> tuple[F64, U8]:
     """One-bar log returns of the close, never across a roll.
 
@@ -107,7 +94,7 @@ def contract_returns(log_close: F64, instrument_id: npt.NDArray[np.uint32]) -> t
     return r, is_roll
 
 
-@_njit
+@njit
 def back_adjust(close: F64, is_roll: U8) -> F64:
     """Close back-adjusted by differences: no jump at a roll, the last contract unchanged.
 
@@ -127,7 +114,7 @@ def back_adjust(close: F64, is_roll: U8) -> F64:
     return out
 
 
-@_njit
+@njit
 def rolling_rms(x: F64, window: int, first: int, floor: float) -> F64:
     """``max(sqrt(mean(x[t-window+1 .. t]**2)), floor)`` for t >= `first`, NaN before."""
     n = x.shape[0]
@@ -141,7 +128,7 @@ def rolling_rms(x: F64, window: int, first: int, floor: float) -> F64:
     return out
 
 
-@_njit
+@njit
 def rolling_sum_over(x: F64, window: int, first: int, inv_scale: F64, factor: float) -> F32:
     """``sum(x[t-window+1 .. t]) * inv_scale[t] * factor`` for t >= `first`, NaN before."""
     n = x.shape[0]
@@ -153,7 +140,7 @@ def rolling_sum_over(x: F64, window: int, first: int, inv_scale: F64, factor: fl
     return out
 
 
-@_njit
+@njit
 def rolling_rms_over(x: F64, window: int, first: int, inv_scale: F64) -> F32:
     """``sqrt(mean(x[t-window+1 .. t]**2)) * inv_scale[t]`` for t >= `first`, NaN before."""
     n = x.shape[0]
@@ -167,7 +154,7 @@ def rolling_rms_over(x: F64, window: int, first: int, inv_scale: F64) -> F32:
     return out
 
 
-@_njit
+@njit
 def over_rolling_depth(num: F64, bid: Numeric, ask: Numeric, window: int, floor: float) -> F32:
     """``num[t] / max(mean((bid + ask) / 2 over bars t-window+1 .. t), floor)``.
 
@@ -185,7 +172,7 @@ def over_rolling_depth(num: F64, bid: Numeric, ask: Numeric, window: int, floor:
     return out
 
 
-@_njit
+@njit
 def demeaned(x: F64, window: int) -> F32:
     """``x[t] - mean(x[t-window+1 .. t])`` for t >= window - 1, NaN before."""
     n = x.shape[0]
@@ -198,7 +185,7 @@ def demeaned(x: F64, window: int) -> F32:
     return out
 
 
-@_njit
+@njit
 def forward_sum(x: F64, horizon: int, inv_scale: F64, factor: float) -> F32:
     """``sum(x[t+1 .. t+horizon]) * inv_scale[t] * factor``; NaN where bars run out (targets)."""
     n = x.shape[0]
@@ -210,7 +197,7 @@ def forward_sum(x: F64, horizon: int, inv_scale: F64, factor: float) -> F32:
     return out
 
 
-@_njit
+@njit
 def level_sum(columns: tuple[Numeric, ...], start: int, stop: int, base: F64) -> F64:
     """float64 (n,): `base` plus ``columns[start] + ... + columns[stop - 1]`` (book levels).
 
@@ -234,7 +221,7 @@ def level_sum(columns: tuple[Numeric, ...], start: int, stop: int, base: F64) ->
     return out
 
 
-@_njit
+@njit
 def balance(a: Numeric, b: Numeric) -> F32:
     """``(a - b) / (a + b)`` in [-1, 1]; NaN where ``a + b`` is 0."""
     n = a.shape[0]
@@ -245,7 +232,7 @@ def balance(a: Numeric, b: Numeric) -> F32:
     return out
 
 
-@_njit
+@njit
 def difference_over(a: Numeric, b: Numeric, total: Numeric) -> F32:
     """``(a - b) / total``; NaN where `total` is 0."""
     out = np.empty(a.shape[0], dtype=np.float32)
@@ -253,7 +240,7 @@ def difference_over(a: Numeric, b: Numeric, total: Numeric) -> F32:
     return out
 
 
-@_njit
+@njit
 def scaled_difference(a: F64, b: F64, scale: float) -> F32:
     """``(a - b) * scale``; NaN where an input is NaN (an empty book level)."""
     out = np.empty(a.shape[0], dtype=np.float32)
@@ -261,7 +248,7 @@ def scaled_difference(a: F64, b: F64, scale: float) -> F32:
     return out
 
 
-@_njit
+@njit
 def microprice_offset(
     bid_px: F64,
     ask_px: F64,
@@ -286,14 +273,14 @@ def duration_s(ts_open: I64, ts_close: I64, min_ns: int) -> F64:
     return out
 
 
-@_njit
+@njit
 def duration_s_into(ts_open: I64, ts_close: I64, min_ns: int, out: F64) -> None:
     """:func:`duration_s` into float64 (n,) `out` (allocated by the caller, with numpy)."""
     for t in range(ts_close.shape[0]):
         out[t] = float(max(ts_close[t] - ts_open[t], min_ns)) * 1e-9
 
 
-@_njit
+@njit
 def session_phase_into(
     ts_close: I64, session_start: U8, open_ns: I64, close_ns: I64, out: F64
 ) -> None:
@@ -321,7 +308,7 @@ def cyclical(phase: F64, use_cos: bool) -> F32:
     return np.cos(angle) if use_cos else np.sin(angle)
 
 
-@_njit
+@njit
 def _first_nonfinite_scan(x: F32 | F64, lo: int, hi: int) -> int:
     for t in range(lo, hi):
         if not math.isfinite(x[t]):
@@ -342,7 +329,7 @@ def first_nonfinite(x: F32 | F64, lo: int, hi: int) -> int:
 # ``lo .. hi - 1`` whose value is not finite, or -1.
 
 
-@_njit
+@njit
 def _first_nonfinite_f32(x: F32, offset: int) -> int:
     """``offset`` plus the first index where `x` is not finite, or -1.
 
@@ -361,7 +348,7 @@ def _first_nonfinite_f32(x: F32, offset: int) -> int:
     return -1
 
 
-@_njit
+@njit
 def rolling_sum_into(
     x: F64, window: int, inv_scale: F64, factor: float, squared: bool, lo: int, hi: int, out: F32
 ) -> int:
@@ -394,7 +381,7 @@ def rolling_sum_into(
     return _first_nonfinite_f32(out[: hi - start], lo)
 
 
-@_njit
+@njit
 def forward_sum_into(
     x: F64, horizon: int, inv_scale: F64, factor: float, lo: int, hi: int, out: F32
 ) -> int:
@@ -413,7 +400,7 @@ def forward_sum_into(
     return _first_nonfinite_f32(out[: max(hi - lo, 0)], lo)
 
 
-@_njit
+@njit
 def demeaned_into(x: F64, window: int, lo: int, hi: int, out: F32) -> int:
     """:func:`demeaned` written to ``out[t - lo]`` for ``lo <= t < hi``.
 
@@ -431,7 +418,7 @@ def demeaned_into(x: F64, window: int, lo: int, hi: int, out: F32) -> int:
     return _first_nonfinite_f32(out[: hi - start], lo)
 
 
-@_njit_numpy_errors
+@njit_numpy_errors
 def over_rolling_depth_into(
     num: F64, bid: Numeric, ask: Numeric, window: int, floor: float, lo: int, hi: int, out: F32
 ) -> int:
@@ -466,7 +453,7 @@ def over_rolling_depth_into(
     return _first_nonfinite_f32(out[: hi - start], lo)
 
 
-@_njit
+@njit
 def balance_into(a: Numeric, b: Numeric, lo: int, hi: int, out: F32) -> int:
     """:func:`balance` written to ``out[t - lo]`` for ``lo <= t < hi``.
 
@@ -480,13 +467,13 @@ def balance_into(a: Numeric, b: Numeric, lo: int, hi: int, out: F32) -> int:
     return _first_nonfinite_f32(out[: a_kept.shape[0]], lo)
 
 
-@_njit
+@njit
 def empty_f32(n: int) -> F32:
     """An uninitialised float32 (n,) array from numba's allocator (plain malloc)."""
     return np.empty(n, dtype=np.float32)
 
 
-@_njit
+@njit
 def angle_into(phase: F64, lo: int, hi: int, out: F32) -> None:
     """``out[t - lo] = float32(2 pi phase[t])`` for ``lo <= t < hi`` (as :func:`cyclical`)."""
     two_pi = 2.0 * np.pi
@@ -495,7 +482,7 @@ def angle_into(phase: F64, lo: int, hi: int, out: F32) -> None:
         out[i] = two_pi * kept[i]
 
 
-@_njit
+@njit
 def scaled_difference_into(a: F64, b: F64, scale: float, lo: int, hi: int, out: F32) -> int:
     """:func:`scaled_difference` written to ``out[t - lo]`` for ``lo <= t < hi``.
 
@@ -506,7 +493,7 @@ def scaled_difference_into(a: F64, b: F64, scale: float, lo: int, hi: int, out: 
     return _first_nonfinite_f32(out[: hi - lo], lo)
 
 
-@_njit
+@njit
 def difference_over_into(a: Numeric, b: Numeric, total: Numeric, lo: int, hi: int, out: F32) -> int:
     """:func:`difference_over` written to ``out[t - lo]`` for ``lo <= t < hi``.
 
@@ -518,7 +505,7 @@ def difference_over_into(a: Numeric, b: Numeric, total: Numeric, lo: int, hi: in
     return _first_nonfinite_f32(out[: hi - lo], lo)
 
 
-@_njit
+@njit
 def microprice_offset_into(
     bid_px: F64,
     ask_px: F64,
@@ -545,7 +532,7 @@ def microprice_offset_into(
     return _first_nonfinite_f32(out[: hi - lo], lo)
 
 
-@_njit
+@njit
 def first_nonfinite_f32(x: F32, offset: int) -> int:
     """``offset`` plus the first index where float32 `x` is not finite, or -1."""
     return _first_nonfinite_f32(x, offset)

@@ -28,16 +28,19 @@ from fxstore.errors import InvalidInputError, SchemaError, SymbolNotFoundError
 from fxstore.features.compute import FeatureFrame, compute_features
 from fxstore.features.definitions import FeatureSet
 from fxstore.features.inputs import REQUIRED_COLUMNS
-from fxstore.fxcache import FORMAT, MANIFEST, ShardEntry, split_shards, write_shard
+from fxstore.fxcache import FORMAT, ShardEntry, split_shards, write_shard
 from fxstore.market.calendar import trading_day_of
 from fxstore.store import (
     atomic_write_json,
     bars_dir,
+    bars_relpath,
     file_sha256,
     fxcache_dir,
     key_lock,
     list_bar_series,
+    manifest_path,
     read_json,
+    resolve_manifest_file,
 )
 
 __all__ = ["BarSource", "PrecomputeSummary", "precompute", "read_bars", "resolve_bars"]
@@ -128,8 +131,8 @@ def resolve_bars(store_root: Path, config: FeatureConfig) -> BarSource:
         )
     bar_key = config.bar_key or keys[0]
     folder = bars_dir(store_root, config.symbol, config.instrument_key, bar_key)
-    manifest = read_json(folder / MANIFEST)
-    sha = file_sha256(folder / MANIFEST)
+    manifest = read_json(manifest_path(folder))
+    sha = file_sha256(manifest_path(folder))
     return BarSource(folder, config.instrument_key, bar_key, manifest, sha)
 
 
@@ -140,12 +143,14 @@ def read_bars(source: BarSource) -> pa.Table:
     ------
     InvalidInputError
         A day file is missing or changed since ingest, or the series has no bars.
+    SchemaError
+        The bar manifest names a file outside the series folder.
     """
     tables = []
     for day in source.manifest.get("days", []):
         if not isinstance(day, dict) or "file" not in day:
             continue  # a trading day without bars
-        path = source.folder / str(day["file"])
+        path = resolve_manifest_file(manifest_path(source.folder), str(day["file"]))
         if not path.is_file() or file_sha256(path) != day.get("sha256"):
             raise InvalidInputError(
                 f"{path}: missing or changed since ingest (SHA-256 differs from the bar "
@@ -226,7 +231,7 @@ def _manifest(
             "targets": list(frame.targets),
         },
         "source": {
-            "bars_dir": source.folder.relative_to(source.folder.parents[3]).as_posix(),
+            "bars_dir": bars_relpath(config.symbol, source.instrument_key, source.bar_key),
             "instrument_key": source.instrument_key,
             "bar_key": source.bar_key,
             "manifest_sha256": source.manifest_sha256,
@@ -246,7 +251,7 @@ def _manifest(
 
 def _existing(out_dir: Path, source: BarSource, config: FeatureConfig) -> Json | None:
     """The manifest of a finished cache built from the same bars and sharding, else None."""
-    path = out_dir / MANIFEST
+    path = manifest_path(out_dir)
     if not path.is_file():
         return None
     manifest: Json = read_json(path)
@@ -260,9 +265,9 @@ def _existing(out_dir: Path, source: BarSource, config: FeatureConfig) -> Json |
         shards = [ShardEntry.from_json(s, path) for s in manifest.get("shards") or []]
     except SchemaError:
         return None
+    files = [resolve_manifest_file(path, s.file) for s in shards]
     complete = all(
-        (out_dir / s.file).is_file() and (out_dir / s.file).stat().st_size == s.bytes
-        for s in shards
+        f.is_file() and f.stat().st_size == s.bytes for f, s in zip(files, shards, strict=True)
     )
     return manifest if same and shards and complete else None
 
@@ -334,9 +339,9 @@ def precompute(config: FeatureConfig, store_root: Path) -> PrecomputeSummary:
             return _summary(out_dir, existing, started, up_to_date=True)
         bars = read_bars(source)
         frame = compute_features(bars, config.features)
-        (out_dir / MANIFEST).unlink(missing_ok=True)  # incomplete until the new one is written
+        manifest_path(out_dir).unlink(missing_ok=True)  # incomplete until the new one is written
         shards = _write_shards(out_dir, frame, config)
         manifest = _manifest(config, source, frame, key, (_bars_per_day(bars), shards))
-        atomic_write_json(out_dir / MANIFEST, manifest)
+        atomic_write_json(manifest_path(out_dir), manifest)
     logger.info("wrote %d rows in %d shards to %s", frame.n_rows, len(shards), out_dir)
     return _summary(out_dir, manifest, started, up_to_date=False)

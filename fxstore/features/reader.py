@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Final, TypedDict, Unpack, cast
 import numpy as np
 import pyarrow as pa
 
-from fxstore.errors import InvalidInputError, SchemaError, SymbolNotFoundError
-from fxstore.fxcache import MANIFEST, FxCacheManifest, ShardEntry, read_manifest, read_shard
-from fxstore.store import fxcache_dir, validate_key
+from fxstore.errors import InvalidInputError, SymbolNotFoundError
+from fxstore.fxcache import FxCacheManifest, ShardEntry, read_entry, read_manifest
+from fxstore.store import fxcache_dir, list_fxcache_keys, list_fxcache_symbols
 
 if TYPE_CHECKING:
     import polars as pl
@@ -31,7 +31,6 @@ __all__ = ["FeatureStore", "ReadOptions", "SymbolCache"]
 logger = logging.getLogger(__name__)
 
 _EPOCH: Final = dt.date(1970, 1, 1)
-_REDO: Final = "re-run `fxstore precompute --force`"
 
 
 def _trading_day(value: dt.date | str | None, param: str) -> int | None:
@@ -52,11 +51,8 @@ def _read_days(
     manifest: FxCacheManifest, entry: ShardEntry, days: tuple[int | None, int | None], verify: bool
 ) -> pa.Table:
     """The rows of one shard whose trading day is within `days` (inclusive; None: open)."""
-    path = manifest.folder / entry.file
-    table = read_shard(path, entry.sha256 if verify else None)
-    if not table.schema.equals(manifest.schema()):
-        raise SchemaError(f"{path}: columns differ from the manifest's; {_REDO}.")
-    logger.debug("read shard %s (%d rows)", path, table.num_rows)
+    table = read_entry(manifest, entry, verify=verify)
+    logger.debug("read shard %s (%d rows)", manifest.shard_path(entry), table.num_rows)
     first, last = days
     day = table.column("trading_day").chunk(0).to_numpy()
     lo = 0 if first is None else int(np.searchsorted(day, first, side="left"))
@@ -113,15 +109,11 @@ class FeatureStore(Mapping[str, "SymbolCache"]):
 
     def list_symbols(self) -> list[str]:
         """Symbols with at least one complete fxcache, sorted."""
-        return sorted(
-            {p.parent.parent.name for p in (self.root / "fxcache").glob(f"*/*/{MANIFEST}")}
-        )
+        return list_fxcache_symbols(self.root)
 
     def list_featuresets(self, symbol: str) -> list[str]:
         """Feature-set hashes of `symbol` with a complete cache, most recently written first."""
-        base = self.root / "fxcache" / validate_key(symbol, "symbol")
-        manifests = sorted(base.glob(f"*/{MANIFEST}"), key=lambda p: (-p.stat().st_mtime_ns, p))
-        return [p.parent.name for p in manifests]
+        return list_fxcache_keys(self.root, symbol)
 
     def manifest(self, symbol: str, featureset: str | None = None) -> FxCacheManifest:
         """The manifest of `symbol`'s cache `featureset` (default: the latest written).
@@ -142,7 +134,7 @@ class FeatureStore(Mapping[str, "SymbolCache"]):
             raise SymbolNotFoundError(
                 f"No fxcache {featureset!r} for {symbol!r}; known: {', '.join(keys)}."
             )
-        return read_manifest(fxcache_dir(self.root, symbol, featureset or keys[0]))
+        return read_manifest(fxcache_dir(self.root, symbol, featureset or keys[0]), symbol)
 
     def read(
         self,

@@ -23,7 +23,8 @@ import math
 import numpy as np
 import numpy.typing as npt
 
-from fxstore.features.kernels import F32, F64, I64, U8, _njit_numpy_errors
+from fxstore._jit import njit_numpy_errors
+from fxstore.features.kernels import F32, F64, I64, U8
 
 __all__ = ["contract_series_into", "forward_returns_into", "rolling_returns_into"]
 
@@ -33,7 +34,7 @@ _BLOCK = 2048
 _EXPONENT = np.uint32(0x7F800000)
 
 
-@_njit_numpy_errors
+@njit_numpy_errors
 def contract_series_into(
     log_close: F64,
     instrument_id: npt.NDArray[np.uint32],
@@ -70,7 +71,7 @@ def contract_series_into(
         inv_sigma[t] = 1.0 / s
 
 
-@_njit_numpy_errors
+@njit_numpy_errors
 def _first_nonfinite(x: F32) -> int:
     """The first index where float32 `x` is not finite, or -1 (a branch-free pass first)."""
     found = np.uint32(0)
@@ -85,7 +86,7 @@ def _first_nonfinite(x: F32) -> int:
     return -1
 
 
-@_njit_numpy_errors
+@njit_numpy_errors
 def _rolling_block(
     r: F64, inv: F64, window: int, is_rms: bool, factor: float, b0: int, acc: float, kept: F32
 ) -> float:
@@ -117,7 +118,7 @@ def _rolling_block(
     return acc
 
 
-@_njit_numpy_errors
+@njit_numpy_errors
 def rolling_returns_into(
     r: F64,
     inv_sigma: F64,
@@ -170,7 +171,7 @@ def rolling_returns_into(
                     first_bad[j] = b0 + bad
 
 
-@_njit_numpy_errors
+@njit_numpy_errors
 def forward_returns_into(
     r: F64,
     inv_sigma: F64,

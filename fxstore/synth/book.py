@@ -15,8 +15,9 @@ from typing import Final, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from fxstore._jit import njit, njit_inner
 from fxstore.ingest import MBP10_DTYPE, N_LEVELS, RTYPE_MBP10, UNDEF_PRICE
-from fxstore.synth.rng import geometric, next_uniform, njit_cached, njit_inner
+from fxstore.synth.rng import geometric, next_uniform
 
 __all__ = [
     "ACTION_ADD",
@@ -143,7 +144,7 @@ def new_level_size(key: np.uint64, ctr: npt.NDArray[np.int64], level: int) -> tu
     return size, count
 
 
-@njit_cached
+@njit
 def insert_level(
     books: Books, j: int, side: int, pos: int, price: int, size: int, count: int
 ) -> None:
@@ -160,7 +161,7 @@ def insert_level(
     books.nlev[j, side] = min(n + 1, N_LEVELS)
 
 
-@njit_cached
+@njit
 def remove_level(
     books: Books, j: int, side: int, pos: int, key: np.uint64, ctr: npt.NDArray[np.int64]
 ) -> None:
@@ -181,7 +182,7 @@ def remove_level(
         books.nlev[j, side] = n - 1
 
 
-@njit_cached
+@njit
 def init_book(
     books: Books, j: int, best_bid: int, key: np.uint64, ctr: npt.NDArray[np.int64]
 ) -> None:
@@ -200,7 +201,7 @@ def init_book(
         books.nlev[j, side] = books.depth_target[j]
 
 
-@njit_cached
+@njit
 def emit(
     rec: Records,
     i: int,

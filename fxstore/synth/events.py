@@ -29,6 +29,7 @@ from typing import Final, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from fxstore._jit import njit, njit_inner
 from fxstore.ingest import F_LAST, F_MBP
 from fxstore.synth.book import (
     ACTION_ADD,
@@ -46,7 +47,7 @@ from fxstore.synth.book import (
     remove_level,
     set_flags,
 )
-from fxstore.synth.rng import geometric, next_uniform, njit_cached, njit_inner, normal_at
+from fxstore.synth.rng import geometric, next_uniform, normal_at
 
 __all__ = ["MAX_PACKET", "DayConsts", "DayState", "Segment", "advance_walk", "fill_records"]
 
@@ -123,7 +124,7 @@ class DayState(NamedTuple):
     header: npt.NDArray[np.int64]
 
 
-@njit_cached
+@njit
 def advance_walk(walk: npt.NDArray[np.float64], r0: int, m: int, day: DayConsts) -> None:
     """Move (X, s) in `walk` over records r0 .. r0+m-1."""
     x, s = walk[0], walk[1]
@@ -370,7 +371,7 @@ def _packet(
     return m
 
 
-@njit_cached
+@njit
 def fill_records(rec: Records, books: Books, day: DayConsts, seg: Segment, st: DayState) -> int:
     """Fill `rec` from its start with whole packets of segment `seg`; records written.
 

@@ -18,8 +18,9 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
+from fxstore._jit import njit
 from fxstore.market.calendar import trading_days_between
-from fxstore.synth.rng import njit_cached, normal_at, stream_keys
+from fxstore.synth.rng import normal_at, stream_keys
 
 __all__ = [
     "ANCHOR_EPOCH",
@@ -39,7 +40,7 @@ _TAG_CARRY: Final = 0xCA22
 SESSION_MINUTES: Final = 23 * 60
 
 
-@njit_cached
+@njit
 def _anchor_walk(key: np.uint64, n: int, phi: float, sigma: float) -> npt.NDArray[np.float64]:
     out = np.empty(n, dtype=np.float64)
     level = 0.0

@@ -1,26 +1,26 @@
 """Counter-based random numbers for the synthetic market's numba kernels.
 
-Draw ``i`` of stream ``key`` is ``mix64(key + (i + 1) * GOLDEN)`` (the SplitMix64 finaliser):
-a pure function of two integers. A kernel can therefore stop at a chunk boundary and resume
-from a counter alone, and the same (key, index) gives the same number on every machine and
-numpy/numba version, which is what makes the generated files byte-identical for a seed.
+Draw ``i`` of stream ``key`` is ``mix64(key + (i + 1) * GOLDEN)`` (the SplitMix64 finaliser of
+:mod:`fxstore.rng`, here as numba scalar kernels on the same constants): a pure function of two
+integers. A kernel can therefore stop at a chunk boundary and resume from a counter alone, and
+the same (key, index) gives the same number on every machine and numpy/numba version, which is
+what makes the generated files byte-identical for a seed.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from typing import Any, Final, TypeVar, cast
+from typing import Final
 
-import numba
 import numpy as np
 import numpy.typing as npt
+
+from fxstore import rng
+from fxstore._jit import njit, njit_inner
 
 __all__ = [
     "geometric",
     "next_uniform",
-    "njit_cached",
-    "njit_inner",
     "normal_at",
     "stream_keys",
     "uniform_at",
@@ -28,48 +28,33 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-_F = TypeVar("_F", bound=Callable[..., Any])
-
-_GOLDEN: Final = np.uint64(0x9E3779B97F4A7C15)
-_MUL1: Final = np.uint64(0xBF58476D1CE4E5B9)
-_MUL2: Final = np.uint64(0x94D049BB133111EB)
-_S30: Final = np.uint64(30)
-_S27: Final = np.uint64(27)
-_S31: Final = np.uint64(31)
-_S11: Final = np.uint64(11)
-_TO_UNIT: Final = 1.0 / 9007199254740992.0  # 2**-53: 53 random bits -> [0, 1)
-
-
-def njit_cached(func: _F) -> _F:
-    """Compile `func` with ``numba.njit(cache=True)``, keeping its signature for mypy."""
-    return cast(_F, numba.njit(cache=True)(func))
-
-
-def njit_inner(func: _F) -> _F:
-    """Like :func:`njit_cached`, for helpers only called from other kernels.
-
-    Skipping the CPython wrapper (argument unboxing) roughly halves compile time for
-    kernels that take named tuples of arrays.
-    """
-    options: dict[str, Any] = {"cache": True, "no_cpython_wrapper": True}  # not in numba's stubs
-    return cast(_F, numba.njit(**options)(func))
+# numba folds these globals into the kernels as uint64 constants: uint64 arithmetic wraps
+# mod 2**64 exactly as fxstore.rng.mix64 masks it.
+_GOLDEN: Final = np.uint64(rng.GOLDEN)
+_MUL1: Final = np.uint64(rng.MUL1)
+_MUL2: Final = np.uint64(rng.MUL2)
+_S1: Final = np.uint64(rng.SHIFTS[0])
+_S2: Final = np.uint64(rng.SHIFTS[1])
+_S3: Final = np.uint64(rng.SHIFTS[2])
+_UNIT_SHIFT: Final = np.uint64(rng.UNIT_SHIFT)
+_TO_UNIT: Final = rng.TO_UNIT
 
 
 @njit_inner
 def _mix64(z: np.uint64) -> np.uint64:
-    z = (z ^ (z >> _S30)) * _MUL1
-    z = (z ^ (z >> _S27)) * _MUL2
-    return z ^ (z >> _S31)
+    z = (z ^ (z >> _S1)) * _MUL1
+    z = (z ^ (z >> _S2)) * _MUL2
+    return z ^ (z >> _S3)
 
 
-@njit_cached
+@njit
 def uniform_at(key: np.uint64, index: int) -> float:
     """Draw `index` (>= 0) of stream `key`, uniform on [0, 1)."""
     z = _mix64(key + np.uint64(index + 1) * _GOLDEN)
-    return float(z >> _S11) * _TO_UNIT
+    return float(z >> _UNIT_SHIFT) * _TO_UNIT
 
 
-@njit_cached
+@njit
 def normal_at(key: np.uint64, index: int) -> float:
     """Standard normal number `index` of stream `key` (Box-Muller on draws 2i and 2i+1)."""
     u1 = 1.0 - uniform_at(key, 2 * index)  # (0, 1]: log is finite
@@ -84,7 +69,7 @@ def next_uniform(key: np.uint64, counter: npt.NDArray[np.int64], slot: int) -> f
     return uniform_at(key, counter[slot])
 
 
-@njit_cached
+@njit
 def geometric(u: float, mean: float) -> int:
     """Geometric number >= 1 with the given `mean` (>= 1), from one uniform draw `u`."""
     if mean <= 1.0:

@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Final, NamedTuple
 import cupy
 import numpy as np
 
-from fxstore.train.rng import _GOLDEN, _MASK
+from fxstore.rng import GOLDEN, MUL1, MUL2
+from fxstore.train.rng import counter_base
 
 if TYPE_CHECKING:
     from fxstore.config import EnvConfig
@@ -37,14 +38,16 @@ _THREADS: Final = 128
 # One thread per environment, FX_THREADS environments per block. Each thread books its env and
 # leaves the env's next row and observed position in shared memory; after one barrier the
 # block writes its observation rows together (consecutive threads, consecutive floats).
-_SOURCE: Final = r"""
+_SOURCE: Final = (
+    f"""
 typedef long long i64;
 typedef unsigned long long u64;
 
-#define GOLDEN 0x9E3779B97F4A7C15ULL
-#define MIX1 0xBF58476D1CE4E5B9ULL
-#define MIX2 0x94D049BB133111EBULL
-
+#define GOLDEN 0x{GOLDEN:016X}ULL
+#define MIX1 0x{MUL1:016X}ULL
+#define MIX2 0x{MUL2:016X}ULL
+"""
+    + r"""
 // rng.uniform(xp, key, counter, n)[i], with base = key + GOLDEN * (counter << 32) (mod 2**64)
 __device__ __forceinline__ double fx_uniform(u64 base, u64 i) {
     u64 z = i * GOLDEN + base;
@@ -145,6 +148,7 @@ extern "C" __global__ void fx_env_step(
                n - first < FX_THREADS ? n - first : FX_THREADS, obs);
 }
 """
+)
 
 
 @functools.cache
@@ -157,7 +161,7 @@ def _module() -> cupy.RawModule:
 
 def _counter_base(key: int, counter: int) -> np.uint64:
     """What :func:`fxstore.train.rng.uniform` adds to ``i * golden`` for draw i of `counter`."""
-    return np.uint64((key + _GOLDEN * ((counter & 0xFFFFFFFF) << 32)) & _MASK)
+    return np.uint64(counter_base(key, counter))
 
 
 class Stepped(NamedTuple):

@@ -25,7 +25,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 import numpy as np
 import numpy.typing as npt
@@ -33,24 +33,20 @@ import numpy.typing as npt
 from fxstore import __version__
 from fxstore.config import BASELINE_POLICIES, BacktestConfig, EnvConfig
 from fxstore.errors import InvalidInputError
-from fxstore.store import atomic_write_json, create_run_dir, file_sha256, fxcache_dir
+from fxstore.store import atomic_write_json, create_run_dir, fold_dir
+from fxstore.train.data import open_cache
 from fxstore.train.env import ContractSpec, Market, contract_spec, evaluate_positions
 from fxstore.train.metrics import BacktestMetrics, compute_metrics, to_host
 from fxstore.train.walkforward import Fold, make_folds
 
-if TYPE_CHECKING:
-    from fxstore.train.loader import DeviceName
-
 __all__ = [
     "BASELINES",
     "BacktestResult",
-    "CachedMarket",
     "FoldResult",
     "baseline_positions",
     "baseline_results",
     "evaluate_fold",
     "fold_result",
-    "open_cache",
     "policy_totals",
     "run_backtest",
     "write_equity_plots",
@@ -271,51 +267,6 @@ def _metric_cells(m: BacktestMetrics) -> tuple[str, str, str, str]:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class CachedMarket:
-    """An fxcache's rows as a Market, and the facts a run records about the cache."""
-
-    market: Market
-    key: str
-    """Feature-set hash (the fxcache folder name)."""
-    manifest_sha256: str
-    horizon: int
-    """Longest target horizon in bars: the least gap between walk-forward slices."""
-
-    def to_json(self, symbol: str) -> dict[str, object]:
-        """The facts for a run's ``config.json``."""
-        return {
-            "symbol": symbol,
-            "key": self.key,
-            "manifest_sha256": self.manifest_sha256,
-            "n_rows": self.market.n_rows,
-            "bars_per_day": self.market.bars_per_day,
-            "max_target_horizon_bars": self.horizon,
-        }
-
-
-def open_cache(
-    root: Path, symbol: str, featureset: str | None, device: DeviceName = "cpu"
-) -> CachedMarket:
-    """Open `symbol`'s fxcache on `device` as a :class:`CachedMarket`."""
-    from fxstore.train.env import market_from_view
-    from fxstore.train.loader import open_fxcache
-
-    with open_fxcache(root, symbol, featureset=featureset, device=device) as view:
-        market = market_from_view(view)
-        manifest = view.manifest
-    definition = manifest.get("featureset")
-    key = definition.get("hash") if isinstance(definition, dict) else None
-    horizon = manifest.get("max_target_horizon_bars")
-    if not isinstance(key, str) or not isinstance(horizon, int) or horizon < 0:
-        raise InvalidInputError(
-            f"the fxcache manifest of {symbol!r} has no featureset hash or "
-            f"max_target_horizon_bars; re-run `fxstore precompute --force`."
-        )
-    sha = file_sha256(fxcache_dir(root, symbol, key) / "manifest.json")
-    return CachedMarket(market, key, sha, horizon)
-
-
 def baseline_results(
     market: Market,
     fold: Fold,
@@ -367,7 +318,7 @@ def write_equity_plots(folder: Path, results: Sequence[FoldResult]) -> None:
     folds = {r.fold.index: r.fold for r in results}
     for index, fold in folds.items():
         mine = {r.policy: r for r in results if r.fold.index == index}
-        plot_equity(folder / f"fold{index:02d}" / "equity.png", fold, mine)
+        plot_equity(fold_dir(folder, index) / "equity.png", fold, mine)
 
 
 def run_backtest(

@@ -35,6 +35,7 @@ import numpy.typing as npt
 
 from fxstore.config import EnvConfig
 from fxstore.errors import InvalidInputError, SchemaError
+from fxstore.fxcache import REDO
 from fxstore.train.metrics import array_module, to_host
 
 if TYPE_CHECKING:
@@ -200,7 +201,7 @@ def market_from_view(view: FxCacheView) -> Market:
     if not isinstance(bars_per_day, int | float) or bars_per_day <= 0:
         raise SchemaError(
             f"the fxcache manifest of {view.symbol!r} has no positive `bars_per_day` "
-            f"(was {bars_per_day!r}); re-run `fxstore precompute --force`."
+            f"(was {bars_per_day!r}); {REDO}."
         )
     return Market(
         features=features,

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import itertools
 import logging
 import mmap
 import os
@@ -29,14 +28,22 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Final, Literal, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from fxstore.errors import InvalidInputError, SchemaError, SymbolNotFoundError
-from fxstore.store import read_json, validate_key
+from fxstore.errors import InvalidInputError, SchemaError
+from fxstore.fxcache import (
+    REDO,
+    FxCacheManifest,
+    ShardEntry,
+    find_folder,
+    open_shard,
+    read_manifest,
+    verify_sha256,
+)
 
 if TYPE_CHECKING:
     from fxstore.train._cuda_host import ColumnBlock, HostRegistration
@@ -52,38 +59,7 @@ TimeBound: TypeAlias = int | dt.datetime | np.datetime64 | None
 Array: TypeAlias = npt.NDArray[np.generic]
 FloatMatrix: TypeAlias = npt.NDArray[np.float32]
 
-FORMAT: Final = "fxcache/1"
-#: Leading columns of every shard, in file order; features (f_*) and targets follow, float32.
-LEADING_COLUMNS: Final[tuple[tuple[str, type[np.generic]], ...]] = (
-    ("ts_close", np.int64),
-    ("trading_day", np.int32),
-    ("is_roll", np.uint8),
-    ("session_start", np.uint8),
-    ("mkt_close", np.float64),
-    ("mkt_half_spread", np.float64),
-)
 _BLOCK_ROWS: Final = 1 << 13  # CPU copy: a block of X (8192 x 64 floats: 2 MiB) stays in cache
-_REDO: Final = "re-run `fxstore precompute --force`"
-_T = TypeVar("_T")
-
-
-@dataclass(frozen=True, slots=True)
-class _ShardEntry:
-    file: str
-    rows: int
-    ts_start: int
-    ts_end: int
-    sha256: str
-
-
-@dataclass(frozen=True, slots=True)
-class _Manifest:
-    symbol: str
-    features: tuple[str, ...]
-    targets: tuple[str, ...]
-    columns: dict[str, np.dtype[np.generic]]  # every column of a shard, in file order
-    shards: tuple[_ShardEntry, ...]
-    raw: dict[str, object]
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,104 +84,24 @@ class _Part:
     view: ShardView
 
 
-def _fxcache_dir(root: Path, *keys: str) -> Path:
-    """``<root>/fxcache[/<symbol>[/<featureset-hash>]]``; to move to fxstore.store."""
-    return root.joinpath("fxcache", *(validate_key(k, "fxcache key") for k in keys))
-
-
-def _find_folder(root: Path, symbol: str, featureset: str | None) -> Path:
-    """The fxcache folder of `symbol` and `featureset` (the only one when None)."""
-    base = _fxcache_dir(root, symbol)
-    hashes = sorted(m.parent.name for m in base.glob("*/manifest.json"))
-    if not hashes:
-        top = _fxcache_dir(root)
-        known = sorted(p.name for p in top.iterdir() if p.is_dir()) if top.is_dir() else []
-        raise SymbolNotFoundError(
-            f"No fxcache for symbol {symbol!r} in {root}; known: {', '.join(known) or 'none'}. "
-            f"Run `fxstore precompute` for it first."
-        )
-    if featureset is None and len(hashes) == 1:
-        return base / hashes[0]
-    if featureset is not None and featureset in hashes:
-        return base / featureset
-    raise InvalidInputError(
-        f"`featureset` of {symbol!r} must be one of {', '.join(hashes)}, was {featureset!r}."
-    )
-
-
-def _field(obj: object, key: str, kind: type[_T], path: Path) -> _T:
-    value = obj.get(key) if isinstance(obj, dict) else None
-    if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
-        raise SchemaError(f"{path}: `{key}` is missing or not a {kind.__name__}; {_REDO}.")
-    return value
-
-
-def _names(obj: object, key: str, prefix: str, path: Path) -> tuple[str, ...]:
-    names = tuple(_field(obj, key, list, path))
-    if not all(isinstance(n, str) and n.startswith(prefix) for n in names):
-        raise SchemaError(f"{path}: columns.{key} must be names starting {prefix!r}; {_REDO}.")
-    return names
-
-
-def _read_manifest(folder: Path, symbol: str) -> _Manifest:
-    """Read and check ``manifest.json`` of an fxcache folder."""
-    path = folder / "manifest.json"
-    raw = read_json(path)
-    if raw.get("format") != FORMAT or raw.get("symbol") != symbol:
-        raise SchemaError(
-            f"{path}: format {raw.get('format')!r} of symbol {raw.get('symbol')!r}, expected "
-            f"{FORMAT!r} of {symbol!r}; {_REDO}."
-        )
-    cols = _field(raw, "columns", dict, path)
-    features, targets = (
-        _names(cols, "features", "f_", path),
-        _names(cols, "targets", "target_", path),
-    )
-    shards = tuple(
-        _ShardEntry(
-            file=validate_key(_field(s, "file", str, path), "shard file"),
-            rows=_field(s, "rows", int, path),
-            ts_start=_field(s, "ts_start", int, path),
-            ts_end=_field(s, "ts_end", int, path),
-            sha256=_field(s, "sha256", str, path),
-        )
-        for s in _field(raw, "shards", list, path)
-    )
-    order_ok = all(a.ts_end < b.ts_start for a, b in itertools.pairwise(shards))
-    if not shards or not order_ok or any(s.rows < 1 or s.ts_start > s.ts_end for s in shards):
-        raise SchemaError(f"{path}: shards must be non-empty and in time order; {_REDO}.")
-    columns = {name: np.dtype(kind) for name, kind in LEADING_COLUMNS}
-    columns |= {name: np.dtype(np.float32) for name in features + targets}
-    return _Manifest(symbol, features, targets, columns, shards, raw)
-
-
 def _column_offsets(
-    mapping: mmap.mmap, path: Path, manifest: _Manifest, rows: int
+    mapping: mmap.mmap, path: Path, manifest: FxCacheManifest, entry: ShardEntry
 ) -> dict[str, int]:
     """Byte offset of each column's data in a mapped shard, after checking its layout."""
     data = pa.py_buffer(mapping)  # released on return: the mapping stays closable
-    try:
-        reader = pa.ipc.open_file(data)
-    except pa.ArrowInvalid as err:
-        raise SchemaError(f"{path}: not an Arrow IPC file ({err}); {_REDO}.") from err
-    expected = pa.schema([(n, pa.from_numpy_dtype(d)) for n, d in manifest.columns.items()])
-    if not reader.schema.equals(expected):
-        got, need = (", ".join(f"{f.name}:{f.type}" for f in x) for x in (reader.schema, expected))
-        raise SchemaError(f"{path}: columns are [{got}], the manifest needs [{need}]; {_REDO}.")
-    batch = reader.get_batch(0) if reader.num_record_batches == 1 else None
-    if batch is None or batch.num_rows != rows:
-        raise SchemaError(f"{path}: expected one record batch of {rows} rows; {_REDO}.")
+    batch = open_shard(data, path, manifest, entry)
+    dtypes = manifest.dtypes
     offsets = {}
     for name, column in zip(batch.schema.names, batch.columns, strict=True):
         offset = column.buffers()[1].address - data.address
-        if column.null_count or column.offset or offset % manifest.columns[name].itemsize:
-            raise SchemaError(f"{path}: column {name} has nulls or is unaligned; {_REDO}.")
+        if column.null_count or column.offset or offset % dtypes[name].itemsize:
+            raise SchemaError(f"{path}: column {name} has nulls or is unaligned; {REDO}.")
         offsets[name] = offset
     return offsets
 
 
 def _map_shards(
-    folder: Path, manifest: _Manifest, entries: list[_ShardEntry], verify: bool
+    manifest: FxCacheManifest, entries: list[ShardEntry], verify: bool
 ) -> list[tuple[mmap.mmap, dict[str, int]]]:
     """Memory-map shards read-only, check their SHA-256 (in parallel), locate their columns.
 
@@ -214,30 +110,26 @@ def _map_shards(
     shared one registers at ~20 GB/s. Python's mmap keeps a duplicate of the file descriptor
     while the mapping lives (until 3.13's ``trackfd=False``): one descriptor per open shard.
     """
+    paths = [manifest.shard_path(entry) for entry in entries]
     mapped = []
-    for entry in entries:
+    for path in paths:
         try:
-            with open(folder / entry.file, "rb") as fh:
+            with open(path, "rb") as fh:
                 mapped.append(mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ))
         except FileNotFoundError as err:
             raise InvalidInputError(
-                f"{folder / entry.file}: shard of {manifest.symbol!r} listed in the manifest is "
-                f"missing; {_REDO}."
+                f"{path}: shard of {manifest.symbol!r} listed in the manifest is missing; {REDO}."
             ) from err
         except ValueError as err:  # an empty file cannot be mapped
-            raise SchemaError(f"{folder / entry.file}: {err}; {_REDO}.") from err
+            raise SchemaError(f"{path}: {err}; {REDO}.") from err
     if verify:  # hashlib releases the GIL: one thread per shard, up to the cores
         with ThreadPoolExecutor(min(len(entries), os.cpu_count() or 1) or 1) as pool:
             digests = list(pool.map(lambda data: hashlib.sha256(data).hexdigest(), mapped))
-        for entry, actual in zip(entries, digests, strict=True):
-            if actual != entry.sha256:
-                raise InvalidInputError(
-                    f"{folder / entry.file}: SHA-256 is {actual}, the manifest says "
-                    f"{entry.sha256}: the shard is damaged; {_REDO}."
-                )
+        for path, entry, actual in zip(paths, entries, digests, strict=True):
+            verify_sha256(path, actual, entry.sha256)
     return [
-        (data, _column_offsets(data, folder / e.file, manifest, e.rows))
-        for data, e in zip(mapped, entries, strict=True)
+        (data, _column_offsets(data, path, manifest, entry))
+        for data, path, entry in zip(mapped, paths, entries, strict=True)
     ]
 
 
@@ -248,8 +140,10 @@ class FxCacheView:
     the close: each keeps its own shard mapped (and registered) until it dies.
     """
 
-    def __init__(self, manifest: _Manifest, device: Literal["cpu", "cuda"], parts: list[_Part]):
-        self._manifest = manifest
+    def __init__(
+        self, manifest: FxCacheManifest, device: Literal["cpu", "cuda"], parts: list[_Part]
+    ):
+        self._dtypes = manifest.dtypes
         self._parts: list[_Part] | None = parts
         self.symbol: str = manifest.symbol
         """The store symbol, continuous (e.g. "ES.FUT")."""
@@ -261,8 +155,10 @@ class FxCacheView:
         """Feature columns, in the order of X's columns."""
         self.target_names: tuple[str, ...] = manifest.targets
         """Target columns, in the order of Y's columns."""
-        self.manifest: dict[str, object] = manifest.raw
+        self.manifest: Mapping[str, object] = manifest.data
         """The cache's manifest.json as read: feature-set definition, statistics, shard list."""
+        self.folder: Path = manifest.folder
+        """The cache's folder, ``fxcache/<symbol>/<featureset-hash>``."""
 
     def __enter__(self) -> FxCacheView:
         return self
@@ -293,7 +189,7 @@ class FxCacheView:
         On a GPU these read host memory over PCIe: stream through them, never gather.
         """
         views = self.shards
-        return {name: tuple(v.columns[name] for v in views) for name in self._manifest.columns}
+        return {name: tuple(v.columns[name] for v in views) for name in self._dtypes}
 
     def features_to_device(self) -> tuple[FloatMatrix, FloatMatrix]:
         """Copy the selected rows into a feature matrix X and a target matrix Y, in one pass.
@@ -391,8 +287,8 @@ def _resolve_device(device: DeviceName) -> Literal["cpu", "cuda"]:
 
 def _open_part(
     mapped: tuple[mmap.mmap, dict[str, int]],
-    entry: _ShardEntry,
-    manifest: _Manifest,
+    entry: ShardEntry,
+    dtypes: Mapping[str, np.dtype[Any]],
     bounds: tuple[int | None, int | None],
     row_offset: int,
     device: Literal["cpu", "cuda"],
@@ -400,11 +296,6 @@ def _open_part(
     """Select a mapped shard's rows inside `bounds` and wrap every column (zero-copy)."""
     mapping, offsets = mapped
     ts = np.frombuffer(mapping, dtype=np.int64, count=entry.rows, offset=offsets["ts_close"])
-    if ts[0] != entry.ts_start or ts[-1] != entry.ts_end:
-        raise SchemaError(
-            f"{entry.file} of {manifest.symbol!r}: ts_close runs {ts[0]}..{ts[-1]}, the manifest "
-            f"says {entry.ts_start}..{entry.ts_end}; {_REDO}."
-        )
     start, end = bounds
     row_start = 0 if start is None else int(np.searchsorted(ts, start, side="left"))
     n_rows = (entry.rows if end is None else int(np.searchsorted(ts, end))) - row_start
@@ -416,7 +307,7 @@ def _open_part(
 
         registration = _cuda_host.HostRegistration(mapping)
     columns: dict[str, Array] = {}
-    for name, dtype in manifest.columns.items():
+    for name, dtype in dtypes.items():
         offset = offsets[name] + row_start * dtype.itemsize
         if registration is None:
             columns[name] = np.frombuffer(mapping, dtype=dtype, count=n_rows, offset=offset)
@@ -478,8 +369,8 @@ def open_fxcache(
     if start_ns is not None and end_ns is not None and start_ns >= end_ns:
         raise InvalidInputError(f"`start` must be before `end`, was {start_ns} >= {end_ns} ns.")
     resolved = _resolve_device(device)
-    folder = _find_folder(root, validate_key(symbol, "symbol"), featureset)
-    manifest = _read_manifest(folder, symbol)
+    folder = find_folder(root, symbol, featureset)
+    manifest = read_manifest(folder, symbol)
     overlapping = [
         entry
         for entry in manifest.shards
@@ -488,10 +379,9 @@ def open_fxcache(
     ]
     parts: list[_Part] = []
     n_rows = 0
-    for entry, mapped in zip(
-        overlapping, _map_shards(folder, manifest, overlapping, verify), strict=True
-    ):
-        part = _open_part(mapped, entry, manifest, (start_ns, end_ns), n_rows, resolved)
+    dtypes = manifest.dtypes
+    for entry, mapped in zip(overlapping, _map_shards(manifest, overlapping, verify), strict=True):
+        part = _open_part(mapped, entry, dtypes, (start_ns, end_ns), n_rows, resolved)
         if part is not None:
             parts.append(part)
             n_rows += part.view.n_rows

@@ -38,10 +38,10 @@ from fxstore.train.backtest import (
     FoldResult,
     baseline_results,
     evaluate_fold,
-    open_cache,
     policy_totals,
 )
 from fxstore.train.checkpoint import load_checkpoint, save_checkpoint
+from fxstore.train.data import open_cache
 from fxstore.train.env import ContractSpec, Market, contract_spec, evaluate_positions
 from fxstore.train.metrics import sharpe_per_bar, to_host
 from fxstore.train.policy import greedy_positions

@@ -26,8 +26,18 @@ import numpy.typing as npt
 from fxstore import __version__
 from fxstore.config import TrainConfig
 from fxstore.errors import InvalidInputError
-from fxstore.store import atomic_path, atomic_write_json, create_run_dir, read_json, run_dir
-from fxstore.train.backtest import CachedMarket, FoldResult, fold_result
+from fxstore.store import (
+    atomic_path,
+    atomic_write_json,
+    create_run_dir,
+    fold_dir,
+    list_runs,
+    read_json,
+    run_dir,
+    runs_dir,
+)
+from fxstore.train.backtest import FoldResult, fold_result
+from fxstore.train.data import CachedMarket
 from fxstore.train.plots import plot_equity
 from fxstore.train.profiles import config_from_json
 from fxstore.train.walkforward import Fold
@@ -54,15 +64,15 @@ class RunFolder:
     def resume(cls, root: Path, run_id: str) -> RunFolder:
         path = run_dir(root, run_id)
         if not (path / _CONFIG).is_file():
-            known = sorted(p.name for p in (root / "runs").glob("*") if (p / _CONFIG).is_file())
+            known = list_runs(root, _CONFIG)
             raise InvalidInputError(
-                f"no run {run_id!r} in {root / 'runs'} (known: {', '.join(known) or 'none'}); "
+                f"no run {run_id!r} in {runs_dir(root)} (known: {', '.join(known) or 'none'}); "
                 "start a new one without --resume."
             )
         return cls(path)
 
     def fold_dir(self, index: int) -> Path:
-        folder = self.path / f"fold{index:02d}"
+        folder = fold_dir(self.path, index)
         folder.mkdir(exist_ok=True)
         return folder
 

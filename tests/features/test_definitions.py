@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 
 import pytest
@@ -43,7 +44,7 @@ def test_default_featureset_has_every_feature_kind_once_or_more() -> None:
     assert featureset.max_target_horizon == 16
 
 
-def test_hash_is_16_hex_and_stable_for_equal_sets() -> None:
+def test_hash_is_16_lowercase_hex_and_stable_for_equal_sets() -> None:
     explicit = FeatureSet(
         (
             FeatureDef("ret_4", "log_return", {"horizon": 4}),
@@ -52,9 +53,15 @@ def test_hash_is_16_hex_and_stable_for_equal_sets() -> None:
         (FeatureDef("fwd_4", "forward_return", {"horizon": 4}),),
     )
 
-    assert len(_hash(_small())) == 16
-    assert int(_hash(_small()), 16) >= 0
+    assert re.fullmatch(r"[0-9a-f]{16}", _hash(_small()))
     assert _hash(_small()) == _hash(explicit)
+
+
+def test_hash_of_a_fixed_set_is_pinned() -> None:
+    # The hash names the fxcache folder: a change here orphans every cache already built, so
+    # it must come with a DEFINITIONS_VERSION or kind version bump (and this literal updated).
+    assert _hash(_small()) == "f2c722da8e925cd2"
+    assert _hash(_small(), bar_key="dib-b200-00000000") != "f2c722da8e925cd2"
 
 
 @pytest.mark.parametrize(

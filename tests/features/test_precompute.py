@@ -15,11 +15,11 @@ import pyarrow.dataset as ds
 import pytest
 
 from fxstore.config import FeatureConfig
-from fxstore.errors import InvalidInputError, SymbolNotFoundError
+from fxstore.errors import InvalidInputError, SchemaError, SymbolNotFoundError
 from fxstore.features.compute import compute_features
 from fxstore.features.definitions import FeatureDef, FeatureSet, Settings, default_featureset
 from fxstore.features.precompute import precompute, read_bars, resolve_bars
-from fxstore.store import file_sha256, fxcache_dir, key_lock
+from fxstore.store import file_sha256, fxcache_dir, key_lock, manifest_path
 from tests.features.conftest import INGEST
 
 SMALL = FeatureSet(
@@ -212,6 +212,25 @@ def test_precompute_changed_day_file_is_refused(store: Path) -> None:
 
     with pytest.raises(InvalidInputError, match=rf"{day.name}: missing or changed since ingest"):
         precompute(FeatureConfig(features=SMALL), store)
+
+
+def test_read_bars_day_file_outside_the_series_folder_is_refused(store: Path) -> None:
+    source = resolve_bars(store, FeatureConfig())
+    days = [dict(d) for d in source.manifest["days"]]
+    first = next(d for d in days if "file" in d)
+    outside = store / "bars" / "outside.parquet"  # the real day file: only the path is wrong
+    outside.write_bytes((source.folder / first["file"]).read_bytes())
+    first["file"] = "../../../outside.parquet"
+    crafted = dataclasses.replace(source, manifest=source.manifest | {"days": days})
+
+    with pytest.raises(SchemaError) as info:
+        read_bars(crafted)
+
+    assert str(info.value) == (
+        f"{manifest_path(source.folder)}: file entry '../../../outside.parquet' is not a file "
+        f"inside {source.folder}; refusing to read it (the manifest is damaged or was edited): "
+        "re-run with --force."
+    )
 
 
 @pytest.mark.parametrize(

@@ -17,9 +17,10 @@ import pyarrow.dataset as ds
 import pytest
 
 import fxstore
-from fxstore.errors import InvalidInputError, SymbolNotFoundError
+from fxstore.errors import InvalidInputError, SchemaError, SymbolNotFoundError
 from fxstore.features.catalog import format_info, list_store
 from fxstore.features.reader import FeatureStore
+from fxstore.store import manifest_path
 
 
 def _folder(root: Path) -> Path:
@@ -116,6 +117,29 @@ def test_read_damaged_shard_is_refused(cached_store: Path, tmp_path: Path) -> No
     with pytest.raises(InvalidInputError, match=rf"{shard.name}: SHA-256 is .* refusing to read"):
         store.read("ES.FUT")
     assert store.read("ES.FUT", end="2024-03-31").num_rows > 0  # the damaged shard not read
+
+
+@pytest.mark.parametrize("absolute", [False, True])
+def test_read_shard_entry_outside_the_cache_folder_is_refused(
+    cached_store: Path, tmp_path: Path, absolute: bool
+) -> None:
+    root = tmp_path / "copy"
+    shutil.copytree(cached_store / "fxcache", root / "fxcache")
+    folder = _folder(root)
+    outside = root / "outside.arrow"  # a valid shard, checksum and all: only the path is wrong
+    shutil.copyfile(sorted(folder.glob("*.arrow"))[0], outside)
+    name = str(outside) if absolute else "../../outside.arrow"
+    manifest = json.loads(manifest_path(folder).read_text())
+    manifest["shards"][0]["file"] = name
+    manifest_path(folder).write_text(json.dumps(manifest))
+
+    with pytest.raises(SchemaError) as info:
+        fxstore.open(root).read("ES.FUT")
+
+    assert str(info.value) == (
+        f"{manifest_path(folder)}: file entry {name!r} is not a file inside {folder}; refusing "
+        "to read it (the manifest is damaged or was edited): re-run with --force."
+    )
 
 
 def test_polars_reads_shards_as_they_are(cached_store: Path) -> None:

@@ -1,10 +1,11 @@
-"""Write fxcache folders exactly as the precompute stage does (the fxcache format contract).
+"""Write fxcache folders as the precompute stage does, with random columns and a few facts.
 
 Used by the loader tests and by bench/bench_loader.py. One shard per calendar month
-(``YYYY-MM.arrow``), each an uncompressed Arrow IPC file holding one record batch with no nulls:
-``ts_close`` int64, ``trading_day`` int32, ``is_roll`` uint8, ``session_start`` uint8,
-``mkt_close`` float64, ``mkt_half_spread`` float64, features ``f_*`` float32, targets
-``target_*`` float32; plus ``manifest.json``.
+(``YYYY-MM.arrow``) written by :func:`fxstore.fxcache.write_shard` (an uncompressed Arrow IPC
+file holding one record batch with no nulls: ``ts_close`` int64, ``trading_day`` int32,
+``is_roll`` uint8, ``session_start`` uint8, ``mkt_close`` float64, ``mkt_half_spread`` float64,
+features ``f_*`` float32, targets ``target_*`` float32); plus ``manifest.json``. Shards are read
+back for reference with plain pyarrow (:func:`read_shard`), independently of the loader.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from fxstore.store import atomic_write_json, file_sha256
+from fxstore import fxcache
+from fxstore.fxcache import FLAG_COLUMNS, FORMAT, MARKET_COLUMNS, ShardEntry
+from fxstore.store import atomic_write_json, fxcache_dir, manifest_path
 
 SYMBOL: Final = "ES.FUT"
 FEATURESET: Final = "fs3c9a11d2e4b7"
@@ -70,11 +73,9 @@ def shard_columns(
     return cols
 
 
-def write_shard(path: Path, columns: dict[str, npt.NDArray[np.generic]]) -> None:
-    """Write one shard: an uncompressed Arrow IPC file holding one record batch."""
-    batch = pa.RecordBatch.from_arrays([pa.array(v) for v in columns.values()], list(columns))
-    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, batch.schema) as writer:
-        writer.write_batch(batch)
+def write_shard(path: Path, columns: dict[str, npt.NDArray[np.generic]]) -> ShardEntry:
+    """Write one shard of these columns (in this order) with the fxcache writer."""
+    return fxcache.write_shard(path, pa.table(columns), {})
 
 
 def write_fxcache(
@@ -89,7 +90,7 @@ def write_fxcache(
     seed: int = 0,
 ) -> Fxcache:
     """Write ``<root>/fxcache/<symbol>/<featureset>/`` with one shard per month and a manifest."""
-    folder = root / "fxcache" / symbol / featureset
+    folder = fxcache_dir(root, symbol, featureset)
     folder.mkdir(parents=True, exist_ok=True)
     features = [f"f_{i:02d}" for i in range(n_features)]
     targets = [f"target_r{i}" for i in range(n_targets)]
@@ -99,37 +100,25 @@ def write_fxcache(
     for (year, month), n in zip(months, rows, strict=True):
         cols = shard_columns(year, month, n, features, targets, rng)
         path = folder / f"{year:04d}-{month:02d}.arrow"
-        write_shard(path, cols)
-        ts, tday = cols["ts_close"], cols["trading_day"]
-        days.update(np.unique(tday).tolist())
-        entries.append(
-            {
-                "file": path.name,
-                "rows": n,
-                "ts_start": int(ts[0]),
-                "ts_end": int(ts[-1]),
-                "first_trading_day": int(tday[0]),
-                "last_trading_day": int(tday[-1]),
-                "sha256": file_sha256(path),
-            }
-        )
+        entries.append(write_shard(path, cols).to_json())
+        days.update(np.unique(cols["trading_day"]).tolist())
         paths.append(path)
     manifest: dict[str, object] = {
-        "format": "fxcache/1",
+        "format": FORMAT,
         "symbol": symbol,
         "featureset": {"hash": featureset, "features": features},
         "columns": {
             "features": features,
             "targets": targets,
-            "market": ["mkt_close", "mkt_half_spread"],
-            "flags": ["is_roll", "session_start"],
+            "market": list(MARKET_COLUMNS),
+            "flags": list(FLAG_COLUMNS),
         },
         "bars_per_day": sum(rows) / len(days),
         "n_rows": sum(rows),
         "max_target_horizon_bars": 8,
         "shards": entries,
     }
-    atomic_write_json(folder / "manifest.json", manifest)
+    atomic_write_json(manifest_path(folder), manifest)
     return Fxcache(root, folder, manifest, paths, features, targets)
 
 

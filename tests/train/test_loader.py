@@ -15,6 +15,7 @@ import numpy.typing as npt
 import pytest
 
 from fxstore.errors import InvalidInputError, SchemaError, SymbolNotFoundError
+from fxstore.store import manifest_path
 from fxstore.train.loader import FxCacheView, open_fxcache
 from tests.train._fxcache import (
     FEATURESET,
@@ -268,8 +269,30 @@ def test_open_fxcache_shard_with_wrong_schema_raises_schema_error(cache: Fxcache
 def test_open_fxcache_manifest_of_other_format_raises_schema_error(cache: Fxcache) -> None:
     manifest = dict(cache.manifest, format="fxcache/0")
     (cache.folder / "manifest.json").write_text(json.dumps(manifest))
-    with pytest.raises(SchemaError, match=r"format 'fxcache/0' .* expected 'fxcache/1'"):
+    with pytest.raises(SchemaError, match=r"format is 'fxcache/0', expected 'fxcache/1'\.$"):
         open_fxcache(cache.root, SYMBOL, device="cpu")
+
+
+@pytest.mark.parametrize("absolute", [False, True])
+def test_open_fxcache_shard_entry_outside_the_cache_folder_is_refused(
+    cache: Fxcache, absolute: bool
+) -> None:
+    outside = cache.root / "fxcache" / "outside.arrow"  # a valid shard: only the path is wrong
+    outside.write_bytes(cache.paths[0].read_bytes())
+    name = str(outside) if absolute else "../../outside.arrow"
+    shards = [dict(s) for s in cache.manifest["shards"]]  # type: ignore[attr-defined]
+    shards[0]["file"] = name
+    manifest_path(cache.folder).write_text(json.dumps(dict(cache.manifest, shards=shards)))
+
+    with pytest.raises(SchemaError) as info:
+        open_fxcache(cache.root, SYMBOL, device="cpu")
+
+    assert str(info.value) == (
+        f"{manifest_path(cache.folder)}: file entry {name!r} is not a file inside "
+        f"{cache.folder}; refusing to read it (the manifest is damaged or was edited): re-run "
+        "with --force."
+    )
+    assert mapped_files(cache.root / "fxcache") == set()
 
 
 @pytest.mark.parametrize(
