@@ -64,14 +64,14 @@ from fxstore.market.calendar import is_trading_day, trading_day_of
 from fxstore.store import (
     atomic_write_json,
     key_lock,
+    manifest_path,
     read_json,
+    resolve_manifest_file,
 )
 
 __all__ = ["IngestSummary", "ingest", "plan_groups"]
 
 logger = logging.getLogger(__name__)
-
-_MANIFEST = "manifest.json"
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,13 +139,15 @@ def _fingerprint(config: IngestConfig, files: Sequence[DbnFile]) -> str:
 
 
 def _is_up_to_date(out_dir: Path, fingerprint: str) -> Json | None:
-    path = out_dir / _MANIFEST
+    path = manifest_path(out_dir)
     if not path.exists():
         return None
     manifest = read_json(path)
     days = manifest.get("days", [])
     files_ok = isinstance(days, list) and all(
-        (out_dir / str(d["file"])).exists() for d in days if isinstance(d, dict) and "file" in d
+        resolve_manifest_file(path, str(d["file"])).exists()
+        for d in days
+        if isinstance(d, dict) and "file" in d
     )
     return manifest if manifest.get("fingerprint") == fingerprint and files_ok else None
 
@@ -461,7 +463,7 @@ def _write_manifest(
 ) -> None:
     schedule = writer.selector.schedule if writer.selector else []
     atomic_write_json(
-        out_dir / _MANIFEST,
+        manifest_path(out_dir),
         {
             "stage": "ingest",
             "fxstore_version": __version__,
