@@ -50,6 +50,7 @@ __all__ = [
     "default_featureset",
     "load_featureset",
     "parse_featureset",
+    "resolve_featureset",
 ]
 
 #: Version of the definitions as a whole (conventions shared by every kind: returns within a
@@ -273,6 +274,23 @@ _DEFAULT_TARGETS: Final = _defs(
 def default_featureset() -> FeatureSet:
     """The default feature set: 30 features and 3 targets (see ``fxstore info``)."""
     return FeatureSet(_DEFAULT_FEATURES, _DEFAULT_TARGETS, Settings())
+
+
+def resolve_featureset(featureset: FeatureSet | None) -> FeatureSet:
+    """`featureset`, or the default feature set for None (:class:`~fxstore.config.FeatureConfig`).
+
+    Raises
+    ------
+    InvalidInputError
+        `featureset` is neither None nor a FeatureSet.
+    """
+    if featureset is None:
+        return default_featureset()
+    if not isinstance(featureset, FeatureSet):
+        raise InvalidInputError(
+            f"`features` must be a FeatureSet, was {type(featureset).__name__}."
+        )
+    return featureset
 
 
 def _parse_group(

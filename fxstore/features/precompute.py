@@ -26,7 +26,7 @@ from fxstore import __version__
 from fxstore.config import FeatureConfig
 from fxstore.errors import InvalidInputError, SchemaError, SymbolNotFoundError
 from fxstore.features.compute import FeatureFrame, compute_features
-from fxstore.features.definitions import FeatureSet
+from fxstore.features.definitions import FeatureSet, resolve_featureset
 from fxstore.features.inputs import REQUIRED_COLUMNS
 from fxstore.fxcache import FORMAT, ShardEntry, split_shards, write_shard
 from fxstore.market.calendar import trading_day_of
@@ -212,12 +212,12 @@ def _normalisation(frame: FeatureFrame, featureset: FeatureSet) -> Json:
 
 def _manifest(
     config: FeatureConfig,
+    featureset: FeatureSet,
     source: BarSource,
     frame: FeatureFrame,
     key: str,
     extra: tuple[float, list[ShardEntry]],
 ) -> Json:
-    featureset = config.features
     bars_per_day, shards = extra
     definition = featureset.definition(instrument_key=source.instrument_key, bar_key=source.bar_key)
     return {
@@ -311,7 +311,7 @@ def precompute(config: FeatureConfig, store_root: Path) -> PrecomputeSummary:
     Parameters
     ----------
     config
-        Symbol, bar series, feature set, sharding, force.
+        Symbol, bar series, feature set (None: the default set), sharding, force.
     store_root
         The store root (holds ``bars/`` and ``fxcache/``).
 
@@ -329,8 +329,9 @@ def precompute(config: FeatureConfig, store_root: Path) -> PrecomputeSummary:
         The bars are not one continuous series in ``ts_close`` order.
     """
     started = time.perf_counter()
+    featureset = resolve_featureset(config.features)
     source = resolve_bars(store_root, config)
-    key = config.features.hash(instrument_key=source.instrument_key, bar_key=source.bar_key)
+    key = featureset.hash(instrument_key=source.instrument_key, bar_key=source.bar_key)
     out_dir = fxcache_dir(store_root, config.symbol, key)
     with key_lock(out_dir):
         existing = None if config.force else _existing(out_dir, source, config)
@@ -338,10 +339,10 @@ def precompute(config: FeatureConfig, store_root: Path) -> PrecomputeSummary:
             logger.info("fxcache %s is up to date", out_dir)
             return _summary(out_dir, existing, started, up_to_date=True)
         bars = read_bars(source)
-        frame = compute_features(bars, config.features)
+        frame = compute_features(bars, featureset)
         manifest_path(out_dir).unlink(missing_ok=True)  # incomplete until the new one is written
         shards = _write_shards(out_dir, frame, config)
-        manifest = _manifest(config, source, frame, key, (_bars_per_day(bars), shards))
+        manifest = _manifest(config, featureset, source, frame, key, (_bars_per_day(bars), shards))
         atomic_write_json(manifest_path(out_dir), manifest)
     logger.info("wrote %d rows in %d shards to %s", frame.n_rows, len(shards), out_dir)
     return _summary(out_dir, manifest, started, up_to_date=False)

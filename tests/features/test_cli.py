@@ -106,17 +106,3 @@ def test_info_bad_symbol_fails_with_one_error_line(
 
     assert code == 1
     assert output == expected.format(root=cached_store)
-
-
-def test_demo_no_train_ends_with_precompute(tmp_path: Path) -> None:
-    args = ["demo", "--start", "2024-02-26", "--end", "2024-04-12", "--events-per-day", "3000"]
-    args.append("--no-train")
-
-    result = CliRunner().invoke(
-        cli, [*args, "-q", "--store", str(tmp_path)], catch_exceptions=False
-    )
-
-    assert result.exit_code == 0
-    last = result.output.strip().splitlines()[-1]
-    assert last.startswith("Precomputed 30 features and 3 targets over ")
-    assert list((tmp_path / "fxcache" / "ES.FUT").glob("*/manifest.json"))

@@ -12,14 +12,18 @@ from __future__ import annotations
 
 import dataclasses
 import tomllib
+from collections.abc import Callable, Mapping
 from importlib import resources
 from pathlib import Path
-from typing import Final, TypeVar
+from typing import TYPE_CHECKING, Final, TypeVar
 
 from fxstore.config import AgentConfig, EnvConfig, TrainConfig, WalkForwardConfig
 from fxstore.errors import FxStoreError, InvalidInputError
 
-__all__ = ["PROFILES", "config_from_json", "load_profile"]
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+__all__ = ["PROFILES", "config_from_json", "load_profile", "replace_settings"]
 
 PROFILES: Final = ("smoke", "default", "production")
 _SECTIONS: Final[dict[str, type]] = {
@@ -28,6 +32,7 @@ _SECTIONS: Final[dict[str, type]] = {
     "walkforward": WalkForwardConfig,
 }
 _C = TypeVar("_C")
+_D = TypeVar("_D", bound="DataclassInstance")
 
 
 def _build(cls: type[_C], data: object, where: str, section: str) -> _C:
@@ -41,12 +46,29 @@ def _build(cls: type[_C], data: object, where: str, section: str) -> _C:
             f"{where}: unknown key {unknown[0]!r} in {section}; known: {', '.join(fields)}."
         )
     values = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
+    return _checked(lambda: cls(**values), where, section)
+
+
+def _checked(make: Callable[[], _C], where: str, section: str) -> _C:
+    """`make()`, with a bad setting raised as one line naming `where` and `section`."""
     try:
-        return cls(**values)
+        return make()
     except FxStoreError as err:
         raise InvalidInputError(f"{where}: {section}: {err}") from err
     except TypeError as err:
         raise InvalidInputError(f"{where}: {section}: {err}") from err
+
+
+def replace_settings(config: _D, changes: Mapping[str, object], *, where: str, section: str) -> _D:
+    """`config` (a TrainConfig or one of its sections) with `changes` in place, checked again.
+
+    Raises
+    ------
+    InvalidInputError
+        A bad value, as "<where>: <section>: <what is wrong>" (e.g. "the command line:
+        [agent]: `hidden` must be > 0, was 0."), like a bad value in a profile file.
+    """
+    return _checked(lambda: dataclasses.replace(config, **changes), where, section)
 
 
 def config_from_json(data: object, *, where: str) -> TrainConfig:

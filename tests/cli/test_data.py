@@ -1,3 +1,5 @@
+"""The data commands: scan, synth and ingest; exact error lines for bad input."""
+
 from __future__ import annotations
 
 import json
@@ -9,41 +11,7 @@ from click.testing import CliRunner
 
 from fxstore.cli import cli
 
-PEER = Path(__file__).parent / "data" / "peer-dbn"
-
-
-def _commands() -> list[str]:
-    return sorted(cli.commands)
-
-
-@pytest.mark.parametrize("command", _commands())
-def test_every_command_has_help_with_example(command: str) -> None:
-    result = CliRunner().invoke(cli, [command, "--help"], catch_exceptions=False)
-
-    assert result.exit_code == 0
-    assert "Example" in result.output
-
-
-@pytest.mark.parametrize("flag", ["-h", "--help"])
-def test_cli_help_lists_commands(flag: str) -> None:
-    result = CliRunner().invoke(cli, [flag], catch_exceptions=False)
-
-    assert result.exit_code == 0
-    for command in ("synth", "scan", "demo"):
-        assert command in result.output
-
-
-def test_cli_fresh_process_registers_training_commands() -> None:
-    # A fresh interpreter: no other test has imported fxstore.cli_train before.
-    import subprocess
-    import sys
-
-    out = subprocess.run(
-        [sys.executable, "-m", "fxstore", "--help"], capture_output=True, text=True, check=True
-    ).stdout
-
-    commands = {line.split()[0] for line in out.split("Commands:")[1].splitlines() if line}
-    assert {"backtest", "train", "demo", "ingest", "precompute"} <= commands
+PEER = Path(__file__).parents[1] / "data" / "peer-dbn"
 
 
 def test_scan_peer_file_prints_symbol_and_front_month() -> None:
@@ -117,40 +85,6 @@ def test_scan_unsafe_symbol_fails(symbol: str) -> None:
 
     assert result.exit_code == 1
     assert "Error: `symbol`" in result.output
-
-
-def test_demo_small_market_runs_synth_scan_and_ingest(tmp_path: Path) -> None:
-    args = ["demo", "--start", "2024-03-04", "--end", "2024-03-13", "--events-per-day", "3000"]
-    args.append("--no-train")
-
-    result = CliRunner().invoke(cli, [*args, "--store", str(tmp_path)], catch_exceptions=False)
-
-    assert result.exit_code == 0, result.output
-    assert "Front month of ES" in result.output
-    assert "Ingested 8 trading days" in result.output
-    assert len(list((tmp_path / "synth" / "ES.FUT").glob("*.dbn.zst"))) == 8
-
-
-def test_demo_with_train_ends_with_the_agent_and_baselines(tmp_path: Path) -> None:
-    profile = tmp_path / "tiny.toml"
-    profile.write_text(
-        'device = "cpu"\nn_envs = 4\nbatch_size = 16\nreplay_size = 500\nepisode_bars = 20\n'
-        "env_steps = 30\nlearn_start = 16\neval_every = 10\nmax_folds = 1\n"
-        "[agent]\nhidden = 8\nn_atoms = 5\n[walkforward]\ntrain_days = 5\ntest_days = 2\n"
-        "validation_fraction = 0.2\n"
-    )
-    args = ["demo", "--start", "2024-03-04", "--end", "2024-04-12", "--events-per-day", "3000"]
-
-    result = CliRunner().invoke(
-        cli,
-        [*args, "--profile", str(profile), "--store", str(tmp_path), "-q"],
-        catch_exceptions=False,
-    )
-
-    assert result.exit_code == 0, result.output
-    assert "ofi-sign" in result.output
-    assert "run folder: " in result.output
-    assert len(list((tmp_path / "runs").iterdir())) == 1
 
 
 def test_synth_then_ingest_twice_reports_up_to_date(tmp_path: Path) -> None:

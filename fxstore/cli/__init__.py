@@ -1,0 +1,93 @@
+"""The ``fxstore`` command line: parse options, build a config, call one library function, report.
+
+No logic lives here. Every FxStoreError becomes one ``Error: ...`` line and exit status 1
+(in :class:`_Group`); FxStoreWarnings become ``Warning: ...`` lines on stderr.
+
+- :mod:`~fxstore.cli.data`: ``synth``, ``scan``, ``ingest`` (DBN files and bars).
+- :mod:`~fxstore.cli.features`: ``precompute``, ``ls``, ``info`` (the fxcache).
+- :mod:`~fxstore.cli.train`: ``backtest``, ``train`` (baselines and the agent).
+- :mod:`~fxstore.cli.demo`: ``demo`` (all of it on the synthetic market).
+- :mod:`~fxstore.cli._options`: the options the commands share, each defined once.
+- :mod:`~fxstore.cli._output`: progress bars and JSON output.
+
+The command modules never import this one: it adds their commands to the group.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from collections.abc import Sequence
+from typing import TextIO
+
+import click
+
+from fxstore import __version__
+from fxstore.cli import data, demo, features, train
+from fxstore.cli._options import CONTEXT_SETTINGS
+from fxstore.errors import FxStoreError, FxStoreWarning
+
+__all__ = ["cli", "main"]
+
+
+class _Group(click.Group):
+    """A click group that turns FxStoreError into ``Error: <message>`` and exit status 1."""
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except FxStoreError as err:
+            raise click.ClickException(str(err)) from err
+
+
+def _show_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: TextIO | None = None,
+    line: str | None = None,
+) -> None:
+    if issubclass(category, FxStoreWarning):
+        click.echo(f"Warning: {message}", err=True)
+    else:
+        click.echo(warnings.formatwarning(message, category, filename, lineno, line), err=True)
+
+
+@click.group(cls=_Group, context_settings=CONTEXT_SETTINGS)
+@click.version_option(__version__, "-V", "--version", prog_name="fxstore")
+@click.option("-v", "--verbose", count=True, help="More log output (-v info, -vv debug).")
+def cli(verbose: int) -> None:
+    """Turn Databento MBP-10 order books into bars, GPU-ready features and a trading agent.
+
+    \b
+    Start with the built-in synthetic market:
+      fxstore demo
+    or your own Databento batch download:
+      fxstore scan ~/databento/GLBX-20240101-XXXX/
+    """
+    level = logging.WARNING - 10 * verbose
+    logging.basicConfig(
+        level=max(level, logging.DEBUG), format="%(levelname)s %(name)s: %(message)s"
+    )
+    warnings.showwarning = _show_warning
+    warnings.simplefilter("always", FxStoreWarning)
+
+
+for _command in (
+    data.synth,
+    data.scan,
+    data.ingest,
+    demo.demo,
+    features.precompute,
+    features.ls,
+    features.info,
+    train.backtest,
+    train.train,
+):
+    cli.add_command(_command)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Console-script entry point."""
+    cli.main(args=list(argv) if argv is not None else None, prog_name="fxstore")

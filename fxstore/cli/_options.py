@@ -1,0 +1,196 @@
+"""The options the commands share: each flag is defined here once, with one default.
+
+A flag that sets a config field and is shared by commands whose configs start from
+different places (the config's defaults, or a training profile) defaults to None, "not
+given": the command keeps its base config's value (:func:`override`), and the help names
+that value (``[default: 1.25]`` or ``[default: the profile's]``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Final, TypeVar
+
+import click
+
+from fxstore.config import EnvConfig, SynthConfig, WalkForwardConfig
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+F = TypeVar("F", bound=Callable[..., object])
+D = TypeVar("D", bound="DataclassInstance")
+
+CONTEXT_SETTINGS: Final = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+#: What help shows as the default of an option that a training profile fills.
+FROM_PROFILE: Final = "the profile's"
+
+
+def command(name: str | None = None) -> Callable[[Callable[..., None]], click.Command]:
+    """A click command with the CLI's context settings (``-h``, 100 columns)."""
+    return click.command(name, context_settings=CONTEXT_SETTINGS)
+
+
+def given(**values: object) -> dict[str, object]:
+    """The options given on the command line: every value that is not None."""
+    return {name: value for name, value in values.items() if value is not None}
+
+
+def override(base: D, **values: object) -> D:
+    """`base` with every option that was given replaced (the config validates it again)."""
+    changes = given(**values)
+    return dataclasses.replace(base, **changes) if changes else base
+
+
+def default_of(default_from: type[DataclassInstance] | str, name: str) -> object:
+    """The default of field `name` of the dataclass `default_from`; a str is returned as is."""
+    if isinstance(default_from, str):
+        return default_from
+    return next(f.default for f in dataclasses.fields(default_from) if f.name == name)
+
+
+def _help(meaning: str, default_from: type[DataclassInstance] | str, name: str) -> str:
+    return f"{meaning} [default: {default_of(default_from, name)}]."
+
+
+def _stack(*decorators: Callable[[F], F]) -> Callable[[F], F]:
+    """One decorator applying `decorators` so that they list in help in the order given."""
+
+    def apply(func: F) -> F:
+        for decorator in reversed(decorators):
+            func = decorator(func)
+        return func
+
+    return apply
+
+
+def store_option(func: F) -> F:
+    """The --store option shared by every command that reads or writes the store."""
+    return click.option(
+        "--store",
+        "store_root",
+        type=click.Path(file_okay=False, path_type=Path),
+        default=Path("data"),
+        envvar="FXSTORE_HOME",
+        show_default=True,
+        show_envvar=True,
+        help="Store root.",
+    )(func)
+
+
+def quiet_option(func: F) -> F:
+    """The --quiet option: no progress bar."""
+    return click.option("-q", "--quiet", is_flag=True, help="No progress bar.")(func)
+
+
+def json_option(func: F) -> F:
+    """The --json option: print the result as JSON."""
+    return click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")(func)
+
+
+def symbol_option(meaning: str, *, default_from: type[DataclassInstance] | str) -> Callable[[F], F]:
+    """--symbol: a store symbol or parent symbol (`meaning`), None when not given."""
+    return click.option("--symbol", default=None, help=_help(meaning, default_from, "symbol"))
+
+
+def featureset_option(*, default_from: str = "the only one") -> Callable[[F], F]:
+    """--featureset: a feature-set hash under ``fxcache/<symbol>/``, None when not given."""
+    return click.option(
+        "--featureset", default=None, help=_help("Feature-set hash", default_from, "featureset")
+    )
+
+
+def seed_option(meaning: str, *, default_from: type[DataclassInstance] | str) -> Callable[[F], F]:
+    """--seed: the config's `seed`, None when not given."""
+    return click.option("--seed", type=int, default=None, help=_help(meaning, default_from, "seed"))
+
+
+def profile_option(*, default: str) -> Callable[[F], F]:
+    """--profile: a training profile, None when not given (the command's `default` then)."""
+    return click.option(
+        "--profile",
+        default=None,
+        help="smoke | default | production, or a TOML file of TrainConfig settings "
+        f"[default: {default}].",
+    )
+
+
+def cost_options(*, default_from: type[EnvConfig] | str) -> Callable[[F], F]:
+    """--commission and --slippage-ticks: the trading costs of an :class:`EnvConfig`."""
+    return _stack(
+        click.option(
+            "--commission",
+            "commission_per_contract",
+            type=float,
+            default=None,
+            help=_help("Dollars per contract per side", default_from, "commission_per_contract"),
+        ),
+        click.option(
+            "--slippage-ticks",
+            type=float,
+            default=None,
+            help=_help(
+                "Ticks per contract traded beyond half the spread", default_from, "slippage_ticks"
+            ),
+        ),
+    )
+
+
+def walkforward_options(*, default_from: type[WalkForwardConfig] | str) -> Callable[[F], F]:
+    """--train-days and --test-days: the window lengths of a :class:`WalkForwardConfig`."""
+    return _stack(
+        click.option(
+            "--train-days",
+            type=int,
+            default=None,
+            help=_help("Trading days in a training window", default_from, "train_days"),
+        ),
+        click.option(
+            "--test-days",
+            type=int,
+            default=None,
+            help=_help("Trading days in each test window", default_from, "test_days"),
+        ),
+    )
+
+
+def _iso_date(_ctx: click.Context, _param: click.Parameter, value: str | None) -> dt.date | None:
+    if value is None:
+        return None
+    try:
+        return dt.date.fromisoformat(value)
+    except ValueError as err:
+        raise click.BadParameter(f"must be a date YYYY-MM-DD, was {value!r}.") from err
+
+
+def synth_options(func: F) -> F:
+    """Options of the built-in synthetic market (shared by synth and demo)."""
+    return _stack(
+        click.option("--start", callback=_iso_date, help="First calendar day (YYYY-MM-DD)."),
+        click.option("--end", callback=_iso_date, help="Last calendar day (YYYY-MM-DD)."),
+        click.option(
+            "--events-per-day",
+            type=int,
+            default=default_of(SynthConfig, "events_per_day"),
+            show_default=True,
+            help="MBP-10 records per trading day, all instruments together.",
+        ),
+        seed_option("RNG seed", default_from=SynthConfig),
+        click.option(
+            "--signal",
+            "signal_strength",
+            type=float,
+            default=default_of(SynthConfig, "signal_strength"),
+            show_default=True,
+            help="Planted signal: how strongly order flow predicts the next move (0 = none, 1).",
+        ),
+        click.option(
+            "--root",
+            default=default_of(SynthConfig, "root"),
+            show_default=True,
+            help="Product root.",
+        ),
+    )(func)

@@ -1,0 +1,112 @@
+"""What the commands print besides their result lines: progress bars on stderr, JSON."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from typing import TYPE_CHECKING
+
+import click
+
+if TYPE_CHECKING:
+    from click._termui_impl import ProgressBar
+
+    from fxstore.train.loop import Progress as TrainProgress
+
+
+def echo_json(obj: object) -> None:
+    """Print `obj` as indented JSON (dates, paths and other values as their str)."""
+    click.echo(json.dumps(obj, indent=2, default=str))
+
+
+class Progress:
+    """A progress bar on stderr, created once the library says how long the work is."""
+
+    def __init__(self, label: str, quiet: bool) -> None:
+        self.label = label
+        self.quiet = quiet
+        self._bar: ProgressBar[int] | None = None
+        self._stack = ExitStack()
+
+    def start(self, length: int) -> None:
+        """Show a bar of `length` steps (nothing when quiet or for a single step)."""
+        if not self.quiet and length > 1:
+            bar = click.progressbar(length=length, label=self.label, file=sys.stderr)
+            self._bar = self._stack.enter_context(bar)
+
+    def advance(self, _item: object = None) -> None:
+        """One step done (an ``on_progress`` callback: its argument is ignored)."""
+        if self._bar is not None:
+            self._bar.update(1)
+
+    def close(self) -> None:
+        """Finish the bar, if one is shown."""
+        self._stack.close()
+        self._bar = None
+
+
+@contextmanager
+def progress(label: str, quiet: bool) -> Iterator[Progress]:
+    """A :class:`Progress` that is closed when the block ends."""
+    bar = Progress(label, quiet)
+    try:
+        yield bar
+    finally:
+        bar.close()
+
+
+def fold_progress(bar: Progress) -> Callable[[int, int], None]:
+    """Drive `bar` from ``on_progress(folds_done, n_folds)``."""
+
+    def advance(done: int, total: int) -> None:
+        if done == 1:
+            bar.start(total)
+        bar.advance()
+
+    return advance
+
+
+class TrainDisplay:
+    """A progress bar over every fold's steps, showing loss, samples/s and validation Sharpe."""
+
+    def __init__(self) -> None:
+        self._bar: ProgressBar[int] | None = None
+        self._stack = ExitStack()
+        self._done = 0
+        self._text = ""
+
+    def __call__(self, report: TrainProgress) -> None:
+        if self._bar is None:
+            bar: ProgressBar[int] = click.progressbar(
+                length=report.n_folds * report.total_steps,
+                label="training",
+                file=sys.stderr,
+                item_show_func=lambda _item: self._text,
+            )
+            self._bar = self._stack.enter_context(bar)
+        self._text = (
+            f"fold {report.fold + 1}/{report.n_folds} loss {report.loss:.4f} "
+            f"{report.samples_per_s:,.0f} samples/s val Sharpe {report.val_sharpe:.2f}"
+        )
+        done = report.fold * report.total_steps + report.step
+        self._bar.update(max(done - self._done, 0))
+        self._done = done
+
+    def close(self) -> None:
+        """Finish the bar, if one is shown."""
+        self._stack.close()
+
+
+@contextmanager
+def training_display(quiet: bool) -> Iterator[Callable[[TrainProgress], None] | None]:
+    """A :class:`TrainDisplay` for ``on_progress`` (None when quiet), closed at the end."""
+    if quiet:
+        yield None
+        return
+    display = TrainDisplay()
+    try:
+        yield display
+    finally:
+        display.close()

@@ -1,0 +1,247 @@
+"""Commands that make and read DBN data: ``synth``, ``scan`` and ``ingest``."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+import click
+
+from fxstore.cli._options import (
+    command,
+    default_of,
+    json_option,
+    override,
+    quiet_option,
+    store_option,
+    symbol_option,
+    synth_options,
+)
+from fxstore.cli._output import echo_json, progress
+from fxstore.config import BarConfig, IngestConfig, SynthConfig
+
+if TYPE_CHECKING:
+    from fxstore.config import BarType, SplitMode
+    from fxstore.ingest import IngestSummary, ScanReport
+    from fxstore.synth import SynthSummary
+
+#: The built-in market's default range: three months around the March 2024 roll.
+DEMO_START: Final = dt.date(2024, 2, 1)
+DEMO_END: Final = dt.date(2024, 4, 30)
+#: The choices of --bar-type, in the order help lists them.
+BAR_TYPES: Final = (
+    "dollar_imbalance",
+    "volume_imbalance",
+    "tick_imbalance",
+    "dollar",
+    "volume",
+    "tick",
+    "time",
+)
+
+
+def synth_config(start: dt.date | None, end: dt.date | None, **options: object) -> SynthConfig:
+    """The synthetic market of the options (the demo range unless --start/--end say otherwise)."""
+    return override(SynthConfig(start=start or DEMO_START, end=end or DEMO_END), **options)
+
+
+def default_synth_dir(store_root: Path, root: str) -> Path:
+    """Where a synthetic market of product `root` goes when no folder is given."""
+    from fxstore.store import synth_dir
+
+    return synth_dir(store_root, f"{root}.FUT")
+
+
+def run_synth(config: SynthConfig, out_dir: Path, quiet: bool) -> SynthSummary:
+    """Write the synthetic market with a progress bar, then one summary line on stderr."""
+    from fxstore.market.calendar import trading_days_between
+    from fxstore.synth import generate_market
+
+    with progress("synth", quiet) as bar:
+        bar.start(len(trading_days_between(config.start, config.end)))
+        summary = generate_market(config, out_dir, on_progress=bar.advance)
+    click.echo(
+        f"Wrote {len(summary.files)} DBN files ({summary.n_records:,} records, "
+        f"{len(summary.trading_days)} trading days) to {out_dir} in {summary.elapsed_s:.1f} s",
+        err=True,
+    )
+    return summary
+
+
+@command()
+@click.argument("out_dir", required=False, type=click.Path(file_okay=False, path_type=Path))
+@synth_options
+@click.option(
+    "--split",
+    type=click.Choice(["trading-day", "utc-day"]),
+    default=default_of(SynthConfig, "split"),
+    show_default=True,
+    help="One file per trading day, or per UTC day as Databento batch downloads split.",
+)
+@store_option
+@quiet_option
+def synth(
+    out_dir: Path | None,
+    start: dt.date | None,
+    end: dt.date | None,
+    events_per_day: int,
+    seed: int | None,
+    signal_strength: float,
+    root: str,
+    split: SplitMode,
+    store_root: Path,
+    quiet: bool,
+) -> None:
+    """Write the built-in synthetic CME market as Databento DBN MBP-10 files.
+
+    One glbx-mdp3-YYYYMMDD.mbp-10.dbn.zst per trading day for the parent symbol ES.FUT:
+    front, next and deferred outrights, calendar spreads, quarterly rolls, CME sessions.
+    OUT_DIR defaults to <store>/synth/<ROOT>.FUT.
+
+    \b
+    Example:
+      fxstore synth --start 2024-02-01 --end 2024-06-30 --events-per-day 50000 --signal 0.5
+    """
+    config = synth_config(
+        start,
+        end,
+        events_per_day=events_per_day,
+        seed=seed,
+        signal_strength=signal_strength,
+        root=root,
+        split=split,
+    )
+    run_synth(config, out_dir or default_synth_dir(store_root, config.root), quiet)
+
+
+def scan_files(paths: Sequence[Path], symbol: str | None, quiet: bool) -> ScanReport:
+    """Scan DBN files with a progress bar (see :func:`fxstore.ingest.scan_dbn`)."""
+    from fxstore.ingest import scan_dbn
+
+    with progress("scan", quiet) as bar:
+        return scan_dbn(paths, symbol=symbol, on_start=bar.start, on_progress=bar.advance)
+
+
+@command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@symbol_option(
+    "Parent symbol whose front month to show (ES.FUT)", default_from="from the files' metadata"
+)
+@json_option
+@quiet_option
+def scan(paths: Sequence[Path], symbol: str | None, as_json: bool, quiet: bool) -> None:
+    """Show what is in DBN MBP-10 files before anything is built.
+
+    PATHS are .dbn / .dbn.zst files or Databento batch-download folders. Prints the
+    dataset, schema, date span, each instrument's records and traded volume per trading
+    day, and the front-month schedule.
+
+    \b
+    Example:
+      fxstore scan data/synth/ES.FUT --symbol ES.FUT
+    """
+    report = scan_files(paths, symbol, quiet)
+    if as_json:
+        echo_json(report.to_json())
+    else:
+        click.echo(report.format_text())
+
+
+def run_ingest(
+    config: IngestConfig, paths: Sequence[Path], store_root: Path, quiet: bool
+) -> IngestSummary:
+    """Build the bars with a progress bar, then report the days, bars and rolls."""
+    if config.workers > 1:
+        from fxstore.ingest import start_worker_server
+
+        start_worker_server()  # boots while this process imports the pipeline
+    from fxstore.ingest import ingest
+
+    with progress("ingest", quiet) as bar:
+        summary = ingest(config, paths, store_root, on_start=bar.start, on_progress=bar.advance)
+    if summary.up_to_date:
+        click.echo(f"Up to date: {summary.out_dir} ({summary.n_bars:,} bars); --force rebuilds.")
+        return summary
+    click.echo(
+        f"Ingested {summary.n_days} trading days: {summary.n_records:,} records read, "
+        f"{summary.n_kept:,} kept, {summary.n_bars:,} bars ({summary.bars_per_day:.1f}/day), "
+        f"{summary.days_written} written, {summary.days_skipped} resumed, "
+        f"in {summary.elapsed_s:.1f} s -> {summary.out_dir}"
+    )
+    for entry in summary.schedule:
+        if entry.is_roll:
+            click.echo(f"  roll {entry.trading_day}: {entry.contract} (id {entry.instrument_id})")
+    return summary
+
+
+@command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@symbol_option("Store key and parent symbol", default_from=IngestConfig)
+@click.option(
+    "--instrument-mode",
+    default=default_of(IngestConfig, "instrument_mode"),
+    show_default=True,
+    help="all | id=N | front-month (highest previous-day volume outright, causal).",
+)
+@click.option(
+    "--bar-type",
+    type=click.Choice(BAR_TYPES),
+    default=default_of(BarConfig, "bar_type"),
+    show_default=True,
+    help="López de Prado imbalance bars, or plain bars (these need --threshold).",
+)
+@click.option(
+    "--threshold", type=float, default=None, help="Plain bars: trades/contracts/$/s per bar."
+)
+@click.option(
+    "--target-bars-per-day",
+    type=float,
+    default=None,
+    help="Imbalance bars: bars aimed at per trading day (default 100).",
+)
+@click.option(
+    "--workers",
+    type=int,
+    default=None,
+    help="Processes building days in parallel [default: all cores].",
+)
+@click.option("--force", is_flag=True, help="Rebuild even when inputs and config are unchanged.")
+@store_option
+@quiet_option
+def ingest(
+    paths: Sequence[Path],
+    symbol: str | None,
+    instrument_mode: str,
+    bar_type: BarType,
+    threshold: float | None,
+    target_bars_per_day: float | None,
+    workers: int | None,
+    force: bool,
+    store_root: Path,
+    quiet: bool,
+) -> None:
+    """Build imbalance bars from DBN MBP-10 files into the Parquet bar store.
+
+    Writes bars/<SYMBOL>/<instrument-key>/<bar-key>/<YYYY-MM-DD>.parquet, one file per
+    trading day, and a manifest. Re-running with the same inputs and config skips the
+    work; a killed run resumes.
+
+    \b
+    Example:
+      fxstore ingest data/synth/ES.FUT --symbol ES.FUT --instrument-mode front-month
+    """
+    bars = override(
+        BarConfig(bar_type=bar_type, threshold=threshold), target_bars_per_day=target_bars_per_day
+    )
+    config = override(
+        IngestConfig(),
+        symbol=symbol,
+        instrument_mode=instrument_mode,
+        bars=bars,
+        workers=workers if workers is not None else (os.cpu_count() or 1),
+        force=force,
+    )
+    run_ingest(config, paths, store_root, quiet)

@@ -1,0 +1,274 @@
+"""The training commands: ``backtest`` (baseline policies) and ``train`` (the agent)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Final, TypedDict
+
+import click
+
+from fxstore.cli._options import (
+    FROM_PROFILE,
+    command,
+    cost_options,
+    default_of,
+    featureset_option,
+    given,
+    json_option,
+    override,
+    profile_option,
+    quiet_option,
+    seed_option,
+    store_option,
+    symbol_option,
+    walkforward_options,
+)
+from fxstore.cli._output import echo_json, fold_progress, progress, training_display
+from fxstore.config import BacktestConfig, EnvConfig, TrainConfig, WalkForwardConfig
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from fxstore.config import DeviceChoice, RollMode
+    from fxstore.train.backtest import BacktestResult
+
+#: The profile ``train`` uses when --profile is not given.
+DEFAULT_PROFILE: Final = "default"
+#: The TrainConfig section of each TrainSettings key that is not a top-level field.
+_SECTION_OF: Final = {
+    "hidden": "agent",
+    "lr": "agent",
+    "commission_per_contract": "env",
+    "slippage_ticks": "env",
+    "train_days": "walkforward",
+    "test_days": "walkforward",
+}
+#: Where a bad setting came from, in its error line (as a profile file names its path).
+_WHERE: Final = "the command line"
+
+
+@command()
+@symbol_option("Store symbol of the fxcache", default_from=BacktestConfig)
+@featureset_option()
+@click.option(
+    "--policy",
+    "policies",
+    multiple=True,
+    help="Baseline to run: flat, long, random or ofi-sign; repeatable [default: all four].",
+)
+@walkforward_options(default_from=WalkForwardConfig)
+@click.option(
+    "--anchored/--rolling",
+    default=default_of(WalkForwardConfig, "anchored"),
+    show_default=True,
+    help="Training windows grow from the first day, or roll forward train-days long.",
+)
+@cost_options(default_from=EnvConfig)
+@click.option(
+    "--roll",
+    type=click.Choice(["roll", "close"]),
+    default=default_of(EnvConfig, "roll"),
+    show_default=True,
+    help="At a contract roll: carry the position into the new contract, or close it.",
+)
+@click.option("--multiplier", type=float, help="$ per point [default: by contract root].")
+@click.option("--tick-size", type=float, help="Points per tick [default: by root].")
+@click.option(
+    "--capital",
+    type=float,
+    default=default_of(BacktestConfig, "capital"),
+    show_default=True,
+    help="Dollars.",
+)
+@seed_option("Seed of 'random'", default_from=BacktestConfig)
+@click.option("--no-plots", is_flag=True, help="Do not write the equity-curve PNGs.")
+@json_option
+@store_option
+@quiet_option
+def backtest(
+    symbol: str | None,
+    featureset: str | None,
+    policies: Sequence[str],
+    train_days: int | None,
+    test_days: int | None,
+    anchored: bool,
+    commission_per_contract: float | None,
+    slippage_ticks: float | None,
+    roll: RollMode,
+    multiplier: float | None,
+    tick_size: float | None,
+    capital: float,
+    seed: int | None,
+    no_plots: bool,
+    as_json: bool,
+    store_root: Path,
+    quiet: bool,
+) -> None:
+    """Run baseline policies on every walk-forward test window of a symbol's fxcache.
+
+    Trades flat, long (+1 contract), random and ofi-sign (the sign of the order-flow
+    imbalance) with the environment's costs and roll rules, and writes
+    runs/<run-id>/ with config.json, metrics.json and one equity-curve PNG per fold.
+    Nothing is fitted: the training windows only place the test windows.
+
+    \b
+    Example:
+      fxstore backtest --symbol ES.FUT --policy flat --policy ofi-sign --test-days 10
+    """
+    config = override(
+        BacktestConfig(),
+        symbol=symbol,
+        featureset=featureset,
+        policies=tuple(policies) or None,
+        env=override(
+            EnvConfig(),
+            commission_per_contract=commission_per_contract,
+            slippage_ticks=slippage_ticks,
+            roll=roll,
+            multiplier=multiplier,
+            tick_size=tick_size,
+        ),
+        walkforward=override(
+            WalkForwardConfig(), train_days=train_days, test_days=test_days, anchored=anchored
+        ),
+        capital=capital,
+        seed=seed,
+        plots=not no_plots,
+    )
+    run_backtest(config, store_root, quiet, as_json=as_json)
+
+
+def run_backtest(
+    config: BacktestConfig, store_root: Path, quiet: bool, *, as_json: bool = False
+) -> BacktestResult:
+    """Run the baselines with a progress bar, then print the results (as a table or JSON)."""
+    from fxstore.train.backtest import run_backtest as run
+
+    with progress("backtest", quiet) as bar:
+        result = run(config, store_root, on_progress=fold_progress(bar))
+    if as_json:
+        echo_json(result.to_json())
+    else:
+        click.echo(result.format_table())
+        click.echo(f"Wrote {result.run_dir}")
+    return result
+
+
+class TrainSettings(TypedDict, total=False):
+    """The TrainConfig settings ``train`` takes from the command line; None: the profile's."""
+
+    symbol: str | None
+    featureset: str | None
+    device: DeviceChoice | None
+    env_steps: int | None
+    n_envs: int | None
+    batch_size: int | None
+    replay_size: int | None
+    max_folds: int | None
+    hidden: int | None
+    lr: float | None
+    train_days: int | None
+    test_days: int | None
+    commission_per_contract: float | None
+    slippage_ticks: float | None
+    seed: int | None
+
+
+def train_config(profile: str, **settings: Unpack[TrainSettings]) -> TrainConfig:
+    """The profile's TrainConfig with every setting given (not None) in place of its own.
+
+    A bad value fails as it would in a profile file: "the command line: [agent]: ...".
+    """
+    from fxstore.train.profiles import load_profile, replace_settings
+
+    base = load_profile(profile)
+    top: dict[str, object] = {}
+    sections: dict[str, dict[str, object]] = {}
+    for name, value in given(**settings).items():
+        if name in _SECTION_OF:
+            sections.setdefault(_SECTION_OF[name], {})[name] = value
+        else:
+            top[name] = value
+    for section in ("env", "agent", "walkforward"):  # checked in a profile's order
+        if section in sections:
+            part = getattr(base, section)
+            top[section] = replace_settings(
+                part, sections[section], where=_WHERE, section=f"[{section}]"
+            )
+    return replace_settings(base, top, where=_WHERE, section="the top level") if top else base
+
+
+def run_train(
+    config: TrainConfig,
+    store_root: Path,
+    quiet: bool,
+    *,
+    resume: str | None = None,
+    as_json: bool = False,
+) -> BacktestResult:
+    """Train with a progress display, then print the results (as a table or JSON)."""
+    from fxstore.train.loop import train as run
+
+    with training_display(quiet) as show:
+        result = run(config, store_root, resume=resume, on_progress=show)
+    if as_json:
+        echo_json(result.to_json())
+    else:
+        click.echo(result.format_table())
+        click.echo(f"run folder: {result.run_dir}")
+    return result
+
+
+@command()
+@symbol_option(
+    "Store symbol of the fxcache",
+    default_from=f"{default_of(TrainConfig, 'symbol')} unless the profile sets one",
+)
+@profile_option(default=DEFAULT_PROFILE)
+@featureset_option()
+@click.option(
+    "--device", type=click.Choice(["auto", "cpu", "cuda"]), default=None, help="Where to train."
+)
+@click.option("--env-steps", type=int, default=None, help="Environment steps per fold.")
+@click.option("--n-envs", type=int, default=None, help="Parallel environments.")
+@click.option("--batch-size", type=int, default=None, help="Transitions per update.")
+@click.option("--replay-size", type=int, default=None, help="Replay capacity (transitions).")
+@click.option("--max-folds", type=int, default=None, help="Train the first N folds only.")
+@click.option("--hidden", type=int, default=None, help="Width of the hidden layers.")
+@click.option("--lr", type=float, default=None, help="Adam learning rate.")
+@walkforward_options(default_from=FROM_PROFILE)
+@cost_options(default_from=FROM_PROFILE)
+@seed_option("Seed of everything random", default_from=FROM_PROFILE)
+@click.option("--resume", default=None, help="Run id under runs/ to continue.")
+@json_option
+@store_option
+@quiet_option
+def train(
+    profile: str | None,
+    resume: str | None,
+    as_json: bool,
+    store_root: Path,
+    quiet: bool,
+    **settings: Unpack[TrainSettings],
+) -> None:
+    """Train the C51 double-DQN agent walk-forward on a symbol's fxcache.
+
+    For each walk-forward fold: learn on the training window from parallel environments,
+    stop early on the validation slice, then trade the unseen test window next to the
+    baselines (flat, long, random, ofi-sign) with the same costs. Writes runs/<run-id>/:
+    config, per-fold metrics and evaluations, equity curves, checkpoints.
+
+    \b
+    Example:
+      fxstore train --symbol ES.FUT --profile smoke
+      fxstore train --resume 20261201T073000Z-train
+    """
+    flags = [f"--{name.replace('_', '-')}" for name in given(**settings)]
+    if resume and (flags or profile not in (None, DEFAULT_PROFILE)):
+        raise click.UsageError(
+            f"--resume continues a run with the settings in its config.json; drop "
+            f"{', '.join(flags or ['--profile'])}."
+        )
+    config = train_config(profile or DEFAULT_PROFILE, **settings)
+    run_train(config, store_root, quiet, resume=resume, as_json=as_json)

@@ -1,0 +1,89 @@
+"""Configuration of ``fxstore backtest``: baseline policies on walk-forward test windows."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Final
+
+from fxstore.config._validate import validate_bool, validate_number
+from fxstore.config.env import EnvConfig
+from fxstore.config.walkforward import WalkForwardConfig
+from fxstore.errors import InvalidInputError
+from fxstore.store import validate_key
+
+#: The baseline policies of ``fxstore backtest`` (see :mod:`fxstore.train.backtest`).
+BASELINE_POLICIES: Final = ("flat", "long", "random", "ofi-sign")
+
+
+@dataclass(frozen=True, slots=True)
+class BacktestConfig:
+    """What ``fxstore backtest`` runs: baseline policies on every walk-forward test window.
+
+    Every policy trades the same test windows with the same costs (:mod:`fxstore.train.env`
+    accounting); nothing is fitted, so the training windows only place the test windows
+    exactly where a trained agent's would be.
+    """
+
+    symbol: str = "ES.FUT"
+    """Store symbol of the fxcache, continuous (e.g. "ES.FUT")."""
+
+    featureset: str | None = None
+    """Feature-set hash under ``fxcache/<symbol>/``; None when there is one."""
+
+    policies: tuple[str, ...] = ("flat", "long", "random", "ofi-sign")
+    """Baseline policies to run, in report order: 'flat', 'long', 'random', 'ofi-sign'."""
+
+    env: EnvConfig = field(default_factory=EnvConfig)
+    """Positions, costs and roll handling of the book (its reward setting is unused)."""
+
+    walkforward: WalkForwardConfig = field(default_factory=WalkForwardConfig)
+    """How rows are cut into folds; only the test windows are traded."""
+
+    capital: float = 100_000.0
+    """Dollars the metrics' returns are measured on."""
+
+    seed: int = 0
+    """Seed of the 'random' policy and of the Sharpe bootstrap."""
+
+    plots: bool = True
+    """Write one equity-curve PNG per fold into the run folder (needs matplotlib)."""
+
+    def __post_init__(self) -> None:
+        validate_key(self.symbol, "symbol")
+        if self.featureset is not None:
+            validate_key(self.featureset, "featureset")
+        policies = self.policies
+        if not isinstance(policies, tuple) or not policies:
+            raise InvalidInputError(
+                f"`policies` must be a non-empty tuple of {', '.join(BASELINE_POLICIES)}, "
+                f"was {policies!r}."
+            )
+        for policy in policies:
+            if policy not in BASELINE_POLICIES:
+                raise InvalidInputError(
+                    f"unknown policy {policy!r}; choose from {', '.join(BASELINE_POLICIES)}."
+                )
+        if len(set(policies)) != len(policies):
+            raise InvalidInputError(f"`policies` must not repeat a policy, was {policies!r}.")
+        if not isinstance(self.env, EnvConfig):
+            raise InvalidInputError(f"`env` must be an EnvConfig, was {type(self.env).__name__}.")
+        if not isinstance(self.walkforward, WalkForwardConfig):
+            raise InvalidInputError(
+                f"`walkforward` must be a WalkForwardConfig, was {type(self.walkforward).__name__}."
+            )
+        validate_number("capital", self.capital, above=0.0)
+        validate_number("seed", self.seed, above=-1, integral=True)
+        validate_bool("plots", self.plots)
+
+    def to_json(self) -> dict[str, object]:
+        """The settings as JSON data (the run's ``config.json``)."""
+        return {
+            "symbol": self.symbol,
+            "featureset": self.featureset,
+            "policies": list(self.policies),
+            "env": self.env.to_json(),
+            "walkforward": self.walkforward.to_json(),
+            "capital": float(self.capital),
+            "seed": self.seed,
+            "plots": self.plots,
+        }

@@ -1,0 +1,196 @@
+"""Configuration of ingest: the bars cut from each trading day and how DBN files are read.
+
+:class:`IngestConfig` and :class:`BarConfig` are recorded in every bar manifest
+(:meth:`IngestConfig.to_json`); their fields and JSON are part of the store format.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Final, Literal, get_args
+
+from fxstore.config._validate import validate_number
+from fxstore.errors import InvalidInputError
+from fxstore.store import validate_key
+
+BarType = Literal[
+    "tick_imbalance",
+    "volume_imbalance",
+    "dollar_imbalance",
+    "tick",
+    "volume",
+    "dollar",
+    "time",
+]
+#: Bar types that size themselves from `target_bars_per_day` (López de Prado's imbalance bars).
+IMBALANCE_BAR_TYPES: Final[frozenset[str]] = frozenset(
+    {"tick_imbalance", "volume_imbalance", "dollar_imbalance"}
+)
+#: The first part of a bar-key: the bar type, then the letter naming its size parameter.
+_BAR_KEY_PREFIX: Final[dict[str, str]] = {
+    "tick_imbalance": "tib-b",
+    "volume_imbalance": "vib-b",
+    "dollar_imbalance": "dib-b",
+    "tick": "tick-t",
+    "volume": "volume-v",
+    "dollar": "dollar-d",
+    "time": "time-s",
+}
+
+
+def _key_number(value: float) -> str:
+    """Format a parameter for a store key: '5000', '0.5', '1e-05' (never '+' or a space)."""
+    return str(int(value)) if float(value).is_integer() else repr(float(value)).replace("+", "")
+
+
+@dataclass(frozen=True, slots=True)
+class BarConfig:
+    """How ingest cuts one instrument's trading day into bars (:mod:`fxstore.ingest.bars.builder`).
+
+    Imbalance bars follow López de Prado (Advances in Financial Machine Learning, 2.3.2)
+    with causal, per-day guards that keep their count near `target_bars_per_day`; plain bars
+    close after a fixed `threshold`. Every bar closes only at a record carrying F_LAST.
+    """
+
+    bar_type: BarType = "dollar_imbalance"
+    """Bar family: 'tick_imbalance', 'volume_imbalance', 'dollar_imbalance' (sized by
+    `target_bars_per_day`), or 'tick', 'volume', 'dollar', 'time' (sized by `threshold`)."""
+
+    threshold: float | None = None
+    """Plain bars only, required there: trades per tick bar, contracts per volume bar, dollars
+    (price × size × `multiplier`) per dollar bar, seconds per time bar. Leave unset for
+    imbalance bars."""
+
+    target_bars_per_day: float = 100.0
+    """Imbalance bars: bars aimed at per trading day (met exactly at a steady trade rate).
+    100 gives ES bars of a few thousand trades: minutes long in regular hours, enough
+    trades per bar for a stable estimate of the expected signed flow."""
+
+    band: float = 3.0
+    """Imbalance bars: a bar's length in trades is kept within [T*/band, T*·band], where T* is
+    the day's trades so far per target bar; so bars per day stay within about
+    [target/band, target·band]. Must be > 1."""
+
+    ewma_span_bars: int = 20
+    """Imbalance bars: span, in bars, of the EWMA of trades per bar (E0[T])."""
+
+    ewma_span_trades: int = 50_000
+    """Imbalance bars: span, in trades, of the EWMAs of the signed flow b·v and of its square
+    (E0[b·v] and its variance). Spanning about ten bars keeps the noise in E0[b·v] well below
+    the threshold's noise floor, so random imbalance does not pass for a trend."""
+
+    multiplier: float = 50.0
+    """Dollars per index point of one contract (ES: 50): scales dollar bars and
+    `dollar_volume`."""
+
+    def __post_init__(self) -> None:
+        if self.bar_type not in get_args(BarType):
+            choices = ", ".join(repr(name) for name in get_args(BarType))
+            raise InvalidInputError(f"`bar_type` must be one of {choices}, was {self.bar_type!r}.")
+        self._check_threshold()
+        validate_number("target_bars_per_day", self.target_bars_per_day, above=0.0)
+        validate_number("band", self.band, above=1.0)
+        validate_number("ewma_span_bars", self.ewma_span_bars, above=0.0, integral=True)
+        validate_number("ewma_span_trades", self.ewma_span_trades, above=0.0, integral=True)
+        validate_number("multiplier", self.multiplier, above=0.0)
+
+    def _check_threshold(self) -> None:
+        if self.bar_type in IMBALANCE_BAR_TYPES:
+            if self.threshold is not None:
+                raise InvalidInputError(
+                    f"`threshold` applies to plain bars only, was {self.threshold!r} for "
+                    f"{self.bar_type!r}: imbalance bars are sized by `target_bars_per_day`."
+                )
+            return
+        if self.threshold is None:
+            raise InvalidInputError(f"`threshold` is required for {self.bar_type!r} bars.")
+        threshold = validate_number("threshold", self.threshold, above=0.0)
+        unit = {"tick": "trades", "volume": "contracts"}.get(self.bar_type)
+        if unit and not threshold.is_integer():
+            raise InvalidInputError(
+                f"`threshold` must be a whole number of {unit}, was {self.threshold!r}."
+            )
+        if self.bar_type == "time" and round(threshold * 1e9) < 1:
+            raise InvalidInputError(
+                f"`threshold` must be at least 1 ns for time bars, was {self.threshold!r}."
+            )
+
+    @property
+    def is_imbalance(self) -> bool:
+        """Whether the bars are imbalance bars (sized by `target_bars_per_day`)."""
+        return self.bar_type in IMBALANCE_BAR_TYPES
+
+    @property
+    def key(self) -> str:
+        """The bar-key naming these bars in store paths, e.g. 'dib-b100-1f0c3a9e'.
+
+        Type and size parameter, then 8 hex digits of a hash of every parameter that shapes
+        the bars (so two configs never share a key); only ``[A-Za-z0-9._-]`` characters.
+        """
+        if self.is_imbalance:
+            size = self.target_bars_per_day
+            params: dict[str, object] = {
+                "target_bars_per_day": float(self.target_bars_per_day),
+                "band": float(self.band),
+                "ewma_span_bars": int(self.ewma_span_bars),
+                "ewma_span_trades": int(self.ewma_span_trades),
+            }
+        else:
+            size = float(self.threshold or 0.0)
+            params = {"threshold": size}
+        params |= {"bar_type": self.bar_type, "multiplier": float(self.multiplier)}
+        digest = hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()[:8]
+        return f"{_BAR_KEY_PREFIX[self.bar_type]}{_key_number(size)}-{digest}"
+
+
+@dataclass(frozen=True, slots=True)
+class IngestConfig:
+    """How `fxstore ingest` turns DBN MBP-10 files into the bar store (:mod:`fxstore.ingest`)."""
+
+    symbol: str = "ES.FUT"
+    """Store key and parent symbol: "ES.FUT" selects outrights of root ES (continuous over
+    rolls in front-month mode). Letters, digits, '.', '_' and '-' only."""
+
+    instrument_mode: str = "front-month"
+    """Which records are kept: 'all', 'id=N' (one instrument id) or 'front-month' (the
+    root's outright with the highest traded volume on the previous trading day)."""
+
+    bars: BarConfig = field(default_factory=BarConfig)
+    """The bar type and its parameters."""
+
+    workers: int = 1
+    """Processes building trading days in parallel (the output is the same for any count)."""
+
+    chunk_records: int = 1 << 12
+    """MBP-10 records decoded per chunk (the reader's fastest block size); memory per worker
+    is a few chunks plus one day of the kept instrument's records."""
+
+    force: bool = False
+    """Rebuild every day even when its inputs and config are unchanged."""
+
+    def __post_init__(self) -> None:
+        # TODO(lead): the one stage import left in fxstore.config; instrument-mode parsing is
+        # to become a typed plan resolved once at the boundary, owned by configuration.
+        from fxstore.ingest import parse_instrument_mode
+
+        # Imported here: fxstore.market.calendar imports numpy, which `fxstore --help` skips.
+        from fxstore.market.contracts import root_of_parent
+
+        validate_key(self.symbol, "symbol")
+        if self.instrument_mode.strip().lower() in ("front-month", "front_month"):
+            root_of_parent(self.symbol)
+        parse_instrument_mode(self.instrument_mode)
+        validate_number("workers", self.workers, above=0.0, integral=True)
+        validate_number("chunk_records", self.chunk_records, above=0.0, integral=True)
+
+    def to_json(self) -> dict[str, object]:
+        """The settings that decide the output (not workers, chunking or force), as JSON data."""
+        from fxstore.ingest import parse_instrument_mode  # TODO(lead): see __post_init__
+
+        return {
+            "symbol": self.symbol,
+            "instrument_mode": str(parse_instrument_mode(self.instrument_mode)),
+            "bars": asdict(self.bars),
+        }

@@ -1,0 +1,52 @@
+"""``train`` settings: the profile fills them, the options given replace them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fxstore.cli.train import train_config
+from fxstore.errors import InvalidInputError
+from fxstore.train.profiles import load_profile
+
+
+def test_train_config_no_options_is_the_profile() -> None:
+    assert train_config("smoke") == load_profile("smoke")
+
+
+def test_train_config_symbol_not_given_comes_from_the_profile(tmp_path: Path) -> None:
+    profile = tmp_path / "nq.toml"
+    profile.write_text('symbol = "NQ.FUT"\n[env]\ncommission_per_contract = 2.5\n')
+
+    config = train_config(str(profile), seed=None, commission_per_contract=None)
+
+    assert config.symbol == "NQ.FUT" and config.env.commission_per_contract == 2.5
+
+
+def test_train_config_options_replace_settings_in_their_sections() -> None:
+    config = train_config(
+        "smoke", symbol="NQ.FUT", hidden=16, commission_per_contract=2.0, test_days=5
+    )
+
+    smoke = load_profile("smoke")
+    assert (config.symbol, config.agent.hidden, config.walkforward.test_days) == ("NQ.FUT", 16, 5)
+    assert config.env.commission_per_contract == 2.0
+    assert config.agent.n_atoms == smoke.agent.n_atoms and config.env.roll == smoke.env.roll
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"hidden": 0}, "the command line: [agent]: `hidden` must be > 0, was 0."),
+        ({"train_days": 0}, "the command line: [walkforward]: `train_days` must be > 0, was 0."),
+        ({"max_folds": 0}, "the command line: the top level: `max_folds` must be > 0, was 0."),
+    ],
+)
+def test_train_config_bad_option_names_the_command_line_and_section(
+    options: dict[str, int], message: str
+) -> None:
+    with pytest.raises(InvalidInputError) as info:
+        train_config("smoke", **options)  # type: ignore[arg-type]
+
+    assert str(info.value) == message
