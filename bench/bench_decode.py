@@ -25,11 +25,10 @@ os.environ.setdefault("NUMBA_NUM_THREADS", "1")
 
 from _common import median_seconds, run_shell_seconds, write_result
 
-from fxstore.config import SynthConfig
+from fxstore.config import InstrumentSelection, SynthConfig
 from fxstore.ingest.dbn.reader import open_dbn
 from fxstore.ingest.select.front_month import (
     FrontMonthSelector,
-    InstrumentSelection,
     iter_selected,
     symbols_listed,
 )

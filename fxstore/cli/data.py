@@ -21,7 +21,7 @@ from fxstore.cli._options import (
     synth_options,
 )
 from fxstore.cli._output import echo_json, progress
-from fxstore.config import BarConfig, IngestConfig, SynthConfig
+from fxstore.config import BarConfig, IngestConfig, InstrumentSelection, SynthConfig
 
 if TYPE_CHECKING:
     from fxstore.config import BarType, SplitMode
@@ -182,8 +182,9 @@ def run_ingest(
 @symbol_option("Store key and parent symbol", default_from=IngestConfig)
 @click.option(
     "--instrument-mode",
-    default=default_of(IngestConfig, "instrument_mode"),
+    default=str(default_of(IngestConfig, "instrument_mode")),
     show_default=True,
+    callback=lambda _ctx, _param, text: InstrumentSelection.parse(text),
     help="all | id=N | front-month (highest previous-day volume outright, causal).",
 )
 @click.option(
@@ -214,7 +215,7 @@ def run_ingest(
 def ingest(
     paths: Sequence[Path],
     symbol: str | None,
-    instrument_mode: str,
+    instrument_mode: InstrumentSelection,
     bar_type: BarType,
     threshold: float | None,
     target_bars_per_day: float | None,

@@ -14,8 +14,7 @@ shared checks of :mod:`fxstore.config._validate`.
 
 This package imports no stage package (ingest, features, train, synth): stages import it.
 Defaults that a stage owns are left None here and resolved by that stage (e.g.
-``FeatureConfig.features``). The one exception left is marked ``TODO(lead)`` in
-:mod:`~fxstore.config.ingest`.
+``FeatureConfig.features``).
 """
 
 from __future__ import annotations
@@ -23,7 +22,13 @@ from __future__ import annotations
 from fxstore.config.backtest import BASELINE_POLICIES, BacktestConfig
 from fxstore.config.env import EnvConfig, RewardMode, RollMode
 from fxstore.config.features import FeatureConfig, ShardBy
-from fxstore.config.ingest import IMBALANCE_BAR_TYPES, BarConfig, BarType, IngestConfig
+from fxstore.config.ingest import (
+    IMBALANCE_BAR_TYPES,
+    BarConfig,
+    BarType,
+    IngestConfig,
+    InstrumentSelection,
+)
 from fxstore.config.synth import SYNTH_FIRST_DAY, SYNTH_LAST_DAY, SplitMode, SynthConfig
 from fxstore.config.train import AgentConfig, DeviceChoice, TrainConfig
 from fxstore.config.walkforward import WalkForwardConfig
@@ -41,6 +46,7 @@ __all__ = [
     "EnvConfig",
     "FeatureConfig",
     "IngestConfig",
+    "InstrumentSelection",
     "RewardMode",
     "RollMode",
     "ShardBy",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Final, Literal, get_args
 
@@ -145,6 +146,60 @@ class BarConfig:
         return f"{_BAR_KEY_PREFIX[self.bar_type]}{_key_number(size)}-{digest}"
 
 
+_ID_MODE: Final = re.compile(r"id=(\d{1,10})")
+
+
+@dataclass(frozen=True, slots=True)
+class InstrumentSelection:
+    """Which records of the input an ingest keeps (the ``--instrument-mode`` option, parsed)."""
+
+    mode: Literal["all", "id", "front-month"]
+    #: The instrument id kept in mode "id"; None otherwise.
+    instrument_id: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("all", "id", "front-month"):
+            raise InvalidInputError(
+                f"`mode` must be 'all', 'id' or 'front-month', was {self.mode!r}."
+            )
+        if (self.mode == "id") != (self.instrument_id is not None):
+            raise InvalidInputError(
+                f"`instrument_id` goes with mode 'id' only, was {self.instrument_id!r} for "
+                f"{self.mode!r}."
+            )
+
+    @classmethod
+    def parse(cls, text: str) -> InstrumentSelection:
+        """Parse ``all``, ``id=N`` or ``front-month`` (case and ``_`` for ``-`` ignored)."""
+        value = text.strip().lower()
+        if value == "all":
+            return cls("all")
+        if value in ("front-month", "front_month"):
+            return cls("front-month")
+        match = _ID_MODE.fullmatch(value)
+        if match and int(match.group(1)) < 2**32:
+            return cls("id", int(match.group(1)))
+        raise InvalidInputError(
+            f"`--instrument-mode` must be all, id=N (N an instrument id < 2^32) or front-month, "
+            f"was {text!r}."
+        )
+
+    @property
+    def key(self) -> str:
+        """The instrument-key of the store layout: mbp10, mbp10_instr<N>, mbp10_front_month."""
+        if self.mode == "all":
+            return "mbp10"
+        if self.mode == "id":
+            return f"mbp10_instr{self.instrument_id}"
+        return "mbp10_front_month"
+
+    def __str__(self) -> str:
+        return f"id={self.instrument_id}" if self.mode == "id" else self.mode
+
+
+FRONT_MONTH: Final = InstrumentSelection("front-month")
+
+
 @dataclass(frozen=True, slots=True)
 class IngestConfig:
     """How `fxstore ingest` turns DBN MBP-10 files into the bar store (:mod:`fxstore.ingest`)."""
@@ -153,9 +208,10 @@ class IngestConfig:
     """Store key and parent symbol: "ES.FUT" selects outrights of root ES (continuous over
     rolls in front-month mode). Letters, digits, '.', '_' and '-' only."""
 
-    instrument_mode: str = "front-month"
-    """Which records are kept: 'all', 'id=N' (one instrument id) or 'front-month' (the
-    root's outright with the highest traded volume on the previous trading day)."""
+    instrument_mode: InstrumentSelection = FRONT_MONTH
+    """Which records are kept: all, one instrument id, or the front month (the root's
+    outright with the highest traded volume on the previous trading day); parse the option's
+    text with :meth:`InstrumentSelection.parse`."""
 
     bars: BarConfig = field(default_factory=BarConfig)
     """The bar type and its parameters."""
@@ -171,26 +227,19 @@ class IngestConfig:
     """Rebuild every day even when its inputs and config are unchanged."""
 
     def __post_init__(self) -> None:
-        # TODO(lead): the one stage import left in fxstore.config; instrument-mode parsing is
-        # to become a typed plan resolved once at the boundary, owned by configuration.
-        from fxstore.ingest import parse_instrument_mode
-
-        # Imported here: fxstore.market.calendar imports numpy, which `fxstore --help` skips.
-        from fxstore.market.contracts import root_of_parent
-
         validate_key(self.symbol, "symbol")
-        if self.instrument_mode.strip().lower() in ("front-month", "front_month"):
-            root_of_parent(self.symbol)
-        parse_instrument_mode(self.instrument_mode)
+        if not isinstance(self.instrument_mode, InstrumentSelection):
+            raise InvalidInputError(
+                f"`instrument_mode` must be an InstrumentSelection, was "
+                f"{self.instrument_mode!r}: parse the text with InstrumentSelection.parse."
+            )
         validate_number("workers", self.workers, above=0.0, integral=True)
         validate_number("chunk_records", self.chunk_records, above=0.0, integral=True)
 
     def to_json(self) -> dict[str, object]:
         """The settings that decide the output (not workers, chunking or force), as JSON data."""
-        from fxstore.ingest import parse_instrument_mode  # TODO(lead): see __post_init__
-
         return {
             "symbol": self.symbol,
-            "instrument_mode": str(parse_instrument_mode(self.instrument_mode)),
+            "instrument_mode": str(self.instrument_mode),
             "bars": asdict(self.bars),
         }

@@ -43,9 +43,7 @@ if TYPE_CHECKING:
     from fxstore.ingest.run.scan import ScanReport, scan_dbn
     from fxstore.ingest.select.front_month import (
         FrontMonthSelector,
-        InstrumentSelection,
         RollEntry,
-        parse_instrument_mode,
         select_front_month,
     )
 
@@ -62,7 +60,6 @@ _HOME: Final = {
     "FIXED_PRICE_SCALE": "fxstore.ingest.dbn.format",
     "FrontMonthSelector": "fxstore.ingest.select.front_month",
     "IngestSummary": "fxstore.ingest.run.pipeline",
-    "InstrumentSelection": "fxstore.ingest.select.front_month",
     "MBP10_DTYPE": "fxstore.ingest.dbn.format",
     "N_LEVELS": "fxstore.ingest.dbn.format",
     "RTYPE_MBP10": "fxstore.ingest.dbn.format",
@@ -74,7 +71,6 @@ _HOME: Final = {
     "encode_metadata": "fxstore.ingest.dbn.format",
     "ingest": "fxstore.ingest.run.pipeline",
     "open_dbn": "fxstore.ingest.dbn.reader",
-    "parse_instrument_mode": "fxstore.ingest.select.front_month",
     "scan_dbn": "fxstore.ingest.run.scan",
     "select_front_month": "fxstore.ingest.select.front_month",
     "start_worker_server": "fxstore.ingest.run.pool",
@@ -96,7 +92,6 @@ __all__ = [
     "DbnSource",
     "FrontMonthSelector",
     "IngestSummary",
-    "InstrumentSelection",
     "RollEntry",
     "ScanReport",
     "SymbolInterval",
@@ -104,7 +99,6 @@ __all__ = [
     "encode_metadata",
     "ingest",
     "open_dbn",
-    "parse_instrument_mode",
     "scan_dbn",
     "select_front_month",
     "start_worker_server",

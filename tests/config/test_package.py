@@ -14,8 +14,6 @@ import fxstore.config
 
 CONFIG_DIR = Path(fxstore.config.__file__).parent
 STAGES = ("fxstore.ingest", "fxstore.features", "fxstore.train", "fxstore.synth")
-#: The one stage import left, marked TODO(lead): instrument-mode parsing (ingest.select).
-ALLOWED = {("ingest.py", "fxstore.ingest")}
 
 
 def _is_type_checking(node: ast.If) -> bool:
@@ -45,14 +43,15 @@ def test_config_module_imports_no_stage_package(path: Path) -> None:
         for module in imports
         if any(module == stage or module.startswith(f"{stage}.") for stage in STAGES)
     }
-    assert stage_imports <= ALLOWED
+    assert stage_imports == set()
 
 
 def test_config_import_and_defaults_load_no_stage_module() -> None:
     code = (
         "import sys, datetime as dt\n"
-        "from fxstore.config import BacktestConfig, FeatureConfig, SynthConfig, TrainConfig\n"
-        "BacktestConfig(); FeatureConfig(); TrainConfig()\n"
+        "from fxstore.config import BacktestConfig, FeatureConfig, IngestConfig\n"
+        "from fxstore.config import SynthConfig, TrainConfig\n"
+        "BacktestConfig(); FeatureConfig(); TrainConfig(); IngestConfig()\n"
         "SynthConfig(start=dt.date(2024, 3, 1), end=dt.date(2024, 3, 8))\n"
         "print(__import__('json').dumps(sorted(sys.modules)))\n"
     )
@@ -63,7 +62,7 @@ def test_config_import_and_defaults_load_no_stage_module() -> None:
     assert "numpy" not in loaded
 
 
-def test_config_exports_every_public_name_of_the_former_module() -> None:
+def test_config_exports_every_public_name() -> None:
     names = [
         "AgentConfig",
         "BASELINE_POLICIES",
@@ -75,6 +74,7 @@ def test_config_exports_every_public_name_of_the_former_module() -> None:
         "FeatureConfig",
         "IMBALANCE_BAR_TYPES",
         "IngestConfig",
+        "InstrumentSelection",
         "RewardMode",
         "RollMode",
         "SYNTH_FIRST_DAY",

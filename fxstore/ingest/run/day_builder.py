@@ -20,7 +20,7 @@ from typing import Protocol
 import numpy as np
 import pyarrow as pa
 
-from fxstore.config import BarConfig
+from fxstore.config import BarConfig, InstrumentSelection
 from fxstore.errors import SchemaError
 from fxstore.ingest.bars.builder import BarBuilder
 from fxstore.ingest.dbn.merge import Mbp10Chunk
@@ -30,7 +30,7 @@ from fxstore.ingest.run.day_files import DayFile, combine_instruments, write_day
 from fxstore.ingest.run.fragments import FragmentSource
 from fxstore.ingest.run.plan import IngestPlan
 from fxstore.ingest.select.activity import DaySplitter, count_by_instrument
-from fxstore.ingest.select.front_month import InstrumentSelection, symbols_listed
+from fxstore.ingest.select.front_month import symbols_listed
 from fxstore.market.calendar import session_bounds_ns
 from fxstore.market.contracts import parse_outright
 from fxstore.market.master import contract_expiry

@@ -1,10 +1,11 @@
 """An ingest request resolved once: :class:`IngestPlan`.
 
 :func:`plan_ingest` turns an :class:`~fxstore.config.IngestConfig` (what the user asked for)
-into the facts every part of a run reads: which records to keep (the parsed instrument
-selection), the product root of a front-month run, the bar rule, and where the series lives
-in the store. It runs once, at the top of :func:`fxstore.ingest.ingest`; below it nothing
-parses an option string or derives the root again.
+into the facts every part of a run reads: which records to keep (the instrument selection,
+parsed once at the boundary), the product root of a front-month run, the bar rule, and
+where the series lives in the store. It runs once, at the top of
+:func:`fxstore.ingest.ingest`; below it nothing parses an option string or derives the root
+again.
 """
 
 from __future__ import annotations
@@ -12,8 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from fxstore.config import BarConfig, IngestConfig
-from fxstore.ingest.select.front_month import InstrumentSelection, parse_instrument_mode
+from fxstore.config import BarConfig, IngestConfig, InstrumentSelection
 from fxstore.market.contracts import root_of_parent
 from fxstore.store import bars_dir
 
@@ -58,14 +58,13 @@ class IngestPlan:
 
 
 def plan_ingest(config: IngestConfig) -> IngestPlan:
-    """Resolve `config` into a plan (parse the instrument mode, find the product root).
+    """Resolve `config` into a plan (find the product root of a front-month run).
 
     Raises
     ------
     InvalidInputError
-        An instrument mode that is not all, id=N or front-month, or a front-month symbol
-        that is not a parent symbol (``ROOT.FUT``).
+        A front-month symbol that is not a parent symbol (``ROOT.FUT``).
     """
-    selection = parse_instrument_mode(config.instrument_mode)
+    selection = config.instrument_mode
     root = root_of_parent(config.symbol) if selection.mode == "front-month" else None
     return IngestPlan(config=config, selection=selection, root=root)

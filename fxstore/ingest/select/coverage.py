@@ -10,9 +10,9 @@ from __future__ import annotations
 import datetime as dt
 from typing import Final
 
+from fxstore.config import InstrumentSelection
 from fxstore.errors import SymbolNotFoundError
 from fxstore.ingest.dbn.symbology import Symbology
-from fxstore.ingest.select.front_month import InstrumentSelection
 from fxstore.market.contracts import parse_outright, root_of_outright
 
 __all__ = ["check_selection", "describe_roots"]

@@ -11,15 +11,14 @@ share a prefix are never chosen (see :func:`fxstore.market.contracts.parse_outri
 from __future__ import annotations
 
 import datetime as dt
-import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Final, Literal
 
 import numpy as np
 import numpy.typing as npt
 
-from fxstore.errors import InvalidInputError, NoFrontMonthError
+from fxstore.config import InstrumentSelection
+from fxstore.errors import NoFrontMonthError
 from fxstore.ingest.dbn.reader import Symbology
 from fxstore.ingest.select.activity import (
     DailyActivity,
@@ -33,52 +32,11 @@ from fxstore.market.master import contract_expiry
 
 __all__ = [
     "FrontMonthSelector",
-    "InstrumentSelection",
     "RollEntry",
     "iter_selected",
-    "parse_instrument_mode",
     "select_front_month",
     "symbols_listed",
 ]
-
-_ID_MODE: Final = re.compile(r"id=(\d{1,10})")
-
-
-@dataclass(frozen=True, slots=True)
-class InstrumentSelection:
-    """Which records of the input an ingest keeps."""
-
-    mode: Literal["all", "id", "front-month"]
-    #: The instrument id kept in mode "id"; None otherwise.
-    instrument_id: int | None = None
-
-    @property
-    def key(self) -> str:
-        """The instrument-key of the store layout: mbp10, mbp10_instr<N>, mbp10_front_month."""
-        if self.mode == "all":
-            return "mbp10"
-        if self.mode == "id":
-            return f"mbp10_instr{self.instrument_id}"
-        return "mbp10_front_month"
-
-    def __str__(self) -> str:
-        return f"id={self.instrument_id}" if self.mode == "id" else self.mode
-
-
-def parse_instrument_mode(text: str) -> InstrumentSelection:
-    """Parse ``all``, ``id=N`` or ``front-month`` (the --instrument-mode option)."""
-    value = text.strip().lower()
-    if value == "all":
-        return InstrumentSelection("all")
-    if value in ("front-month", "front_month"):
-        return InstrumentSelection("front-month")
-    match = _ID_MODE.fullmatch(value)
-    if match and int(match.group(1)) < 2**32:
-        return InstrumentSelection("id", int(match.group(1)))
-    raise InvalidInputError(
-        f"`--instrument-mode` must be all, id=N (N an instrument id < 2^32) or front-month, "
-        f"was {text!r}."
-    )
 
 
 @dataclass(frozen=True, slots=True)

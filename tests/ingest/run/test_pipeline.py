@@ -10,7 +10,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from fxstore.config import BarConfig, IngestConfig
+from fxstore.config import BarConfig, IngestConfig, InstrumentSelection
 from fxstore.errors import SchemaError
 from fxstore.ingest import DbnFile, DbnSource, open_dbn
 from fxstore.ingest.run import pipeline
@@ -256,7 +256,7 @@ def test_ingest_all_and_id_modes_are_byte_identical_with_workers(
 ) -> None:
     if mode == "id":
         mode = f"id={front_run.schedule[-1].instrument_id}"
-    config = dataclasses.replace(FRONT, instrument_mode=mode)
+    config = dataclasses.replace(FRONT, instrument_mode=InstrumentSelection.parse(mode))
 
     one = ingest(config, [two_roll_market.folder], tmp_path / "one")
     two = ingest(dataclasses.replace(config, workers=2), [two_roll_market.folder], tmp_path / "two")
@@ -285,7 +285,7 @@ def test_ingest_splits_utc_day_files_by_trading_day_and_builds_them_in_parallel(
             yield result
 
     monkeypatch.setattr(pipeline, "build_split_groups", spy)
-    config = dataclasses.replace(FRONT, instrument_mode=mode, workers=3)
+    config = dataclasses.replace(FRONT, instrument_mode=InstrumentSelection.parse(mode), workers=3)
     reference = (
         front_run
         if mode == "front-month"
@@ -448,7 +448,7 @@ def test_ingest_killed_run_leaves_no_partial_file_and_resumes(
 def test_ingest_peer_files_go_through_without_error(
     mode: str, name: str, n_records: int, tmp_path: Path
 ) -> None:
-    config = IngestConfig(symbol="ES.FUT", instrument_mode=mode)
+    config = IngestConfig(symbol="ES.FUT", instrument_mode=InstrumentSelection.parse(mode))
 
     summary = ingest(config, [PEER / name], tmp_path)
 
@@ -466,7 +466,7 @@ def test_ingest_trades_file_fails_and_writes_nothing(tmp_path: Path) -> None:
 def test_ingest_all_mode_keeps_every_instrument(
     two_roll_market: SynthMarket, tmp_path: Path
 ) -> None:
-    config = dataclasses.replace(FRONT, instrument_mode="all")
+    config = dataclasses.replace(FRONT, instrument_mode=InstrumentSelection("all"))
 
     summary = ingest(config, [two_roll_market.folder], tmp_path)
 

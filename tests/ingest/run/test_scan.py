@@ -3,11 +3,11 @@ from __future__ import annotations
 import datetime as dt
 from pathlib import Path
 
+from fxstore.config import InstrumentSelection
 from fxstore.ingest.dbn.reader import open_dbn
 from fxstore.ingest.run.scan import ScanReport, scan_dbn
 from fxstore.ingest.select.front_month import (
     FrontMonthSelector,
-    InstrumentSelection,
     iter_selected,
     symbols_listed,
 )

@@ -4,13 +4,12 @@ from pathlib import Path
 
 import pytest
 
-from fxstore.config import IngestConfig
+from fxstore.config import IngestConfig, InstrumentSelection
 from fxstore.errors import SymbolNotFoundError
 from fxstore.ingest import ingest
 from fxstore.ingest.dbn.symbology import Symbology, SymbolSpan
 from fxstore.ingest.run import pipeline
 from fxstore.ingest.select.coverage import check_selection, describe_roots
-from fxstore.ingest.select.front_month import InstrumentSelection
 from tests.conftest import SynthMarket
 
 DAY_NS = 86_400 * 10**9
@@ -74,7 +73,10 @@ def test_check_selection_other_root_raises_naming_the_symbol_to_pass() -> None:
     ("config", "message"),
     [
         (IngestConfig(symbol="NQ.FUT"), "No outright of root 'NQ' in the "),
-        (IngestConfig(symbol="ES.FUT", instrument_mode="id=99999"), "No instrument id 99999 "),
+        (
+            IngestConfig(symbol="ES.FUT", instrument_mode=InstrumentSelection("id", 99999)),
+            "No instrument id 99999 ",
+        ),
     ],
 )
 def test_ingest_selecting_nothing_raises_and_writes_nothing(
@@ -91,7 +93,7 @@ def test_ingest_keeping_no_record_raises_and_leaves_no_folder(
 ) -> None:
     """The records decide where the symbology cannot (here: the early check is off)."""
     monkeypatch.setattr(pipeline, "check_selection", lambda *_args: None)
-    config = IngestConfig(symbol="ES.FUT", instrument_mode="id=99999")
+    config = IngestConfig(symbol="ES.FUT", instrument_mode=InstrumentSelection("id", 99999))
 
     with pytest.raises(SymbolNotFoundError, match=r"kept none of the .* MBP-10 records read"):
         ingest(config, [two_roll_market.folder], tmp_path)

@@ -5,14 +5,10 @@ import datetime as dt
 import numpy as np
 import pytest
 
-from fxstore.errors import InvalidInputError, NoFrontMonthError
+from fxstore.errors import NoFrontMonthError
 from fxstore.ingest.dbn.format import MBP10_DTYPE
 from fxstore.ingest.select.activity import ActivityCounter, DailyActivity
-from fxstore.ingest.select.front_month import (
-    InstrumentSelection,
-    parse_instrument_mode,
-    select_front_month,
-)
+from fxstore.ingest.select.front_month import select_front_month
 
 SYMBOLS = {1: "ESH4", 2: "ESM4", 3: "ESU4", 4: "ESH4-ESM4", 5: "MESH4", 6: "ESXH4"}
 
@@ -36,29 +32,6 @@ def _symbols(
 
 def _days(n: int, start: dt.date = dt.date(2024, 3, 4)) -> list[dt.date]:
     return [start + dt.timedelta(days=i) for i in range(n)]
-
-
-@pytest.mark.parametrize(
-    ("text", "expected", "key"),
-    [
-        ("all", InstrumentSelection("all"), "mbp10"),
-        ("id=5482", InstrumentSelection("id", 5482), "mbp10_instr5482"),
-        ("front-month", InstrumentSelection("front-month"), "mbp10_front_month"),
-        ("Front-Month", InstrumentSelection("front-month"), "mbp10_front_month"),
-    ],
-)
-def test_parse_instrument_mode_valid_gives_selection_and_key(
-    text: str, expected: InstrumentSelection, key: str
-) -> None:
-    selection = parse_instrument_mode(text)
-    assert selection == expected
-    assert selection.key == key
-
-
-@pytest.mark.parametrize("text", ["", "id=", "id=-3", "id=99999999999", "front", "ids=4"])
-def test_parse_instrument_mode_invalid_raises_naming_option(text: str) -> None:
-    with pytest.raises(InvalidInputError, match="--instrument-mode"):
-        parse_instrument_mode(text)
 
 
 def test_select_front_month_rolls_the_day_after_volume_crossover() -> None:
