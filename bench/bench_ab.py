@@ -6,8 +6,9 @@ each pair's time ratio (this / baseline):
   - ingest: `ingest` of a synthetic week on one core (``--force``), after one warm-up run;
   - precompute: the default feature set over 600k synthetic bars (bench_precompute.py's
     compute part), after a 1,000-bar warm-up.
-Times are measured inside the process (imports and numba's cache load excluded), so the
-ratio compares the code, not the interpreter start.
+Times are measured inside the process (imports and numba's cache load excluded; the best of
+2 ingest runs and of 5 feature computations, since a fresh process's first passes over new
+memory vary twofold here), so the ratio compares the code, not the interpreter start.
 
     git worktree add /tmp/base <commit>
     python bench/bench_ab.py --baseline /tmp/base --repeat 7
@@ -38,18 +39,24 @@ if stage == "ingest":
         from fxstore.ingest import ingest as run
     except ImportError:  # a checkout from before the ingest rooms
         from fxstore.ingest.pipeline import ingest as run
-    run(IngestConfig(symbol="ES.FUT", workers=1, force=True), [data], store)  # warm-up day
-    start = time.perf_counter()
-    run(IngestConfig(symbol="ES.FUT", workers=1, force=True), [data], store)
+    run(IngestConfig(symbol="ES.FUT", workers=1, force=True), [data], store)  # warm-up run
+    times = []
+    for _ in range(2):
+        start = time.perf_counter()
+        run(IngestConfig(symbol="ES.FUT", workers=1, force=True), [data], store)
+        times.append(time.perf_counter() - start)
 else:  # the default feature set over a year of synthetic bars, as bench_precompute.py times
     from fxstore.features.compute import compute_features
     from fxstore.features.definitions import default_featureset
     from fxstore.features.synthetic import synthetic_bars
     bars = synthetic_bars(600_000, n_days=252, roll_days=(50, 113, 176, 239), seed=11)
     compute_features(bars.slice(0, 1000), default_featureset()).to_table()  # JIT cache load
-    start = time.perf_counter()
-    compute_features(bars, default_featureset()).to_table()
-print(time.perf_counter() - start)
+    times = []
+    for _ in range(5):
+        start = time.perf_counter()
+        compute_features(bars, default_featureset()).to_table()
+        times.append(time.perf_counter() - start)
+print(min(times))
 """
 
 
