@@ -43,8 +43,8 @@ import numpy as np
 from _common import median_seconds, run_shell_seconds, write_result
 
 from fxstore.config import BarConfig, IngestConfig, SynthConfig
+from fxstore.ingest import IngestSummary
 from fxstore.ingest.dbn.format import MBP10_DTYPE
-from fxstore.ingest.run.pipeline import IngestSummary
 from fxstore.market.calendar import trading_days_between
 from fxstore.synth import generate_market
 

@@ -157,6 +157,9 @@ def synthetic_bars(
         **_trade_columns(close, tick_size, rng),
         **_book_columns(close, tick_size, rng),
         "threshold": np.full(n_bars, 1e6),
+        "min_trades": np.full(n_bars, 10, dtype=np.int64),
+        "max_trades": np.full(n_bars, 1000, dtype=np.int64),
+        "close_reason": np.full(n_bars, "threshold", dtype=object),
         "is_partial": np.zeros(n_bars, dtype=bool),
         "has_maybe_bad_book": np.zeros(n_bars, dtype=bool),
     }

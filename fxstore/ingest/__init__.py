@@ -38,7 +38,8 @@ if TYPE_CHECKING:
         encode_metadata,
     )
     from fxstore.ingest.dbn.reader import DbnFile, DbnSource, open_dbn
-    from fxstore.ingest.run.pipeline import IngestSummary, ingest
+    from fxstore.ingest.run.manifest import IngestSummary
+    from fxstore.ingest.run.pipeline import ingest
     from fxstore.ingest.run.pool import start_worker_server
     from fxstore.ingest.run.scan import ScanReport, scan_dbn
     from fxstore.ingest.select.front_month import (
@@ -59,7 +60,7 @@ _HOME: Final = {
     "F_MBP": "fxstore.ingest.dbn.format",
     "FIXED_PRICE_SCALE": "fxstore.ingest.dbn.format",
     "FrontMonthSelector": "fxstore.ingest.select.front_month",
-    "IngestSummary": "fxstore.ingest.run.pipeline",
+    "IngestSummary": "fxstore.ingest.run.manifest",
     "MBP10_DTYPE": "fxstore.ingest.dbn.format",
     "N_LEVELS": "fxstore.ingest.dbn.format",
     "RTYPE_MBP10": "fxstore.ingest.dbn.format",

@@ -65,10 +65,15 @@ BI_START, BI_END, BI_TS_OPEN, BI_TS_CLOSE, BI_EVENTS = 0, 1, 2, 3, 4
 BI_OPEN, BI_HIGH, BI_LOW, BI_CLOSE = 5, 6, 7, 8
 BI_VOLUME, BI_BUY, BI_SELL, BI_TRADES, BI_TICK_RULE = 9, 10, 11, 12, 13
 BI_BAD_TS_RECV, BI_MAYBE_BAD_BOOK, BI_CROSSED, BI_HAS_BOOK, BI_PARTIAL = 14, 15, 16, 17, 18
-N_BI: Final = 19
-#: Σ price·size (fixed point × contracts), θ = Σ b·v, threshold, OFI per level (N_LEVELS).
+#: Why the bar closed: a REASON_* code of :mod:`fxstore.ingest.bars.params`.
+BI_REASON: Final = 19
+N_BI: Final = 20
+#: Σ price·size (fixed point × contracts), θ = Σ b·v, threshold, OFI per level (N_LEVELS),
+#: then the bar's trade limits (imbalance bars; inf: none).
 BF_NOTIONAL, BF_IMBALANCE, BF_THRESHOLD, BF_OFI = 0, 1, 2, 3
-N_BF: Final = BF_OFI + N_LEVELS
+BF_MIN_TRADES: Final = BF_OFI + N_LEVELS
+BF_MAX_TRADES: Final = BF_MIN_TRADES + 1
+N_BF: Final = BF_MAX_TRADES + 1
 
 
 @njit_inline

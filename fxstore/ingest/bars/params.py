@@ -15,6 +15,13 @@ from fxstore.config import BarConfig
 from fxstore.ingest.dbn.format import FIXED_PRICE_SCALE
 
 __all__ = [
+    "CLOSE_REASONS",
+    "REASON_INTERVAL",
+    "REASON_MAX_TRADES",
+    "REASON_MIN_TRADES",
+    "REASON_PARTIAL",
+    "REASON_THRESHOLD",
+    "REASON_WARMUP",
     "RULE_IMBALANCE",
     "RULE_PLAIN",
     "RULE_TIME",
@@ -30,6 +37,18 @@ __all__ = [
 RULE_PLAIN: Final = 0
 RULE_TIME: Final = 1
 RULE_IMBALANCE: Final = 2
+# Why a bar closed (the bar table's close_reason). threshold: Σ v or |θ| reached the
+# threshold; min_trades: |θ| had reached it, the bar waited for its minimum trade count;
+# max_trades: the bar reached its maximum trade count first; warmup: the time warm-up that
+# opens an imbalance-bar day; interval: a time bar's interval ended; partial: the day's
+# records ended before the bar's own rule closed it.
+REASON_THRESHOLD: Final = 0
+REASON_MIN_TRADES: Final = 1
+REASON_MAX_TRADES: Final = 2
+REASON_WARMUP: Final = 3
+REASON_INTERVAL: Final = 4
+REASON_PARTIAL: Final = 5
+CLOSE_REASONS: Final = ("threshold", "min_trades", "max_trades", "warmup", "interval", "partial")
 # What v, the weight of a trade, is: 1, its size, or its dollar value.
 WEIGHT_ONE: Final = 0
 WEIGHT_SIZE: Final = 1

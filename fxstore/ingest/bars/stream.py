@@ -35,11 +35,14 @@ from fxstore.ingest.bars.kernels import (
     B_FLAGS,
     B_SIDE,
     BF_IMBALANCE,
+    BF_MAX_TRADES,
+    BF_MIN_TRADES,
     BF_THRESHOLD,
     BI_END,
     BI_EVENTS,
     BI_HAS_BOOK,
     BI_PARTIAL,
+    BI_REASON,
     BI_START,
     BI_TRADES,
     BI_TS_CLOSE,
@@ -66,6 +69,12 @@ from fxstore.ingest.bars.kernels import (
     update_bar_stats,
 )
 from fxstore.ingest.bars.params import (
+    REASON_INTERVAL,
+    REASON_MAX_TRADES,
+    REASON_MIN_TRADES,
+    REASON_PARTIAL,
+    REASON_THRESHOLD,
+    REASON_WARMUP,
     RULE_IMBALANCE,
     RULE_PLAIN,
     RULE_TIME,
@@ -85,7 +94,10 @@ SI_N_DAY, SI_T_FIRST, SI_T_PREV = 12, 13, 14
 # Time bars: the day's last F_LAST record; where the next interval starts (interval k is
 # [open + k·interval, open + (k+1)·interval), and records before the open count in k = 0).
 SI_LAST_INDEX, SI_LAST_INDEX_TS, SI_NEXT_INTERVAL_NS = 15, 16, 17
-N_SI: Final = 18
+# Why the open bar armed (a REASON_* code); whether |θ| reached the threshold before the bar
+# had its minimum trades (imbalance bars).
+SI_REASON, SI_HIT = 18, 19
+N_SI: Final = 20
 # float64 state: Σ v (plain); imbalance: recent trades, rules, EWMAs of b·v, (b·v)² and
 # (1 - alpha)^n_day (SF_FLOW..+3), EWMAs over bars (SF_BAR_STATS..+3).
 SF_TOTAL, SF_RECENT, SF_THRESHOLD, SF_MIN_TRADES, SF_MAX_TRADES = 0, 1, 2, 3, 4
@@ -147,26 +159,34 @@ def _read_trade(
     return True, px, qty, sign, aggressor, weight
 
 
+@njit_inline
+def _rules(st_f: F64) -> tuple[float, float, float]:
+    """The open bar's rules: threshold, min trades, max trades."""
+    return st_f[SF_THRESHOLD], st_f[SF_MIN_TRADES], st_f[SF_MAX_TRADES]
+
+
 @njit
 def _emit(
     acc: Acc,
     row: int,
     st_i: I64,
     end: tuple[int, int],
-    threshold: float,
-    is_partial: bool,
+    rules: tuple[float, float, float],
+    reason: int,
     book: U8,
     bars: Bars,
 ) -> None:
     """Append accumulator `row` as a bar ending at `end` = (record index, its ts_recv), with
-    `book` (a raw record) as its book at close."""
+    the `rules` it was cut by (threshold, min and max trades), why it closed, and `book` (a
+    raw record) as its book at close."""
     (acc_i, acc_f), (bars_i, bars_f, bars_book) = acc, bars
     n = st_i[SI_N_BARS]
     bars_i[n, :], bars_f[n, :] = acc_i[row, :], acc_f[row, :]
     bars_i[n, BI_END], bars_i[n, BI_TS_CLOSE] = end
     bars_i[n, BI_EVENTS] = end[0] - acc_i[row, BI_START] + 1
-    bars_i[n, BI_HAS_BOOK], bars_i[n, BI_PARTIAL] = st_i[SI_HAS_BOOK], is_partial
-    bars_f[n, BF_THRESHOLD] = threshold
+    bars_i[n, BI_HAS_BOOK], bars_i[n, BI_PARTIAL] = st_i[SI_HAS_BOOK], reason == REASON_PARTIAL
+    bars_i[n, BI_REASON] = reason
+    bars_f[n, BF_THRESHOLD], bars_f[n, BF_MIN_TRADES], bars_f[n, BF_MAX_TRADES] = rules
     bars_book[n, :] = book
     st_i[SI_N_BARS] = n + 1
 
@@ -183,8 +203,14 @@ def _imbalance_trade(st_i: I64, st_f: F64, ts: int, x: float, acc: Acc, params: 
     st_f[SF_FLOW + 2] *= 1.0 - alpha
     if st_i[SI_N_BARS] > 0:  # the first bar is a warm-up, closed by time
         theta, trades = acc[1][ACC_OPEN, BF_IMBALANCE], acc[0][ACC_OPEN, BI_TRADES]
-        armed = (abs(theta) >= st_f[SF_THRESHOLD]) & (trades >= st_f[SF_MIN_TRADES])
-        st_i[SI_ARMED] |= armed | (trades >= st_f[SF_MAX_TRADES])
+        hit, enough = abs(theta) >= st_f[SF_THRESHOLD], trades >= st_f[SF_MIN_TRADES]
+        if st_i[SI_ARMED] == 0:
+            if hit & enough:
+                st_i[SI_ARMED] = 1
+                st_i[SI_REASON] = REASON_MIN_TRADES if st_i[SI_HIT] != 0 else REASON_THRESHOLD
+            elif trades >= st_f[SF_MAX_TRADES]:
+                st_i[SI_ARMED], st_i[SI_REASON] = 1, REASON_MAX_TRADES
+        st_i[SI_HIT] |= hit
 
 
 @njit
@@ -217,11 +243,11 @@ def _end_interval(
     if (k > st_i[SI_INTERVAL]) & (st_i[SI_HAS_LAST] != 0):
         row = ACC_AT_LAST if acc_i[ACC_TAIL, BI_START] >= 0 else ACC_OPEN
         if acc_i[row, BI_TRADES] > 0:
-            end, threshold = (st_i[SI_LAST_INDEX], st_i[SI_LAST_INDEX_TS]), st_f[SF_THRESHOLD]
+            end, rules = (st_i[SI_LAST_INDEX], st_i[SI_LAST_INDEX_TS]), _rules(st_f)
             if last_row >= 0:
-                _emit(acc, row, st_i, end, threshold, False, b[last_row], bars)
+                _emit(acc, row, st_i, end, rules, REASON_INTERVAL, b[last_row], bars)
             else:
-                _emit(acc, row, st_i, end, threshold, False, last_book, bars)
+                _emit(acc, row, st_i, end, rules, REASON_INTERVAL, last_book, bars)
         acc_i[ACC_OPEN, :], acc_f[ACC_OPEN, :] = acc_i[ACC_TAIL, :], acc_f[ACC_TAIL, :]
         st_i[SI_HAS_LAST] = 0
     st_i[SI_INTERVAL] = max(st_i[SI_INTERVAL], k)
@@ -267,13 +293,15 @@ def _update(chunk: Chunk, rows: I64, params: BarParams, state: State, acc: Acc, 
         trades = acc_i[ACC_OPEN, BI_TRADES]
         if (rule == RULE_IMBALANCE) & (st_i[SI_N_BARS] == 0) & (trades > 0):  # warm-up
             st_i[SI_ARMED] = ts - st_i[SI_T_FIRST] >= params.target_bar_ns
+            st_i[SI_REASON] = REASON_WARMUP
         if (st_i[SI_ARMED] != 0) & is_last:  # never set for time bars
-            threshold = st_f[SF_THRESHOLD]
+            rules = _rules(st_f)
             if rule == RULE_IMBALANCE:
                 _next_imbalance_rules(st_i, st_f, ts, acc, params)
-            _emit(acc, ACC_OPEN, st_i, (index, ts), threshold, False, b[j], bars)
+            _emit(acc, ACC_OPEN, st_i, (index, ts), rules, st_i[SI_REASON], b[j], bars)
             clear(acc_i, acc_f, ACC_OPEN)
             st_f[SF_TOTAL], st_i[SI_ARMED] = 0.0, 0
+            st_i[SI_REASON], st_i[SI_HIT] = REASON_THRESHOLD, 0
     return last_row
 
 
@@ -342,5 +370,8 @@ def finish_bars(params: BarParams, state: State, acc: Acc, bars: Bars) -> None:
         is_partial = origin + (st_i[SI_INTERVAL] + 1) * interval_ns > close_ns
     else:
         is_partial = st_i[SI_ARMED] == 0
+    reason = REASON_PARTIAL if is_partial else st_i[SI_REASON]
+    if (params.rule == RULE_TIME) & (not is_partial):
+        reason = REASON_INTERVAL
     end = (st_i[SI_N_SEEN] - 1, st_i[SI_LAST_TS])
-    _emit(acc, ACC_OPEN, st_i, end, st_f[SF_THRESHOLD], is_partial, last_book, bars)
+    _emit(acc, ACC_OPEN, st_i, end, _rules(st_f), reason, last_book, bars)

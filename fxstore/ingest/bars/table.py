@@ -11,6 +11,7 @@ import pyarrow as pa
 from fxstore.config import BarConfig
 from fxstore.ingest.bars import kernels
 from fxstore.ingest.bars.engine import BarArrays
+from fxstore.ingest.bars.params import CLOSE_REASONS
 from fxstore.ingest.dbn.format import FIXED_PRICE_SCALE, N_LEVELS, UNDEF_PRICE
 
 _LEVELS: Final = tuple(f"{level:02d}" for level in range(N_LEVELS))
@@ -26,7 +27,10 @@ def _field(name: str, type_: pa.DataType, *, nullable: bool = False) -> pa.Field
 
 
 #: One row per bar. Prices are float64 index points; book prices are null at empty levels;
-#: ``threshold`` is null for the time warm-up bar that opens an imbalance-bar day; ``ofi_00`` ..
+#: ``threshold`` is null for the time warm-up bar that opens an imbalance-bar day;
+#: ``min_trades`` / ``max_trades`` are the trade limits an imbalance bar was cut by (null
+#: where none applied: plain and time bars, the warm-up); ``close_reason`` says which rule
+#: closed the bar (:data:`~fxstore.ingest.bars.params.CLOSE_REASONS`); ``ofi_00`` ..
 #: ``ofi_09`` (zero-padded, like Databento's level names; DESIGN.md writes ``ofi_0..ofi_9``)
 #: sum the Cont-Kukanov-Stoikov order-flow imbalance per level over the bar.
 BAR_SCHEMA: Final = pa.schema(
@@ -44,6 +48,9 @@ BAR_SCHEMA: Final = pa.schema(
         _field("dollar_volume", pa.float64()),
         _field("imbalance", pa.float64()),
         _field("threshold", pa.float64(), nullable=True),
+        _field("min_trades", pa.int64(), nullable=True),
+        _field("max_trades", pa.int64(), nullable=True),
+        _field("close_reason", pa.string()),
         _field("is_partial", pa.bool_()),
         *(_field(name, pa.float64(), nullable=True) for name in _BOOK_PX),
         *(_field(name, pa.uint32()) for name in _BOOK_QTY),
@@ -105,6 +112,16 @@ def _book_columns(bars: BarArrays) -> dict[str, pa.Array]:
     return out
 
 
+def _limit_columns(bars: BarArrays) -> dict[str, pa.Array]:
+    limits = bars.floats[:, [kernels.BF_MIN_TRADES, kernels.BF_MAX_TRADES]]
+    none = np.isinf(limits[:, 1])  # plain and time bars, the warm-up: no trade limits
+    counts = np.where(none[:, None], 0.0, limits).astype(np.int64)
+    return {
+        "min_trades": pa.array(counts[:, 0], mask=none),
+        "max_trades": pa.array(counts[:, 1], mask=none),
+    }
+
+
 def bar_table(bars: BarArrays, config: BarConfig, trading_day: dt.date, contract: str) -> pa.Table:
     """The table of a finished day's bars, schema :data:`BAR_SCHEMA`."""
     n_bars = bars.ints.shape[0]
@@ -114,6 +131,10 @@ def bar_table(bars: BarArrays, config: BarConfig, trading_day: dt.date, contract
         "instrument_id": np.full(n_bars, bars.instrument_id or 0, dtype=np.uint32),
         "contract": pa.array([contract] * n_bars, pa.string()),
         "threshold": pa.array(threshold, mask=np.isnan(threshold)),
+        **_limit_columns(bars),
+        "close_reason": pa.array(
+            np.asarray(CLOSE_REASONS, dtype=object)[bars.ints[:, kernels.BI_REASON]], pa.string()
+        ),
         **_trade_columns(bars, config.multiplier),
         **_book_columns(bars),
     }

@@ -45,7 +45,9 @@ class DayFile:
     path: Path
     n_bars: int
     sha256: str
-    quality: dict[str, int]
+    #: Data-quality counts summed over the bars, and ``close_reasons``: bars by why they
+    #: closed (the manifest entry of the day).
+    quality: dict[str, int | dict[str, int]]
 
 
 def bars_metadata(config: IngestConfig) -> dict[bytes, bytes]:
@@ -70,10 +72,16 @@ def combine_instruments(tables: dict[int, pa.Table]) -> pa.Table | None:
     return table
 
 
-def _quality(table: pa.Table) -> dict[str, int]:
-    sums = {name: int(pc.sum(table[name]).as_py() or 0) for name in _QUALITY_SUMS}
+def _quality(table: pa.Table) -> dict[str, int | dict[str, int]]:
+    sums: dict[str, int | dict[str, int]] = {
+        name: int(pc.sum(table[name]).as_py() or 0) for name in _QUALITY_SUMS
+    }
     bad_book = int(pc.sum(table["has_maybe_bad_book"]).as_py() or 0)
-    return sums | {"n_bars_maybe_bad_book": bad_book}
+    counts = pc.value_counts(table["close_reason"]).to_pylist()
+    reasons = {
+        str(c["values"]): int(c["counts"]) for c in sorted(counts, key=lambda c: c["values"])
+    }
+    return sums | {"n_bars_maybe_bad_book": bad_book, "close_reasons": reasons}
 
 
 def write_day_file(table: pa.Table, path: Path, metadata: dict[bytes, bytes]) -> DayFile:

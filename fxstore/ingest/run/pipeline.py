@@ -26,19 +26,15 @@ import contextlib
 import dataclasses
 import datetime as dt
 import functools
-import hashlib
 import itertools
-import json
 import logging
 import shutil
 import time
 from collections.abc import Callable, Generator, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from fxstore import __version__
 from fxstore.config import IngestConfig
 from fxstore.errors import SymbolNotFoundError
 from fxstore.ingest.dbn.reader import DbnFile, DbnSource, open_dbn
@@ -54,51 +50,27 @@ from fxstore.ingest.run.day_files import (
 )
 from fxstore.ingest.run.day_writer import DayWriter, Json
 from fxstore.ingest.run.dispatch import dispatch_order, in_order
+from fxstore.ingest.run.manifest import (
+    IngestSummary,
+    summary_from_manifest,
+    up_to_date_manifest,
+    warn_if_target_missed,
+    write_manifest,
+)
+from fxstore.ingest.run.manifest import fingerprint as series_fingerprint
 from fxstore.ingest.run.plan import plan_ingest
 from fxstore.ingest.run.pool import start_worker_server, worker_context
 from fxstore.ingest.run.progress import PROGRESS, ProgressLog, load_progress
 from fxstore.ingest.run.resplit import SPLIT_DIR, build_split_groups, can_split
 from fxstore.ingest.select.coverage import check_selection, describe_roots
-from fxstore.ingest.select.front_month import RollEntry
 from fxstore.market.calendar import is_trading_day, trading_day_of
 from fxstore.store import (
-    atomic_write_json,
     key_lock,
-    manifest_path,
-    read_json,
-    resolve_manifest_file,
 )
 
-__all__ = ["IngestSummary", "ingest", "plan_groups"]
+__all__ = ["ingest", "plan_groups"]
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class IngestSummary:
-    """What :func:`ingest` did."""
-
-    out_dir: Path
-    n_days: int
-    days_written: int
-    #: Days not rebuilt: unchanged since the last run, or finished before it was killed.
-    days_skipped: int
-    #: MBP-10 records read, and those of the kept instrument(s).
-    n_records: int
-    n_kept: int
-    n_bars: int
-    schedule: tuple[RollEntry, ...]
-    elapsed_s: float
-    #: Seconds spent building days, summed over the groups built (each group's wall time in
-    #: its process): against ``elapsed_s × workers`` it shows how busy the pool was.
-    build_s: float
-    #: True when inputs and config were unchanged and nothing had to be done.
-    up_to_date: bool
-
-    @property
-    def bars_per_day(self) -> float:
-        """Bars per trading day with bars."""
-        return self.n_bars / self.n_days if self.n_days else 0.0
 
 
 def _file_days(file: DbnFile) -> tuple[dt.date, dt.date] | None:
@@ -130,26 +102,6 @@ def plan_groups(files: Sequence[DbnFile]) -> list[list[DbnFile]]:
             groups.append([file])
         last_day = span[1] if last_day is None else max(last_day, span[1])
     return groups
-
-
-def _fingerprint(config: IngestConfig, files: Sequence[DbnFile]) -> str:
-    stat = [(f.path.name, f.size_bytes, f.path.stat().st_mtime_ns) for f in files]
-    blob = json.dumps({"config": config.to_json(), "inputs": stat, "version": __version__})
-    return hashlib.sha256(blob.encode()).hexdigest()
-
-
-def _is_up_to_date(out_dir: Path, fingerprint: str) -> Json | None:
-    path = manifest_path(out_dir)
-    if not path.exists():
-        return None
-    manifest = read_json(path)
-    days = manifest.get("days", [])
-    files_ok = isinstance(days, list) and all(
-        resolve_manifest_file(path, str(d["file"])).exists()
-        for d in days
-        if isinstance(d, dict) and "file" in d
-    )
-    return manifest if manifest.get("fingerprint") == fingerprint and files_ok else None
 
 
 def _describe_inputs(source: DbnSource) -> str:
@@ -290,11 +242,11 @@ def ingest(
     source = open_dbn(list(paths))
     check_selection(plan.selection, plan.root, source.symbology, _describe_inputs(source))
     out_dir = plan.out_dir(store_root)
-    fingerprint = _fingerprint(config, source.files)
+    fingerprint = series_fingerprint(config, source.files)
     with _new_folder_removed_on_error(out_dir, store_root), key_lock(out_dir):
-        manifest = None if config.force else _is_up_to_date(out_dir, fingerprint)
+        manifest = None if config.force else up_to_date_manifest(out_dir, fingerprint)
         if manifest is not None:
-            return _summary_from_manifest(out_dir, manifest, started)
+            return summary_from_manifest(out_dir, manifest, started)
         done = {} if config.force else load_progress(out_dir, fingerprint)
         _remove_scratch(out_dir)  # a killed run's candidates and fragments
         writer = DayWriter(out_dir, plan)
@@ -330,7 +282,8 @@ def ingest(
                 f"{describe_roots(source.symbology)}. Check --symbol and --instrument-mode "
                 "(`fxstore scan` shows what the files hold)."
             )
-        _write_manifest(out_dir, config, writer, inputs, fingerprint)
+        write_manifest(out_dir, config, writer, inputs, fingerprint)
+        warn_if_target_missed(plan, writer.entries)
         (out_dir / PROGRESS).unlink(missing_ok=True)
     n_bars = sum(int(str(e["n_bars"])) for e in writer.entries)
     n_days = sum(1 for e in writer.entries if int(str(e["n_bars"])) > 0)
@@ -452,55 +405,3 @@ def _build_all(
             n_records += result.n_records
             build_s += result.build_s
     return inputs, n_records, n_replayed, build_s
-
-
-def _write_manifest(
-    out_dir: Path,
-    config: IngestConfig,
-    writer: DayWriter,
-    inputs: list[list[object]],
-    fingerprint: str,
-) -> None:
-    schedule = writer.selector.schedule if writer.selector else []
-    atomic_write_json(
-        manifest_path(out_dir),
-        {
-            "stage": "ingest",
-            "fxstore_version": __version__,
-            "fingerprint": fingerprint,
-            "config": config.to_json(),
-            "bar_key": config.bars.key,
-            "inputs": [{"name": n, "size": s, "sha256": h} for n, s, h in inputs],
-            "roll_schedule": [
-                {
-                    "trading_day": e.trading_day.isoformat(),
-                    "contract": e.contract,
-                    "instrument_id": e.instrument_id,
-                    "prior_volume_share": e.prior_volume_share,
-                    "volume_share": e.volume_share,
-                    "reason": e.reason,
-                }
-                for e in schedule
-            ],
-            "days": writer.entries,
-            "n_bars": sum(int(str(e["n_bars"])) for e in writer.entries),
-        },
-    )
-
-
-def _summary_from_manifest(out_dir: Path, manifest: Json, started: float) -> IngestSummary:
-    days = [d for d in manifest.get("days", []) if isinstance(d, dict)]
-    n_bars = sum(int(d["n_bars"]) for d in days)
-    return IngestSummary(
-        out_dir=out_dir,
-        n_days=sum(1 for d in days if int(d["n_bars"]) > 0),
-        days_written=0,
-        days_skipped=len(days),
-        n_records=sum(int(d["n_records"]) for d in days),
-        n_kept=sum(int(d.get("n_kept", 0)) for d in days),
-        n_bars=n_bars,
-        schedule=(),
-        elapsed_s=time.perf_counter() - started,
-        build_s=0.0,
-        up_to_date=True,
-    )

@@ -857,3 +857,99 @@ def test_bar_config_invalid_raises_one_line_message(
         BarConfig(**kwargs)  # type: ignore[arg-type]
 
     assert str(caught.value) == message
+
+
+# --- close_reason and the trade limits: every boundary can be re-derived from the table ------
+
+
+def test_close_reason_of_hand_computed_imbalance_day() -> None:
+    """The day of test_imbalance_bars_warm_up_threshold_and_max_trades_close_as_computed."""
+    s = SECOND
+    signs = [1] * 11 + [1] * 11 + [-1, 1] * 16 + [1, 1]
+    events = [trade(10 * s * j, "B" if b > 0 else "A", 5000.0) for j, b in enumerate(signs)]
+    records = make_records(events)
+
+    table = _build(records, _imbalance_config("tick_imbalance"), close_ns=_SESSION_1000S)
+
+    assert _column(table, "close_reason") == ["warmup", "threshold", "max_trades", "partial"]
+    assert _column(table, "min_trades")[:3] == [None, 4, 4]
+    assert _column(table, "max_trades")[:3] == [None, 33, 32]
+
+
+def test_close_reason_big_trade_waiting_for_min_trades_says_so() -> None:
+    s = SECOND
+    events = [trade(10 * s * j, "B", 5000.0) for j in range(11)]
+    events += [trade(110 * s, "B", 5000.0, 100)]  # |θ| = 100 >= 11 at the bar's 1st trade
+    events += [trade((120 + 10 * j) * s, "A", 5000.0) for j in range(3)]  # 4th trade closes
+    events += [trade(150 * s, "B", 5000.0)]
+
+    table = _build(
+        make_records(events), _imbalance_config("volume_imbalance"), close_ns=_SESSION_1000S
+    )
+
+    assert _column(table, "close_reason") == ["warmup", "min_trades", "partial"]
+    assert _column(table, "n_trades")[1] == _column(table, "min_trades")[1] == 4
+
+
+@pytest.mark.parametrize(
+    ("config", "reasons"),
+    [
+        (BarConfig("tick", threshold=3), ["threshold", "threshold", "partial"]),
+        (BarConfig("time", threshold=60), ["interval", "interval", "interval"]),
+    ],
+)
+def test_close_reason_of_plain_and_time_bars(config: BarConfig, reasons: list[str]) -> None:
+    records = make_records([trade(25 * SECOND * j, "B", 5000.0) for j in range(7)])
+
+    table = _build(records, config)
+
+    assert _column(table, "close_reason") == reasons
+    assert _column(table, "min_trades") == _column(table, "max_trades") == [None] * 3
+
+
+def _first_arming(path: list[float], threshold: float, lo: int, hi: int) -> tuple[int, bool]:
+    """(trade index at which a bar with trade limits [lo, hi] arms, whether |θ| had reached
+    the threshold before the bar had `lo` trades); -1 if it never arms."""
+    hit_early = False
+    for k, theta in enumerate(path):
+        hit, enough = abs(theta) >= threshold, k + 1 >= lo
+        if hit and enough:
+            return k, hit_early
+        if k + 1 >= hi:
+            return k, False
+        hit_early |= hit
+    return -1, False
+
+
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    bar_type=st.sampled_from(["tick_imbalance", "volume_imbalance"]),
+)
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_close_reason_is_re_derived_from_the_table_and_the_raw_trades(
+    seed: int, bar_type: str
+) -> None:
+    """θ over each bar's trades, recomputed from the records, arms the bar exactly as its
+    close_reason, threshold and trade limits say (integer flows: no rounding)."""
+    records = random_day(np.random.default_rng(seed), 3000, gap_ns=20 * SECOND)
+    config = BarConfig(bar_type, target_bars_per_day=60)  # type: ignore[arg-type]
+    signed = np.array(_ref_signs(records)) * np.array(_ref_weights(records, config))
+    is_trade = records["action"] == b"T"
+
+    bars = _build(records, config).to_pylist()
+    found = find_bar_ranges(records, config, session_open_ns=OPEN, session_close_ns=CLOSE)
+
+    for i, (bar, lo, hi) in enumerate(zip(bars, found.start, found.end, strict=True)):
+        path = np.cumsum(signed[lo : hi + 1][is_trade[lo : hi + 1]]).tolist()
+        reason = bar["close_reason"]
+        if reason == "warmup":
+            assert i == 0 and bar["threshold"] is None and bar["min_trades"] is None
+            continue
+        if reason == "partial":
+            assert i == len(bars) - 1 and bar["is_partial"]
+            continue
+        at, hit_early = _first_arming(path, bar["threshold"], bar["min_trades"], bar["max_trades"])
+        assert at >= 0, (i, reason)
+        armed_by_theta = abs(path[at]) >= bar["threshold"] and at + 1 >= bar["min_trades"]
+        expected = ("min_trades" if hit_early else "threshold") if armed_by_theta else "max_trades"
+        assert reason == expected, (i, reason, expected)

@@ -18,7 +18,8 @@ from fxstore.ingest.run import resplit as _resplit
 from fxstore.ingest.run.day_builder import Chooser, DayResult, GroupTask, build_group
 from fxstore.ingest.run.day_files import PARTS_DIR
 from fxstore.ingest.run.day_writer import DayWriter, Json
-from fxstore.ingest.run.pipeline import IngestSummary, ingest, plan_groups
+from fxstore.ingest.run.manifest import IngestSummary
+from fxstore.ingest.run.pipeline import ingest, plan_groups
 from fxstore.ingest.run.plan import plan_ingest
 from fxstore.ingest.run.scan import scan_dbn
 from fxstore.market.calendar import session_bounds_ns

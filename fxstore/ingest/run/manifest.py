@@ -1,0 +1,201 @@
+"""The bar series' manifest: what a finished ingest records, and what a later run trusts.
+
+The manifest is written last, atomically, once every day file is in place; its
+``fingerprint`` (the config, the fxstore version and the inputs' names, sizes and mtimes)
+decides whether a later run has anything to do.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from fxstore import __version__
+from fxstore.config import IngestConfig
+from fxstore.errors import FxStoreWarning
+from fxstore.ingest.bars.params import CLOSE_REASONS
+from fxstore.ingest.dbn.reader import DbnFile
+from fxstore.ingest.run.day_writer import DayWriter, Json
+from fxstore.ingest.run.plan import IngestPlan
+from fxstore.ingest.select.front_month import RollEntry
+from fxstore.store import atomic_write_json, manifest_path, read_json, resolve_manifest_file
+
+__all__ = [
+    "IngestSummary",
+    "fingerprint",
+    "summary_from_manifest",
+    "up_to_date_manifest",
+    "warn_if_target_missed",
+    "write_manifest",
+]
+
+#: Imbalance bars per day further than this factor from the target are reported.
+_TARGET_FACTOR: Final = 1.5
+
+
+@dataclass(frozen=True, slots=True)
+class IngestSummary:
+    """What :func:`ingest` did."""
+
+    out_dir: Path
+    n_days: int
+    days_written: int
+    #: Days not rebuilt: unchanged since the last run, or finished before it was killed.
+    days_skipped: int
+    #: MBP-10 records read, and those of the kept instrument(s).
+    n_records: int
+    n_kept: int
+    n_bars: int
+    schedule: tuple[RollEntry, ...]
+    elapsed_s: float
+    #: Seconds spent building days, summed over the groups built (each group's wall time in
+    #: its process): against ``elapsed_s × workers`` it shows how busy the pool was.
+    build_s: float
+    #: True when inputs and config were unchanged and nothing had to be done.
+    up_to_date: bool
+
+    @property
+    def bars_per_day(self) -> float:
+        """Bars per trading day with bars."""
+        return self.n_bars / self.n_days if self.n_days else 0.0
+
+
+def fingerprint(config: IngestConfig, files: Sequence[DbnFile]) -> str:
+    stat = [(f.path.name, f.size_bytes, f.path.stat().st_mtime_ns) for f in files]
+    blob = json.dumps({"config": config.to_json(), "inputs": stat, "version": __version__})
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def up_to_date_manifest(out_dir: Path, fingerprint: str) -> Json | None:
+    path = manifest_path(out_dir)
+    if not path.exists():
+        return None
+    manifest = read_json(path)
+    days = manifest.get("days", [])
+    files_ok = isinstance(days, list) and all(
+        resolve_manifest_file(path, str(d["file"])).exists()
+        for d in days
+        if isinstance(d, dict) and "file" in d
+    )
+    return manifest if manifest.get("fingerprint") == fingerprint and files_ok else None
+
+
+def write_manifest(
+    out_dir: Path,
+    config: IngestConfig,
+    writer: DayWriter,
+    inputs: list[list[object]],
+    fingerprint: str,
+) -> None:
+    schedule = writer.selector.schedule if writer.selector else []
+    atomic_write_json(
+        manifest_path(out_dir),
+        {
+            "stage": "ingest",
+            "fxstore_version": __version__,
+            "fingerprint": fingerprint,
+            "config": config.to_json(),
+            "bar_key": config.bars.key,
+            "bar_rule": _bar_rule(config),
+            "inputs": [{"name": n, "size": s, "sha256": h} for n, s, h in inputs],
+            "roll_schedule": [
+                {
+                    "trading_day": e.trading_day.isoformat(),
+                    "contract": e.contract,
+                    "instrument_id": e.instrument_id,
+                    "prior_volume_share": e.prior_volume_share,
+                    "volume_share": e.volume_share,
+                    "reason": e.reason,
+                }
+                for e in schedule
+            ],
+            "days": writer.entries,
+            "n_bars": sum(int(str(e["n_bars"])) for e in writer.entries),
+        },
+    )
+
+
+def summary_from_manifest(out_dir: Path, manifest: Json, started: float) -> IngestSummary:
+    days = [d for d in manifest.get("days", []) if isinstance(d, dict)]
+    n_bars = sum(int(d["n_bars"]) for d in days)
+    return IngestSummary(
+        out_dir=out_dir,
+        n_days=sum(1 for d in days if int(d["n_bars"]) > 0),
+        days_written=0,
+        days_skipped=len(days),
+        n_records=sum(int(d["n_records"]) for d in days),
+        n_kept=sum(int(d.get("n_kept", 0)) for d in days),
+        n_bars=n_bars,
+        schedule=(),
+        elapsed_s=time.perf_counter() - started,
+        build_s=0.0,
+        up_to_date=True,
+    )
+
+
+def _bar_rule(config: IngestConfig) -> Json:
+    """How each bar's boundary can be re-derived from the bars and the raw trades."""
+    bars = config.bars
+    rule: Json = {
+        "bar_type": bars.bar_type,
+        "close_reasons": list(CLOSE_REASONS),
+        "columns": ["threshold", "min_trades", "max_trades", "close_reason", "is_partial"],
+    }
+    if bars.is_imbalance:
+        rule |= {
+            "warmup": "the first bar of each day closes at the first F_LAST record at least "
+            "session length / target_bars_per_day after its first trade",
+            "trade_limits": "each later bar holds between min_trades = max(1, ceil(T*/band)) "
+            "and max_trades = ceil(T*·band) trades, T* being the day's trades per target bar "
+            "so far; threshold = max(E0[T]·|E0[b·v]|, sqrt(T*·var))",
+            "band": bars.band,
+            "target_bars_per_day": bars.target_bars_per_day,
+            "ewma_span_bars": bars.ewma_span_bars,
+            "ewma_span_trades": bars.ewma_span_trades,
+        }
+    else:
+        rule |= {"threshold": bars.threshold}
+    return rule
+
+
+def warn_if_target_missed(plan: IngestPlan, entries: Sequence[Json]) -> None:
+    """Warn when imbalance bars came out far from ``--target-bars-per-day``, and why."""
+    bars = plan.bars
+    days = [e for e in entries if int(e.get("n_bars", 0)) > 0]
+    if not bars.is_imbalance or not days:
+        return
+    rate = sum(int(e["n_bars"]) for e in days) / len(days)
+    target = bars.target_bars_per_day
+    if 1 / _TARGET_FACTOR <= rate / target <= _TARGET_FACTOR:
+        return
+    reasons: dict[str, int] = {}
+    for entry in days:
+        for reason, count in dict(entry.get("close_reasons", {})).items():
+            reasons[reason] = reasons.get(reason, 0) + int(count)
+    total = sum(reasons.values()) or 1
+    shares = ", ".join(f"{r} {reasons[r] / total:.0%}" for r in CLOSE_REASONS if reasons.get(r))
+    limit = "max_trades" if rate < target else "min_trades"
+    if reasons.get(limit, 0) / total >= 0.5:
+        why = (
+            f"most bars closed at their trade limit ({limit}), which --band {bars.band:g} "
+            "sets from the day's trade rate: a wider band lets them follow the target"
+        )
+    else:
+        trades = sum(int(e.get("n_kept", 0)) for e in days) / len(days)
+        why = (
+            "imbalance bars meet the target only at a steady trade rate and balanced flow; "
+            f"with {trades:,.0f} records kept a day this is the rate the flow gave"
+        )
+    warnings.warn(
+        FxStoreWarning(
+            f"{plan.symbol}: {rate:.1f} bars per trading day against --target-bars-per-day "
+            f"{target:g} (close reasons: {shares}); {why}."
+        ),
+        stacklevel=2,
+    )

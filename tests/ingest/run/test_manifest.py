@@ -1,0 +1,78 @@
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import pytest
+
+from fxstore.config import BarConfig, IngestConfig
+from fxstore.errors import FxStoreWarning
+from fxstore.ingest import ingest
+from fxstore.ingest.run.manifest import warn_if_target_missed
+from fxstore.ingest.run.plan import plan_ingest
+from tests.conftest import SynthMarket
+
+PLAN = plan_ingest(IngestConfig(symbol="ES.FUT", bars=BarConfig(target_bars_per_day=100)))
+
+
+def _days(n_bars: int, reasons: dict[str, int]) -> list[dict[str, object]]:
+    return [{"n_bars": n_bars, "n_kept": 5000, "close_reasons": reasons}] * 3
+
+
+def test_warn_if_target_missed_near_the_target_is_silent() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        warn_if_target_missed(PLAN, _days(80, {"threshold": 80}))
+
+
+def test_warn_if_target_missed_says_the_rate_and_the_binding_limit() -> None:
+    with pytest.warns(FxStoreWarning) as caught:
+        warn_if_target_missed(PLAN, _days(40, {"threshold": 10, "max_trades": 30}))
+
+    assert str(caught[0].message) == (
+        "ES.FUT: 40.0 bars per trading day against --target-bars-per-day 100 (close reasons: "
+        "threshold 25%, max_trades 75%); most bars closed at their trade limit (max_trades), "
+        "which --band 3 sets from the day's trade rate: a wider band lets them follow the "
+        "target."
+    )
+
+
+def test_warn_if_target_missed_by_the_flow_says_so() -> None:
+    with pytest.warns(FxStoreWarning, match="this is the rate the flow gave"):
+        warn_if_target_missed(PLAN, _days(40, {"threshold": 35, "max_trades": 5}))
+
+
+def test_warn_if_target_missed_ignores_plain_bars() -> None:
+    plan = plan_ingest(IngestConfig(bars=BarConfig("tick", threshold=10)))
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        warn_if_target_missed(plan, _days(1, {"threshold": 1}))
+
+
+def test_ingest_unreachable_target_warns(two_roll_market: SynthMarket, tmp_path: Path) -> None:
+    day = sorted(two_roll_market.folder.glob("*.dbn.zst"))[:2]
+    config = IngestConfig(symbol="ES.FUT", bars=BarConfig(target_bars_per_day=1e6))
+
+    with pytest.warns(FxStoreWarning, match=r"bars per trading day against .* 1e\+06"):
+        ingest(config, day, tmp_path)
+
+
+def test_ingest_manifest_records_the_bar_rule_and_close_reasons_per_day(
+    two_roll_market: SynthMarket, tmp_path: Path
+) -> None:
+    days = sorted(two_roll_market.folder.glob("*.dbn.zst"))[:3]
+
+    config = IngestConfig(symbol="ES.FUT", bars=BarConfig(target_bars_per_day=20))
+
+    with pytest.warns(FxStoreWarning, match="12.7 bars per trading day"):  # a small market
+        summary = ingest(config, days, tmp_path)
+
+    manifest = json.loads((summary.out_dir / "manifest.json").read_text())
+    rule = manifest["bar_rule"]
+    assert rule["band"] == 3.0 and rule["target_bars_per_day"] == 20.0
+    assert rule["close_reasons"][:3] == ["threshold", "min_trades", "max_trades"]
+    for entry in (d for d in manifest["days"] if d["n_bars"]):
+        assert sum(entry["close_reasons"].values()) == entry["n_bars"]
+        assert entry["close_reasons"].get("warmup") == 1
