@@ -96,6 +96,30 @@ def symbol_option(meaning: str, *, default_from: type[DataclassInstance] | str) 
     return click.option("--symbol", default=None, help=_help(meaning, default_from, "symbol"))
 
 
+def definitions_option(func: F) -> F:
+    """--definitions: Databento definition files or folders for the instrument master."""
+    return click.option(
+        "--definitions",
+        "definitions",
+        multiple=True,
+        type=click.Path(path_type=Path),
+        help="Databento definition file or folder for contract facts (repeatable) [default: "
+        "any definition file among PATHS, then fxstore's table of CME roots].",
+    )(func)
+
+
+def multiplier_option(func: F) -> F:
+    """--multiplier: dollars per price point for every contract, overriding the instrument
+    master (Databento definitions, then fxstore's table of CME roots); None when not given."""
+    return click.option(
+        "--multiplier",
+        type=float,
+        default=None,
+        help="Dollars per price point of every contract, overriding the instrument master "
+        "[default: each contract's own].",
+    )(func)
+
+
 def featureset_option(*, default_from: str = "the only one") -> Callable[[F], F]:
     """--featureset: a feature-set hash under ``fxcache/<symbol>/``, None when not given."""
     return click.option(

@@ -13,7 +13,9 @@ import click
 from fxstore.cli._options import (
     command,
     default_of,
+    definitions_option,
     json_option,
+    multiplier_option,
     override,
     quiet_option,
     store_option,
@@ -117,12 +119,20 @@ def synth(
     run_synth(config, out_dir or default_synth_dir(store_root, config.root), quiet)
 
 
-def scan_files(paths: Sequence[Path], symbol: str | None, quiet: bool) -> ScanReport:
+def scan_files(
+    paths: Sequence[Path], symbol: str | None, quiet: bool, definitions: Sequence[Path] = ()
+) -> ScanReport:
     """Scan DBN files with a progress bar (see :func:`fxstore.ingest.scan_dbn`)."""
     from fxstore.ingest import scan_dbn
 
     with progress("scan", quiet) as bar:
-        return scan_dbn(paths, symbol=symbol, on_start=bar.start, on_progress=bar.advance)
+        return scan_dbn(
+            paths,
+            symbol=symbol,
+            definitions=definitions,
+            on_start=bar.start,
+            on_progress=bar.advance,
+        )
 
 
 @command()
@@ -130,20 +140,28 @@ def scan_files(paths: Sequence[Path], symbol: str | None, quiet: bool) -> ScanRe
 @symbol_option(
     "Parent symbol whose front month to show (ES.FUT)", default_from="from the files' metadata"
 )
+@definitions_option
 @json_option
 @quiet_option
-def scan(paths: Sequence[Path], symbol: str | None, as_json: bool, quiet: bool) -> None:
+def scan(
+    paths: Sequence[Path],
+    symbol: str | None,
+    definitions: tuple[Path, ...],
+    as_json: bool,
+    quiet: bool,
+) -> None:
     """Show what is in DBN MBP-10 files before anything is built.
 
     PATHS are .dbn / .dbn.zst files or Databento batch-download folders. Prints the
     dataset, schema, date span, each instrument's records and traded volume per trading
-    day, and the front-month schedule.
+    day with its contract facts (dollars per point, tick, expiry, and whether a definition
+    record or fxstore's table gave them), and the front-month schedule.
 
     \b
     Example:
       fxstore scan data/synth/ES.FUT --symbol ES.FUT
     """
-    report = scan_files(paths, symbol, quiet)
+    report = scan_files(paths, symbol, quiet, definitions)
     if as_json:
         echo_json(report.to_json())
     else:
@@ -209,6 +227,8 @@ def run_ingest(
     default=None,
     help="Processes building days in parallel [default: all cores].",
 )
+@definitions_option
+@multiplier_option
 @click.option("--force", is_flag=True, help="Rebuild even when inputs and config are unchanged.")
 @store_option
 @quiet_option
@@ -220,6 +240,8 @@ def ingest(
     threshold: float | None,
     target_bars_per_day: float | None,
     workers: int | None,
+    definitions: tuple[Path, ...],
+    multiplier: float | None,
     force: bool,
     store_root: Path,
     quiet: bool,
@@ -235,7 +257,8 @@ def ingest(
       fxstore ingest data/synth/ES.FUT --symbol ES.FUT --instrument-mode front-month
     """
     bars = override(
-        BarConfig(bar_type=bar_type, threshold=threshold), target_bars_per_day=target_bars_per_day
+        BarConfig(bar_type=bar_type, threshold=threshold, multiplier=multiplier),
+        target_bars_per_day=target_bars_per_day,
     )
     config = override(
         IngestConfig(),
@@ -243,6 +266,7 @@ def ingest(
         instrument_mode=instrument_mode,
         bars=bars,
         workers=workers if workers is not None else (os.cpu_count() or 1),
+        definitions=definitions,
         force=force,
     )
     run_ingest(config, paths, store_root, quiet)

@@ -16,6 +16,7 @@ from fxstore.cli._options import (
     featureset_option,
     given,
     json_option,
+    multiplier_option,
     override,
     profile_option,
     quiet_option,
@@ -72,7 +73,7 @@ _WHERE: Final = "the command line"
     show_default=True,
     help="At a contract roll: carry the position into the new contract, or close it.",
 )
-@click.option("--multiplier", type=float, help="$ per point [default: by contract root].")
+@multiplier_option
 @click.option("--tick-size", type=float, help="Points per tick [default: by root].")
 @click.option(
     "--capital",

@@ -10,6 +10,7 @@ import hashlib
 import json
 import re
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Final, Literal, get_args
 
 from fxstore.config._validate import validate_number
@@ -82,9 +83,11 @@ class BarConfig:
     (E0[b·v] and its variance). Spanning about ten bars keeps the noise in E0[b·v] well below
     the threshold's noise floor, so random imbalance does not pass for a trend."""
 
-    multiplier: float = 50.0
-    """Dollars per index point of one contract (ES: 50): scales dollar bars and
-    `dollar_volume`."""
+    multiplier: float | None = None
+    """Dollars per price point of one contract (ES: 50, MES: 5, NQ: 20): scales dollar bars
+    and `dollar_volume`. Unset (the default): each contract's own, from the instrument master
+    (Databento definition records, else fxstore's table of CME roots); set it only to
+    override the master for every contract of the run."""
 
     def __post_init__(self) -> None:
         if self.bar_type not in get_args(BarType):
@@ -95,7 +98,8 @@ class BarConfig:
         validate_number("band", self.band, above=1.0)
         validate_number("ewma_span_bars", self.ewma_span_bars, above=0.0, integral=True)
         validate_number("ewma_span_trades", self.ewma_span_trades, above=0.0, integral=True)
-        validate_number("multiplier", self.multiplier, above=0.0)
+        if self.multiplier is not None:
+            validate_number("multiplier", self.multiplier, above=0.0)
 
     def _check_threshold(self) -> None:
         if self.bar_type in IMBALANCE_BAR_TYPES:
@@ -141,7 +145,9 @@ class BarConfig:
         else:
             size = float(self.threshold or 0.0)
             params = {"threshold": size}
-        params |= {"bar_type": self.bar_type, "multiplier": float(self.multiplier)}
+        params |= {"bar_type": self.bar_type}
+        if self.multiplier is not None:  # unset: each contract's own, a fact of the data
+            params |= {"multiplier": float(self.multiplier)}
         digest = hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()[:8]
         return f"{_BAR_KEY_PREFIX[self.bar_type]}{_key_number(size)}-{digest}"
 
@@ -225,6 +231,10 @@ class IngestConfig:
 
     force: bool = False
     """Rebuild every day even when its inputs and config are unchanged."""
+
+    definitions: tuple[Path, ...] = ()
+    """Databento ``definition`` files (or folders of them) to take contract facts from,
+    besides any definition file among the inputs (``--definitions``)."""
 
     def __post_init__(self) -> None:
         validate_key(self.symbol, "symbol")

@@ -319,6 +319,33 @@ class InstrumentMaster:
         """A master of the definitions in `paths` (none: the built-in table only)."""
         return cls(read_definitions(paths)) if paths else cls()
 
+    def knows_root(self, root: str) -> bool:
+        """Whether the table or a definition has facts for outrights of `root`."""
+        return root in ROOTS or any(root_of_outright(symbol) == root for symbol in self._by_symbol)
+
+    def multiplier(self, raw_symbol: str, on: dt.date) -> tuple[float, Source]:
+        """Dollars per price point of `raw_symbol` and where that came from.
+
+        A spread's definition leaves the multiplier unset: it is its legs', from the first
+        leg's facts ("ESH4-ESM4" → ESH4's).
+
+        Raises
+        ------
+        InvalidInputError
+            No definition or built-in spec gives one.
+        """
+        facts = self._by_symbol.get(raw_symbol)
+        if facts is not None and facts.multiplier is not None:
+            return facts.multiplier, facts.source
+        leg = raw_symbol.split("-", 1)[0].split(":", 1)[0]
+        found = self.facts(leg, on)
+        if found.multiplier is None:
+            raise InvalidInputError(
+                f"no multiplier for {raw_symbol!r}: its definition leaves it unset; pass "
+                "--multiplier."
+            )
+        return found.multiplier, found.source
+
     @property
     def n_definitions(self) -> int:
         """Instruments known from definition records."""

@@ -12,6 +12,7 @@ import math
 from typing import Final, NamedTuple
 
 from fxstore.config import BarConfig
+from fxstore.errors import InvalidInputError
 from fxstore.ingest.dbn.format import FIXED_PRICE_SCALE
 
 __all__ = [
@@ -96,7 +97,20 @@ def _rule(config: BarConfig) -> tuple[int, int]:
 
 
 def bar_params(config: BarConfig, session_open_ns: int, session_close_ns: int) -> BarParams:
-    """The kernels' parameters for one instrument-day of session [open, close) ns UTC."""
+    """The kernels' parameters for one instrument-day of session [open, close) ns UTC.
+
+    Raises
+    ------
+    InvalidInputError
+        `config` has no multiplier: bars need the contract's (an ingest takes it from the
+        instrument master; a direct caller sets ``BarConfig.multiplier``).
+    """
+    if config.multiplier is None:
+        raise InvalidInputError(
+            "`multiplier` is unset: bars need the contract's dollars per point; set "
+            "BarConfig(multiplier=...) (fxstore.market.master.InstrumentMaster().facts(symbol, "
+            "day).multiplier gives it)."
+        )
     rule, weight = _rule(config)
     threshold = float(config.threshold or 0.0)
     return BarParams(

@@ -135,7 +135,7 @@ def bar_table(bars: BarArrays, config: BarConfig, trading_day: dt.date, contract
         "close_reason": pa.array(
             np.asarray(CLOSE_REASONS, dtype=object)[bars.ints[:, kernels.BI_REASON]], pa.string()
         ),
-        **_trade_columns(bars, config.multiplier),
+        **_trade_columns(bars, float(config.multiplier or 0.0)),  # set: checked at the start
         **_book_columns(bars),
     }
     arrays = [pa.array(columns[field.name], field.type) for field in BAR_SCHEMA]

@@ -265,12 +265,24 @@ class DbnSource:
     live-recorded files put them) at once, later ones as iteration reaches them.
     """
 
-    __slots__ = ("_counters", "_files", "_symbology")
+    __slots__ = ("_counters", "_definitions", "_files", "_symbology")
 
-    def __init__(self, files: Sequence[DbnFile], symbology: Symbology) -> None:
+    def __init__(
+        self,
+        files: Sequence[DbnFile],
+        symbology: Symbology,
+        definitions: Sequence[DbnFile] = (),
+    ) -> None:
         self._files = tuple(files)
         self._symbology = symbology
+        self._definitions = tuple(definitions)
         self._counters = {f.path: FileCounters() for f in self._files}
+
+    @property
+    def definitions(self) -> tuple[DbnFile, ...]:
+        """Input files of schema ``definition`` (a batch folder's definition download):
+        read by the instrument master, not as records."""
+        return self._definitions
 
     @property
     def files(self) -> tuple[DbnFile, ...]:
@@ -371,7 +383,9 @@ def open_dbn(paths: Path | Sequence[Path]) -> DbnSource:
         No paths, a missing path, a folder without DBN files, an unreadable file.
     SchemaError
         A file that is empty, not DBN, legacy DBZ, of DBN version other than 1-3, of a
-        schema other than mbp-10, truncated or corrupt zstd; files of different datasets.
+        schema other than mbp-10 or definition (definition files are kept apart, in
+        :attr:`DbnSource.definitions`), truncated or corrupt zstd; files of different
+        datasets.
 
     Examples
     --------
@@ -386,6 +400,13 @@ def open_dbn(paths: Path | Sequence[Path]) -> DbnSource:
     threads = min(len(expanded), os.cpu_count() or 1, _OPEN_THREADS)  # paths are never empty
     with concurrent.futures.ThreadPoolExecutor(threads) as pool:
         files = list(pool.map(partial(open_dbn_file, check_frames=True), expanded))
+    definitions = [f for f in files if f.metadata.schema == "definition"]
+    files = [f for f in files if f.metadata.schema != "definition"]
+    if not files:
+        names = ", ".join(f.path.name for f in definitions[:3])
+        raise InvalidInputError(
+            f"the inputs hold only definition files ({names}); pass the mbp-10 files too."
+        )
     _check_inputs(files)
     symbology = Symbology()
     for i, file in enumerate(files):
@@ -396,7 +417,7 @@ def open_dbn(paths: Path | Sequence[Path]) -> DbnSource:
     )
     check_no_doubles(files)
     logger.info("opened %d DBN file(s) of %s", len(files), files[0].metadata.dataset)
-    return DbnSource(files, symbology)
+    return DbnSource(files, symbology, definitions)
 
 
 def read_metadata(path: Path) -> DbnMetadata:

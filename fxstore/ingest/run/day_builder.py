@@ -20,7 +20,7 @@ from typing import Protocol
 import numpy as np
 import pyarrow as pa
 
-from fxstore.config import BarConfig, InstrumentSelection
+from fxstore.config import InstrumentSelection
 from fxstore.errors import SchemaError
 from fxstore.ingest.bars.builder import BarBuilder
 from fxstore.ingest.dbn.merge import Mbp10Chunk
@@ -149,12 +149,13 @@ def selection_chooser(selection: InstrumentSelection, root: str | None) -> Choos
     return outright_chooser(root or "")
 
 
-def _start_builder(day: DayResult, instrument_id: int, config: BarConfig) -> BarBuilder:
+def _start_builder(day: DayResult, instrument_id: int, plan: IngestPlan) -> BarBuilder:
     open_ns, close_ns = session_bounds_ns(day.day)
+    contract = day.listed.get(instrument_id, f"id{instrument_id}")
     return BarBuilder(
-        config,
+        plan.bars_for(contract, day.day),
         trading_day=day.day,
-        contract=day.listed.get(instrument_id, f"id{instrument_id}"),
+        contract=contract,
         instrument_id=instrument_id,
         session_open_ns=open_ns,
         session_close_ns=close_ns,
@@ -223,7 +224,7 @@ def _iter_days(
                 current.activity[key] = (old[0] + n, old[1] + v)
                 if wanted is None or key in wanted:
                     if key not in builders:
-                        builders[key] = _start_builder(current, key, task.plan.bars)
+                        builders[key] = _start_builder(current, key, task.plan)
                     if n == len(run):
                         builders[key].update(run)
                     else:  # read in place: a copy would move the records through memory again

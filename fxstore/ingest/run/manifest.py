@@ -7,6 +7,7 @@ decides whether a later run has anything to do.
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import json
 import time
@@ -18,13 +19,19 @@ from typing import Final
 
 from fxstore import __version__
 from fxstore.config import IngestConfig
-from fxstore.errors import FxStoreWarning
+from fxstore.errors import FxStoreWarning, InvalidInputError
 from fxstore.ingest.bars.params import CLOSE_REASONS
 from fxstore.ingest.dbn.reader import DbnFile
 from fxstore.ingest.run.day_writer import DayWriter, Json
 from fxstore.ingest.run.plan import IngestPlan
 from fxstore.ingest.select.front_month import RollEntry
-from fxstore.store import atomic_write_json, manifest_path, read_json, resolve_manifest_file
+from fxstore.store import (
+    atomic_write_json,
+    file_sha256,
+    manifest_path,
+    read_json,
+    resolve_manifest_file,
+)
 
 __all__ = [
     "IngestSummary",
@@ -66,8 +73,12 @@ class IngestSummary:
         return self.n_bars / self.n_days if self.n_days else 0.0
 
 
-def fingerprint(config: IngestConfig, files: Sequence[DbnFile]) -> str:
+def fingerprint(
+    config: IngestConfig, files: Sequence[DbnFile], definitions: Sequence[Path] = ()
+) -> str:
+    """What decides a series' content: config, version, inputs (names, sizes, mtimes)."""
     stat = [(f.path.name, f.size_bytes, f.path.stat().st_mtime_ns) for f in files]
+    stat += [(p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in definitions]
     blob = json.dumps({"config": config.to_json(), "inputs": stat, "version": __version__})
     return hashlib.sha256(blob.encode()).hexdigest()
 
@@ -88,11 +99,13 @@ def up_to_date_manifest(out_dir: Path, fingerprint: str) -> Json | None:
 
 def write_manifest(
     out_dir: Path,
-    config: IngestConfig,
     writer: DayWriter,
     inputs: list[list[object]],
     fingerprint: str,
+    definitions: Sequence[Path] = (),
 ) -> None:
+    """Commit the series: written last, atomically, once every day file is in place."""
+    config = writer.plan.config
     schedule = writer.selector.schedule if writer.selector else []
     atomic_write_json(
         manifest_path(out_dir),
@@ -104,6 +117,11 @@ def write_manifest(
             "bar_key": config.bars.key,
             "bar_rule": _bar_rule(config),
             "inputs": [{"name": n, "size": s, "sha256": h} for n, s, h in inputs],
+            "definitions": [
+                {"name": p.name, "size": p.stat().st_size, "sha256": file_sha256(p)}
+                for p in definitions
+            ],
+            "contracts": contract_facts(writer.plan, writer.entries),
             "roll_schedule": [
                 {
                     "trading_day": e.trading_day.isoformat(),
@@ -137,6 +155,30 @@ def summary_from_manifest(out_dir: Path, manifest: Json, started: float) -> Inge
         build_s=0.0,
         up_to_date=True,
     )
+
+
+def contract_facts(plan: IngestPlan, entries: Sequence[Json]) -> Json:
+    """The facts of every contract with bars, and their source, as the bars used them."""
+    facts: Json = {}
+    for entry in entries:
+        if not int(entry.get("n_bars", 0)):
+            continue
+        day = dt.date.fromisoformat(str(entry["trading_day"]))
+        for symbol in str(entry.get("contract", "")).split(","):
+            if symbol and symbol not in facts:
+                facts[symbol] = _facts_json(plan, symbol, day)
+    return dict(sorted(facts.items()))
+
+
+def _facts_json(plan: IngestPlan, symbol: str, day: dt.date) -> Json:
+    if plan.bars.multiplier is not None:
+        return {"multiplier": plan.bars.multiplier, "source": "option"}
+    multiplier, source = plan.master.multiplier(symbol, day)
+    try:
+        known = plan.master.facts(symbol, day)
+    except InvalidInputError:  # a spread fxstore cannot parse: its legs gave the multiplier
+        return {"multiplier": multiplier, "source": source}
+    return known.to_json() | {"multiplier": multiplier, "multiplier_source": source}
 
 
 def _bar_rule(config: IngestConfig) -> Json:

@@ -58,7 +58,7 @@ from fxstore.ingest.run.manifest import (
     write_manifest,
 )
 from fxstore.ingest.run.manifest import fingerprint as series_fingerprint
-from fxstore.ingest.run.plan import plan_ingest
+from fxstore.ingest.run.plan import expand_definitions, plan_ingest
 from fxstore.ingest.run.pool import start_worker_server, worker_context
 from fxstore.ingest.run.progress import PROGRESS, ProgressLog, load_progress
 from fxstore.ingest.run.resplit import SPLIT_DIR, build_split_groups, can_split
@@ -236,13 +236,14 @@ def ingest(
         Front-month mode and no outright of the symbol's root in the input.
     """
     started = time.perf_counter()
-    plan = plan_ingest(config)
     if config.workers > 1:
         start_worker_server()  # its boot overlaps opening the files
     source = open_dbn(list(paths))
+    definitions = [f.path for f in source.definitions] + expand_definitions(config.definitions)
+    plan = plan_ingest(config, definitions)
     check_selection(plan.selection, plan.root, source.symbology, _describe_inputs(source))
     out_dir = plan.out_dir(store_root)
-    fingerprint = series_fingerprint(config, source.files)
+    fingerprint = series_fingerprint(config, source.files, definitions)
     with _new_folder_removed_on_error(out_dir, store_root), key_lock(out_dir):
         manifest = None if config.force else up_to_date_manifest(out_dir, fingerprint)
         if manifest is not None:
@@ -282,7 +283,7 @@ def ingest(
                 f"{describe_roots(source.symbology)}. Check --symbol and --instrument-mode "
                 "(`fxstore scan` shows what the files hold)."
             )
-        write_manifest(out_dir, config, writer, inputs, fingerprint)
+        write_manifest(out_dir, writer, inputs, fingerprint, definitions)
         warn_if_target_missed(plan, writer.entries)
         (out_dir / PROGRESS).unlink(missing_ok=True)
     n_bars = sum(int(str(e["n_bars"])) for e in writer.entries)

@@ -10,14 +10,19 @@ again.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+import datetime as dt
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from fxstore.config import BarConfig, IngestConfig, InstrumentSelection
+from fxstore.errors import InvalidInputError
 from fxstore.market.contracts import root_of_parent
+from fxstore.market.master import InstrumentMaster, root_spec
 from fxstore.store import bars_dir
 
-__all__ = ["IngestPlan", "plan_ingest"]
+__all__ = ["IngestPlan", "expand_definitions", "plan_ingest"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +36,9 @@ class IngestPlan:
     #: The product root whose outrights the front month is chosen from ("ES" of "ES.FUT");
     #: None in modes all and id=N.
     root: str | None
+    #: Contract facts (multiplier, tick size, expiry) by raw symbol: definition records of
+    #: the inputs and --definitions first, fxstore's table of CME roots second.
+    master: InstrumentMaster = field(default_factory=InstrumentMaster)
 
     @property
     def symbol(self) -> str:
@@ -52,19 +60,67 @@ class IngestPlan:
         """Processes that build trading days in parallel."""
         return self.config.workers
 
+    def bars_for(self, raw_symbol: str, day: dt.date) -> BarConfig:
+        """The bar rule for one contract on trading day `day`: with its own multiplier
+        (from the master) unless ``--multiplier`` fixed one for the run.
+
+        Raises
+        ------
+        InvalidInputError
+            The master knows nothing of the contract (see
+            :meth:`~fxstore.market.master.InstrumentMaster.multiplier`).
+        """
+        if self.bars.multiplier is not None:
+            return self.bars
+        multiplier, _ = self.master.multiplier(raw_symbol, day)
+        return dataclasses.replace(self.bars, multiplier=multiplier)
+
     def out_dir(self, store_root: Path) -> Path:
         """The bar series' folder: ``bars/<symbol>/<instrument-key>/<bar-key>/``."""
         return bars_dir(store_root, self.symbol, self.selection.key, self.bars.key)
 
 
-def plan_ingest(config: IngestConfig) -> IngestPlan:
-    """Resolve `config` into a plan (find the product root of a front-month run).
+def plan_ingest(config: IngestConfig, definitions: Sequence[Path] = ()) -> IngestPlan:
+    """Resolve `config` into a plan: the product root of a front-month run, and the
+    instrument master of the `definitions` files (Databento schema ``definition``).
 
     Raises
     ------
     InvalidInputError
-        A front-month symbol that is not a parent symbol (``ROOT.FUT``).
+        A front-month symbol that is not a parent symbol (``ROOT.FUT``); a front-month root
+        that neither the definitions nor fxstore's table know (without ``--multiplier``);
+        an unreadable definition file.
+    SchemaError
+        A definition file that is not DBN of schema definition.
     """
     selection = config.instrument_mode
     root = root_of_parent(config.symbol) if selection.mode == "front-month" else None
-    return IngestPlan(config=config, selection=selection, root=root)
+    master = InstrumentMaster.from_files(definitions)
+    if root is not None and config.bars.multiplier is None and not master.knows_root(root):
+        root_spec(root)  # raises, naming --definitions
+    return IngestPlan(config=config, selection=selection, root=root, master=master)
+
+
+def expand_definitions(paths: Sequence[Path]) -> list[Path]:
+    """Definition files of ``--definitions``: files as given, folders' *.dbn / *.dbn.zst.
+
+    Raises
+    ------
+    InvalidInputError
+        A path that does not exist, or a folder without DBN files.
+    """
+    files: list[Path] = []
+    for path in map(Path, paths):
+        if path.is_dir():
+            found = sorted(p for p in path.iterdir() if p.name.endswith((".dbn", ".dbn.zst")))
+            if not found:
+                raise InvalidInputError(
+                    f"--definitions {path}: the folder holds no *.dbn or *.dbn.zst files; pass "
+                    "Databento definition files."
+                )
+            files += found
+        elif path.is_file():
+            files.append(path)
+        else:
+            raise InvalidInputError(f"--definitions {path}: no such file or folder.")
+    return files

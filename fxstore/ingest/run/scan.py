@@ -14,11 +14,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from fxstore.errors import NoFrontMonthError
+from fxstore.errors import InvalidInputError, NoFrontMonthError
 from fxstore.ingest.dbn.reader import DbnSource, open_dbn
+from fxstore.ingest.run.plan import expand_definitions
 from fxstore.ingest.select.activity import ActivityCounter
 from fxstore.ingest.select.front_month import RollEntry, select_front_month, symbols_listed
 from fxstore.market.contracts import root_of_parent
+from fxstore.market.master import InstrumentMaster
 
 __all__ = ["InstrumentDay", "ScanReport", "scan_dbn"]
 
@@ -39,6 +41,20 @@ class InstrumentDay:
 
 
 @dataclass(frozen=True, slots=True)
+class ContractInfo:
+    """What the instrument master knows of one instrument of the inputs, and from where."""
+
+    symbol: str
+    #: Dollars per price point; None when neither a definition nor the table gives one.
+    multiplier: float | None
+    tick_size: float | None
+    #: Last trading day.
+    expiration: dt.date | None
+    #: "definition", "builtin", or "unknown" (pass --definitions).
+    source: str
+
+
+@dataclass(frozen=True, slots=True)
 class ScanReport:
     """What :func:`scan_dbn` found."""
 
@@ -55,6 +71,8 @@ class ScanReport:
     root: str | None
     schedule: tuple[RollEntry, ...]
     elapsed_s: float
+    #: Contract facts per instrument symbol seen (see :class:`ContractInfo`).
+    contracts: tuple[ContractInfo, ...] = ()
 
     def to_json(self) -> dict[str, object]:
         """The report as JSON-ready data (dates as ISO strings)."""
@@ -73,6 +91,10 @@ class ScanReport:
             "front_month": [
                 {**asdict(e), "trading_day": e.trading_day.isoformat(), "is_roll": e.is_roll}
                 for e in self.schedule
+            ],
+            "contracts": [
+                {**asdict(c), "expiration": c.expiration and c.expiration.isoformat()}
+                for c in self.contracts
             ],
         }
 
@@ -112,12 +134,15 @@ def _format_instruments(report: ScanReport) -> list[str]:
         t = totals.setdefault(row.symbol, [row.instrument_id, 0, 0, 0])
         t[1], t[2], t[3] = t[1] + 1, t[2] + row.n_records, t[3] + row.volume
     order = sorted(totals, key=lambda sym: -totals[sym][3])
+    facts = {c.symbol: c for c in report.contracts}
     lines = [
         f"Instruments ({len(order)})",
-        f"  {'symbol':<12}{'id':>10}{'days':>6}{'records':>14}{'volume':>12}",
+        f"  {'symbol':<12}{'id':>10}{'days':>6}{'records':>14}{'volume':>12}"
+        f"{'$/point':>10}{'tick':>10}  {'expiry':<11}source",
     ]
     lines += [
         f"  {s:<12}{totals[s][0]:>10}{totals[s][1]:>6}{totals[s][2]:>14,}{totals[s][3]:>12,}"
+        + _format_facts(facts.get(s))
         for s in order
     ]
     shown = order[:_MAX_COLUMNS]
@@ -137,6 +162,27 @@ def _format_instruments(report: ScanReport) -> list[str]:
             + "".join(f"{cells.get((day, s), '-'):>20}" for s in shown)
         )
     return lines
+
+
+def _format_facts(info: ContractInfo | None) -> str:
+    if info is None or info.source == "unknown":
+        return f"{'-':>10}{'-':>10}  {'-':<11}unknown: pass --definitions"
+    mult = "-" if info.multiplier is None else f"{info.multiplier:g}"
+    tick = "-" if info.tick_size is None else f"{info.tick_size:g}"
+    expiry = "-" if info.expiration is None else info.expiration.isoformat()
+    return f"{mult:>10}{tick:>10}  {expiry:<11}{info.source}"
+
+
+def _contract_info(master: InstrumentMaster, symbol: str, day: dt.date) -> ContractInfo:
+    try:
+        multiplier, source = master.multiplier(symbol, day)
+    except InvalidInputError:
+        return ContractInfo(symbol, None, None, None, "unknown")
+    try:
+        facts = master.facts(symbol, day)
+    except InvalidInputError:  # a spread: its legs' multiplier, no facts of its own
+        return ContractInfo(symbol, multiplier, None, None, source)
+    return ContractInfo(symbol, multiplier, facts.tick_size, facts.expiration, facts.source)
 
 
 def _format_schedule(report: ScanReport) -> list[str]:
@@ -180,6 +226,7 @@ def scan_dbn(
     paths: Sequence[Path],
     *,
     symbol: str | None = None,
+    definitions: Sequence[Path] = (),
     on_start: Callable[[int], None] | None = None,
     on_progress: Callable[[Path], None] | None = None,
 ) -> ScanReport:
@@ -192,6 +239,9 @@ def scan_dbn(
     symbol
         Parent symbol whose front month to derive ("ES.FUT"); None infers it from the
         files' metadata when they were requested by one parent symbol.
+    definitions
+        Databento definition files or folders for contract facts, besides any definition
+        file among `paths`.
     on_start
         Called once with the number of files about to be read.
     on_progress
@@ -248,6 +298,11 @@ def scan_dbn(
         )
         for day in [day64.astype("datetime64[D]").item()]
     )
+    master = InstrumentMaster.from_files(
+        [f.path for f in source.definitions] + expand_definitions(definitions)
+    )
+    last_seen = {row.symbol: row.trading_day for row in rows if row.symbol != "?"}
+    contracts = tuple(_contract_info(master, s, d) for s, d in sorted(last_seen.items()))
     return ScanReport(
         files=tuple(f.path for f in source.files),
         dataset=source.dataset,
@@ -260,4 +315,5 @@ def scan_dbn(
         root=root,
         schedule=tuple(schedule),
         elapsed_s=time.perf_counter() - started,
+        contracts=contracts,
     )

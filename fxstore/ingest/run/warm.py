@@ -38,7 +38,7 @@ def warm_up() -> None:
     walk_frames(np.zeros(0, np.uint8), 0, 0, np.zeros(4, np.int64))
     for bar_type in get_args(BarType):
         threshold = None if "imbalance" in bar_type else 2.0
-        config = BarConfig(bar_type=bar_type, threshold=threshold)
+        config = BarConfig(bar_type=bar_type, threshold=threshold, multiplier=50.0)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", FxStoreWarning)
             build_bars(

@@ -82,7 +82,7 @@ def test_build_bars_tick_threshold_crossed_mid_packet_closes_at_f_last() -> None
             quote(7),
         ]
     )
-    config = BarConfig("tick", threshold=2)
+    config = BarConfig("tick", threshold=2, multiplier=50.0)
 
     table = _build(records, config)
 
@@ -104,7 +104,7 @@ def test_build_bars_volume_bar_keeps_whole_packet_and_does_not_carry_over() -> N
             quote(4),  # trade-less tail: in no bar
         ]
     )
-    config = BarConfig("volume", threshold=10)
+    config = BarConfig("volume", threshold=10, multiplier=50.0)
 
     table = _build(records, config)
 
@@ -154,7 +154,7 @@ def test_build_bars_time_bars_skip_empty_intervals_and_move_open_packets() -> No
             quote(210 * s),
         ]
     )
-    config = BarConfig("time", threshold=60)
+    config = BarConfig("time", threshold=60, multiplier=50.0)
 
     table = _build(records, config)
 
@@ -173,7 +173,7 @@ def test_build_bars_time_bars_are_aligned_to_the_session_open() -> None:
         ]
     )
 
-    ranges = _ranges(records, BarConfig("time", threshold=60))
+    ranges = _ranges(records, BarConfig("time", threshold=60, multiplier=50.0))
 
     assert ranges == [(0, 1), (2, 2)]  # a record at open + 60 s opens the second interval
 
@@ -181,7 +181,8 @@ def test_build_bars_time_bars_are_aligned_to_the_session_open() -> None:
 def test_build_bars_time_bar_cut_by_session_close_is_partial() -> None:
     hour = 3600 * SECOND
     records = make_records([trade(hour, "B", 5000.0), trade(22 * hour, "A", 5000.0)])
-    config = BarConfig("time", threshold=7 * 3600)  # 23 h session: the 4th bar ends at 28 h
+    # a 23 h session: the 4th bar ends at 28 h
+    config = BarConfig("time", threshold=7 * 3600, multiplier=50.0)
 
     table = _build(records, config)
 
@@ -201,7 +202,7 @@ def test_sign_trades_uses_tick_rule_only_where_side_is_unknown() -> None:
         ("B", 4999.75),  # aggressor wins over the downtick: +1
     ]
     records = make_records([trade(i, side, px, i + 1) for i, (side, px) in enumerate(trades)])
-    config = BarConfig("tick", threshold=100)
+    config = BarConfig("tick", threshold=100, multiplier=50.0)
 
     table = _build(records, config)
 
@@ -235,6 +236,7 @@ def _imbalance_config(bar_type: str) -> BarConfig:
         band=3,
         ewma_span_bars=1,
         ewma_span_trades=1,
+        multiplier=50.0,
     )
 
 
@@ -325,7 +327,7 @@ def test_build_bars_ofi_per_level_from_consistent_states_only() -> None:
     set_level(records, 3, "bid", 2, 4998.75, 5)  # reappears above -inf: +5; ask stays empty
     records["ask_sz_02"][1:] = [7, 8, 9]  # an empty level's size is ignored, even if not 0
 
-    table = _build(records, BarConfig("tick", threshold=10))
+    table = _build(records, BarConfig("tick", threshold=10, multiplier=50.0))
 
     ofi = [_column(table, f"ofi_{k:02d}")[0] for k in range(N_LEVELS)]
     assert ofi == [7.0, 10.0, 10.0 + 5.0, -10.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]
@@ -347,7 +349,7 @@ def test_build_bars_empty_levels_at_close_are_null_and_quality_is_counted() -> N
     set_level(records, 3, "bid", 0, 5000.0, 3)
     set_level(records, 4, "bid", 0, 5000.25, 3)
 
-    table = _build(records, BarConfig("tick", threshold=1))
+    table = _build(records, BarConfig("tick", threshold=1, multiplier=50.0))
 
     assert _column(table, "has_maybe_bad_book") == [True, False, False]
     assert _column(table, "n_maybe_bad_book") == [1, 0, 0]
@@ -364,7 +366,7 @@ def test_build_bars_last_bar_ending_mid_packet_uses_last_consistent_book() -> No
     records = make_records([trade(0, "B", 5000.0), trade(1, "A", 5000.0, last=False)])
     set_level(records, 1, "bid", 0, 1.0, 1)  # mid-packet state: never a snapshot
 
-    table = _build(records, BarConfig("tick", threshold=5))
+    table = _build(records, BarConfig("tick", threshold=5, multiplier=50.0))
 
     assert _column(table, "bid_px_00") == [4999.75]
     assert _column(table, "is_partial") == [True]
@@ -374,7 +376,7 @@ def test_build_bars_last_bar_ending_mid_packet_uses_last_consistent_book() -> No
 
 
 def test_build_bars_no_records_returns_empty_table_with_schema() -> None:
-    table = _build(np.zeros(0, dtype=MBP10_DTYPE), BarConfig())
+    table = _build(np.zeros(0, dtype=MBP10_DTYPE), BarConfig(multiplier=50.0))
 
     assert table.num_rows == 0
     assert table.schema == BAR_SCHEMA
@@ -383,14 +385,14 @@ def test_build_bars_no_records_returns_empty_table_with_schema() -> None:
 def test_build_bars_no_trades_returns_no_rows() -> None:
     records = make_records([quote(0), quote(1), quote(2)])
 
-    assert _build(records, BarConfig("time", threshold=1)).num_rows == 0
+    assert _build(records, BarConfig("time", threshold=1, multiplier=50.0)).num_rows == 0
 
 
 def test_build_bars_damaged_trade_warns_and_is_not_counted() -> None:
     records = make_records([trade(0, "B", 5000.0), trade(1, "B", math.nan), trade(2, "A", 5000.0)])
 
     with pytest.warns(FxStoreWarning, match="skipped 1 trade records"):
-        table = _build(records, BarConfig("tick", threshold=10))
+        table = _build(records, BarConfig("tick", threshold=10, multiplier=50.0))
 
     assert _column(table, "n_trades") == [2]
     assert _column(table, "n_events") == [3]
@@ -400,7 +402,7 @@ def test_build_bars_unsorted_records_raise_schema_error() -> None:
     records = make_records([trade(5, "B", 5000.0), trade(3, "B", 5000.0)])
 
     with pytest.raises(SchemaError, match=r"sorted by ts_recv; record 1 goes back in time"):
-        _build(records, BarConfig())
+        _build(records, BarConfig(multiplier=50.0))
 
 
 def test_build_bars_two_instruments_raise_invalid_input() -> None:
@@ -408,21 +410,23 @@ def test_build_bars_two_instruments_raise_invalid_input() -> None:
     records["instrument_id"][1] = 8
 
     with pytest.raises(InvalidInputError, match=r"records hold 2 instruments \(7, 8\)"):
-        _build(records, BarConfig())
+        _build(records, BarConfig(multiplier=50.0))
 
 
 def test_build_bars_wrong_dtype_raises_schema_error() -> None:
     with pytest.raises(SchemaError, match="records must be a 1-d array of MBP10_DTYPE"):
-        _build(np.zeros(3, dtype=[("ts_recv", "<u8")]), BarConfig())
+        _build(np.zeros(3, dtype=[("ts_recv", "<u8")]), BarConfig(multiplier=50.0))
 
 
 def test_build_bars_reversed_session_raises_invalid_input() -> None:
     with pytest.raises(InvalidInputError, match="`session_close_ns` must be after"):
-        _build(make_records([trade(0, "B", 5000.0)]), BarConfig(), close_ns=OPEN)
+        _build(make_records([trade(0, "B", 5000.0)]), BarConfig(multiplier=50.0), close_ns=OPEN)
 
 
 def test_build_bars_columns_match_schema_and_row_context() -> None:
-    table = _build(make_records([trade(0, "B", 5000.0)]), BarConfig("tick", threshold=1))
+    table = _build(
+        make_records([trade(0, "B", 5000.0)]), BarConfig("tick", threshold=1, multiplier=50.0)
+    )
 
     assert table.schema == BAR_SCHEMA
     assert _column(table, "trading_day") == [DAY]
@@ -579,13 +583,13 @@ def _ref_book_columns(records: Records, ranges: Ranges) -> dict[str, list[object
 
 
 _PLAIN_CONFIGS = [
-    BarConfig("tick", threshold=40),
-    BarConfig("volume", threshold=300),
-    BarConfig("dollar", threshold=30_000_000),
-    BarConfig("time", threshold=120),
+    BarConfig("tick", threshold=40, multiplier=50.0),
+    BarConfig("volume", threshold=300, multiplier=50.0),
+    BarConfig("dollar", threshold=30_000_000, multiplier=50.0),
+    BarConfig("time", threshold=120, multiplier=50.0),
 ]
 _IMBALANCE_CONFIGS = [
-    BarConfig(bar_type, target_bars_per_day=2000)
+    BarConfig(bar_type, target_bars_per_day=2000, multiplier=50.0)
     for bar_type in ("tick_imbalance", "volume_imbalance", "dollar_imbalance")
 ]
 
@@ -645,12 +649,12 @@ def _days(draw: st.DrawFn) -> Records:
 
 
 _PROPERTY_CONFIGS = [
-    BarConfig("tick", threshold=3),
-    BarConfig("volume", threshold=25),
-    BarConfig("dollar", threshold=5_000_000),
-    BarConfig("time", threshold=1800),
+    BarConfig("tick", threshold=3, multiplier=50.0),
+    BarConfig("volume", threshold=25, multiplier=50.0),
+    BarConfig("dollar", threshold=5_000_000, multiplier=50.0),
+    BarConfig("time", threshold=1800, multiplier=50.0),
     *(
-        BarConfig(bar_type, target_bars_per_day=200)
+        BarConfig(bar_type, target_bars_per_day=200, multiplier=50.0)
         for bar_type in ("tick_imbalance", "volume_imbalance", "dollar_imbalance")
     ),
 ]
@@ -742,7 +746,7 @@ def _random_trades(rng: np.random.Generator, regime: str) -> Records:
 @pytest.mark.parametrize("regime", list(_REGIMES))
 @pytest.mark.parametrize("bar_type", ["tick_imbalance", "volume_imbalance", "dollar_imbalance"])
 def test_imbalance_bars_per_day_stay_in_band_across_regimes(regime: str, bar_type: str) -> None:
-    config = BarConfig(bar_type)  # type: ignore[arg-type]  # defaults: 100 bars/day, band 3
+    config = BarConfig(bar_type, multiplier=50.0)  # type: ignore[arg-type]  # defaults: 100 bars/day, band 3
     rng = np.random.default_rng(zlib.crc32(f"{regime}/{bar_type}".encode()))
     low, high = config.target_bars_per_day / config.band, config.target_bars_per_day * config.band
 
@@ -766,15 +770,18 @@ def test_imbalance_bars_per_day_stay_in_band_across_regimes(regime: str, bar_typ
 # --- BarConfig ------------------------------------------------------------------------------
 
 _VALID_CONFIGS = [
-    (BarConfig(), "dib-b100-"),
-    (BarConfig("tick_imbalance", target_bars_per_day=50, band=2), "tib-b50-"),
-    (BarConfig("volume_imbalance", ewma_span_bars=5, ewma_span_trades=1000), "vib-b100-"),
-    (BarConfig("tick", threshold=5000), "tick-t5000-"),
-    (BarConfig("volume", threshold=1000.0), "volume-v1000-"),
+    (BarConfig(multiplier=50.0), "dib-b100-"),
+    (BarConfig("tick_imbalance", target_bars_per_day=50, band=2, multiplier=50.0), "tib-b50-"),
+    (
+        BarConfig("volume_imbalance", ewma_span_bars=5, ewma_span_trades=1000, multiplier=50.0),
+        "vib-b100-",
+    ),
+    (BarConfig("tick", threshold=5000, multiplier=50.0), "tick-t5000-"),
+    (BarConfig("volume", threshold=1000.0, multiplier=50.0), "volume-v1000-"),
     (BarConfig("dollar", threshold=2.5e7, multiplier=5), "dollar-d25000000-"),
-    (BarConfig("time", threshold=60), "time-s60-"),
-    (BarConfig("time", threshold=0.5), "time-s0.5-"),
-    (BarConfig("dollar_imbalance", target_bars_per_day=12.5), "dib-b12.5-"),
+    (BarConfig("time", threshold=60, multiplier=50.0), "time-s60-"),
+    (BarConfig("time", threshold=0.5, multiplier=50.0), "time-s0.5-"),
+    (BarConfig("dollar_imbalance", target_bars_per_day=12.5, multiplier=50.0), "dib-b12.5-"),
 ]
 
 
@@ -787,30 +794,35 @@ def test_bar_config_valid_key_names_type_and_size(config: BarConfig, prefix: str
 
 def test_bar_config_key_is_stable_across_versions() -> None:
     # store paths depend on it: change this value only together with a store migration
-    assert BarConfig().key == "dib-b100-946dfb62"
-    assert BarConfig("tick", threshold=5000).key == "tick-t5000-4e77773d"
+    assert BarConfig(multiplier=50.0).key == "dib-b100-946dfb62"
+    assert BarConfig("tick", threshold=5000, multiplier=50.0).key == "tick-t5000-4e77773d"
+    assert BarConfig().key == "dib-b100-a4cd8250"  # each contract's multiplier, from the master
 
 
 def test_bar_config_key_differs_for_every_parameter() -> None:
     configs = [
         BarConfig(),
-        BarConfig(target_bars_per_day=101),
-        BarConfig(band=2.5),
-        BarConfig(ewma_span_bars=21),
-        BarConfig(ewma_span_trades=50_001),
+        BarConfig(multiplier=50.0),
+        BarConfig(target_bars_per_day=101, multiplier=50.0),
+        BarConfig(band=2.5, multiplier=50.0),
+        BarConfig(ewma_span_bars=21, multiplier=50.0),
+        BarConfig(ewma_span_trades=50_001, multiplier=50.0),
         BarConfig(multiplier=5),
-        BarConfig("volume_imbalance"),
-        BarConfig("tick", threshold=100),
+        BarConfig("volume_imbalance", multiplier=50.0),
+        BarConfig("tick", threshold=100, multiplier=50.0),
         BarConfig("tick", threshold=100, multiplier=5),  # changes dollar_volume
-        BarConfig("volume", threshold=100),
-        BarConfig("time", threshold=100),
+        BarConfig("volume", threshold=100, multiplier=50.0),
+        BarConfig("time", threshold=100, multiplier=50.0),
     ]
 
     assert len({config.key for config in configs}) == len(configs)
 
 
 def test_bar_config_key_ignores_int_versus_float_spelling() -> None:
-    assert BarConfig("tick", threshold=5000).key == BarConfig("tick", threshold=5000.0).key
+    assert (
+        BarConfig("tick", threshold=5000, multiplier=50.0).key
+        == BarConfig("tick", threshold=5000.0, multiplier=50.0).key
+    )
 
 
 _INVALID_CONFIGS = [
@@ -894,8 +906,8 @@ def test_close_reason_big_trade_waiting_for_min_trades_says_so() -> None:
 @pytest.mark.parametrize(
     ("config", "reasons"),
     [
-        (BarConfig("tick", threshold=3), ["threshold", "threshold", "partial"]),
-        (BarConfig("time", threshold=60), ["interval", "interval", "interval"]),
+        (BarConfig("tick", threshold=3, multiplier=50.0), ["threshold", "threshold", "partial"]),
+        (BarConfig("time", threshold=60, multiplier=50.0), ["interval", "interval", "interval"]),
     ],
 )
 def test_close_reason_of_plain_and_time_bars(config: BarConfig, reasons: list[str]) -> None:
@@ -932,7 +944,7 @@ def test_close_reason_is_re_derived_from_the_table_and_the_raw_trades(
     """θ over each bar's trades, recomputed from the records, arms the bar exactly as its
     close_reason, threshold and trade limits say (integer flows: no rounding)."""
     records = random_day(np.random.default_rng(seed), 3000, gap_ns=20 * SECOND)
-    config = BarConfig(bar_type, target_bars_per_day=60)  # type: ignore[arg-type]
+    config = BarConfig(bar_type, target_bars_per_day=60, multiplier=50.0)  # type: ignore[arg-type]
     signed = np.array(_ref_signs(records)) * np.array(_ref_weights(records, config))
     is_trade = records["action"] == b"T"
 
@@ -953,3 +965,10 @@ def test_close_reason_is_re_derived_from_the_table_and_the_raw_trades(
         armed_by_theta = abs(path[at]) >= bar["threshold"] and at + 1 >= bar["min_trades"]
         expected = ("min_trades" if hit_early else "threshold") if armed_by_theta else "max_trades"
         assert reason == expected, (i, reason, expected)
+
+
+def test_build_bars_without_a_multiplier_raises_naming_the_master() -> None:
+    records = make_records([trade(0, "B", 5000.0)])
+
+    with pytest.raises(InvalidInputError, match=r"`multiplier` is unset.*InstrumentMaster"):
+        _build(records, BarConfig())

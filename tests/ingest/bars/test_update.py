@@ -22,13 +22,13 @@ DAY = dt.date(2024, 3, 5)
 OPEN, CLOSE = session_bounds_ns(DAY)
 
 _CONFIGS = [
-    BarConfig("tick", threshold=3),
-    BarConfig("volume", threshold=25),
-    BarConfig("dollar", threshold=5_000_000),
-    BarConfig("time", threshold=1800),
-    BarConfig("time", threshold=7),
+    BarConfig("tick", threshold=3, multiplier=50.0),
+    BarConfig("volume", threshold=25, multiplier=50.0),
+    BarConfig("dollar", threshold=5_000_000, multiplier=50.0),
+    BarConfig("time", threshold=1800, multiplier=50.0),
+    BarConfig("time", threshold=7, multiplier=50.0),
     *(
-        BarConfig(bar_type, target_bars_per_day=200)
+        BarConfig(bar_type, target_bars_per_day=200, multiplier=50.0)
         for bar_type in ("tick_imbalance", "volume_imbalance", "dollar_imbalance")
     ),
 ]
@@ -164,7 +164,7 @@ def test_bar_builder_rows_of_mixed_chunks_equal_the_instruments_own_records(
 def test_bar_builder_rows_must_be_ascending_indices_of_the_instrument() -> None:
     records = make_records([trade(t * SECOND, "B", 5000.0) for t in range(4)])
     records["instrument_id"][3] = 8
-    builder = _builder(BarConfig("tick", threshold=2))
+    builder = _builder(BarConfig("tick", threshold=2, multiplier=50.0))
 
     for bad in (np.array([1, 0]), np.array([0, 0]), np.array([0, 4]), np.array([-1])):
         with pytest.raises(InvalidInputError, match="`rows` must be ascending indices"):
@@ -175,12 +175,14 @@ def test_bar_builder_rows_must_be_ascending_indices_of_the_instrument() -> None:
         builder.update(records, np.array([0, 3]))
     builder.update(records, np.array([0, 1, 2]))
 
-    _assert_bit_identical(builder.finish(), _whole(records[:3], BarConfig("tick", threshold=2)))
+    _assert_bit_identical(
+        builder.finish(), _whole(records[:3], BarConfig("tick", threshold=2, multiplier=50.0))
+    )
 
 
 def test_bar_builder_chunk_going_back_in_time_is_rejected_whole() -> None:
     records = make_records([trade(t * SECOND, "B", 5000.0) for t in range(6)])
-    config = BarConfig("tick", threshold=2)
+    config = BarConfig("tick", threshold=2, multiplier=50.0)
     builder = _builder(config)
     builder.update(records[:4])
 
@@ -195,7 +197,7 @@ def test_bar_builder_chunk_of_another_instrument_is_rejected() -> None:
     records = make_records([trade(t, "B", 5000.0) for t in range(4)])
     other = records[2:].copy()
     other["instrument_id"] = 8
-    builder = _builder(BarConfig("tick", threshold=2))
+    builder = _builder(BarConfig("tick", threshold=2, multiplier=50.0))
     builder.update(records[:2])
 
     with pytest.raises(InvalidInputError, match=r"2 instruments \(7, 8\) \(this builder's is 7\)"):
@@ -203,14 +205,14 @@ def test_bar_builder_chunk_of_another_instrument_is_rejected() -> None:
 
 
 def test_bar_builder_given_instrument_id_rejects_other_records() -> None:
-    builder = _builder(BarConfig("tick", threshold=2), instrument_id=9)
+    builder = _builder(BarConfig("tick", threshold=2, multiplier=50.0), instrument_id=9)
 
     with pytest.raises(InvalidInputError, match=r"this builder's is 9"):
         builder.update(make_records([trade(0, "B", 5000.0)]))
 
 
 def test_bar_builder_update_after_finish_raises() -> None:
-    builder = _builder(BarConfig("tick", threshold=2))
+    builder = _builder(BarConfig("tick", threshold=2, multiplier=50.0))
     builder.finish()
 
     with pytest.raises(InvalidInputError, match="the day is finished"):
@@ -219,13 +221,13 @@ def test_bar_builder_update_after_finish_raises() -> None:
 
 def test_bar_builder_wrong_dtype_raises_schema_error() -> None:
     with pytest.raises(SchemaError, match=r"BarBuilder\.update: records must be a 1-d array"):
-        _builder(BarConfig()).update(np.zeros(3, dtype=np.int64))
+        _builder(BarConfig(multiplier=50.0)).update(np.zeros(3, dtype=np.int64))
 
 
 def test_bar_builder_damaged_trades_warn_once_with_the_day_total() -> None:
     events = [trade(0, "B", math.nan), trade(1, "B", 5000.0), trade(2, "A", math.nan)]
     records = make_records(events)
-    builder = _builder(BarConfig("tick", threshold=10))
+    builder = _builder(BarConfig("tick", threshold=10, multiplier=50.0))
     builder.update(records[:2])
     builder.update(records[2:])
 
@@ -237,7 +239,7 @@ def test_bar_builder_damaged_trades_warn_once_with_the_day_total() -> None:
 
 def test_bar_builder_strided_records_equal_contiguous_ones() -> None:
     records = random_day(np.random.default_rng(4), 200)
-    config = BarConfig("volume", threshold=100)
+    config = BarConfig("volume", threshold=100, multiplier=50.0)
     builder = _builder(config)
     builder.update(records[::2])
 
@@ -246,7 +248,7 @@ def test_bar_builder_strided_records_equal_contiguous_ones() -> None:
 
 def test_bar_builder_memory_follows_bars_not_records() -> None:
     records = random_day(np.random.default_rng(5), 4000)
-    builder = _builder(BarConfig("tick", threshold=10**6))  # one bar all day
+    builder = _builder(BarConfig("tick", threshold=10**6, multiplier=50.0))  # one bar all day
     for start in range(0, records.shape[0], 100):
         builder.update(records[start : start + 100])
 

@@ -64,7 +64,6 @@ PEER_MBP10 = [
 PEER_OTHER_SCHEMA = [
     ("GLBX.MDP3.test_data.trades.dbn.zst", "trades"),
     ("test_data.trades.v2.dbn.zst", "trades"),
-    ("test_data.definition.v3.dbn.zst", "definition"),
 ]
 
 
@@ -91,7 +90,9 @@ def test_iter_mbp10_chunks_peer_file_equals_databento_every_field(name: str) -> 
         np.testing.assert_array_equal(records[field], expected[field], err_msg=field)
 
 
-@pytest.mark.parametrize("name", PEER_MBP10 + [n for n, _ in PEER_OTHER_SCHEMA])
+@pytest.mark.parametrize(
+    "name", [*PEER_MBP10, *(n for n, _ in PEER_OTHER_SCHEMA), "test_data.definition.v3.dbn.zst"]
+)
 def test_read_metadata_peer_file_equals_databento(name: str) -> None:
     expected = db.DBNStore.from_file(PEER / name).metadata
 
@@ -136,6 +137,18 @@ def test_symbology_peer_file_maps_5482_to_esh1(name: str) -> None:
 def test_open_dbn_other_schema_refused_naming_it(name: str, schema: str) -> None:
     with pytest.raises(SchemaError, match=rf"{name}: the file holds schema '{schema}'.*mbp-10"):
         open_dbn(PEER / name)
+
+
+def test_open_dbn_definition_files_are_kept_apart_for_the_master() -> None:
+    source = open_dbn([PEER / "GLBX.MDP3.definition-es-fut.dbn.zst", PEER / PEER_MBP10[0]])
+
+    assert [f.path.name for f in source.definitions] == ["GLBX.MDP3.definition-es-fut.dbn.zst"]
+    assert [f.path.name for f in source.files] == [PEER_MBP10[0]]
+
+
+def test_open_dbn_only_definition_files_refused() -> None:
+    with pytest.raises(InvalidInputError, match=r"only definition files .*pass the mbp-10 files"):
+        open_dbn(PEER / "test_data.definition.v3.dbn.zst")
 
 
 def test_open_dbn_peer_versions_together_refused_as_the_same_records() -> None:

@@ -149,3 +149,17 @@ def test_iter_selected_id_mode_keeps_only_that_instrument(two_roll_market: Synth
     )
     assert sum(len(r) for _, r in kept) == n_truth
     assert all((r["instrument_id"] == esm4).all() for _, r in kept)
+
+
+def test_scan_reports_contract_facts_and_their_source(two_roll_market: SynthMarket) -> None:
+    spreads = Path(__file__).parents[2] / "data" / "peer-dbn"
+    spreads = spreads / "GLBX.MDP3.definition-es-futspread.dbn.zst"
+
+    report = scan_dbn([two_roll_market.folder], definitions=[spreads])
+
+    facts = {c.symbol: c for c in report.contracts}
+    esh4, spread = facts["ESH4"], facts["ESM4-ESU4"]
+    assert (esh4.multiplier, esh4.tick_size, esh4.source) == (50.0, 0.25, "builtin")
+    assert esh4.expiration == dt.date(2024, 3, 15)
+    assert (spread.tick_size, spread.source) == (0.05, "definition")  # a real ES spread's tick
+    assert "$/point" in report.format_text()
