@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from types import ModuleType
-from typing import TYPE_CHECKING, Final, NamedTuple, TypeAlias
+from typing import TYPE_CHECKING, NamedTuple, TypeAlias
 
 import numpy as np
 import numpy.typing as npt
@@ -36,13 +36,13 @@ import numpy.typing as npt
 from fxstore.config import EnvConfig
 from fxstore.errors import InvalidInputError, SchemaError
 from fxstore.fxcache import REDO
+from fxstore.market.master import ROOTS
 from fxstore.train.metrics import array_module, to_host
 
 if TYPE_CHECKING:
     from fxstore.train.loader import FxCacheView
 
 __all__ = [
-    "CONTRACT_SPECS",
     "ContractSpec",
     "Market",
     "WindowPnL",
@@ -77,29 +77,11 @@ class ContractSpec:
         return self.multiplier * self.tick_size
 
 
-#: CME contract specs by root (the part of the store symbol before the first '.').
-CONTRACT_SPECS: Final[dict[str, ContractSpec]] = {
-    spec.root: spec
-    for spec in (
-        ContractSpec("ES", 50.0, 0.25),
-        ContractSpec("MES", 5.0, 0.25),
-        ContractSpec("NQ", 20.0, 0.25),
-        ContractSpec("MNQ", 2.0, 0.25),
-        ContractSpec("RTY", 50.0, 0.1),
-        ContractSpec("M2K", 5.0, 0.1),
-        ContractSpec("YM", 5.0, 1.0),
-        ContractSpec("MYM", 0.5, 1.0),
-        ContractSpec("CL", 1000.0, 0.01),
-        ContractSpec("GC", 100.0, 0.1),
-        ContractSpec("ZN", 1000.0, 1.0 / 64.0),
-        ContractSpec("ZB", 1000.0, 1.0 / 32.0),
-        ContractSpec("6E", 125_000.0, 0.00005),
-    )
-}
-
-
 def contract_spec(symbol: str, config: EnvConfig | None = None) -> ContractSpec:
     """The contract spec of store symbol `symbol` ("ES.FUT" -> ES), overridden by `config`.
+
+    The multiplier and tick size come from the instrument master's table of CME roots
+    (:data:`fxstore.market.master.ROOTS`), the same one ingest uses.
 
     Raises
     ------
@@ -109,11 +91,11 @@ def contract_spec(symbol: str, config: EnvConfig | None = None) -> ContractSpec:
     root = symbol.split(".", 1)[0]
     multiplier = config.multiplier if config is not None else None
     tick_size = config.tick_size if config is not None else None
-    known = CONTRACT_SPECS.get(root)
+    known = ROOTS.get(root)
     if known is None and (multiplier is None or tick_size is None):
         raise InvalidInputError(
             f"no contract spec for {symbol!r} (root {root!r}; known: "
-            f"{', '.join(sorted(CONTRACT_SPECS))}); pass --multiplier and --tick-size."
+            f"{', '.join(sorted(ROOTS))}); pass --multiplier and --tick-size."
         )
     return ContractSpec(
         root,
