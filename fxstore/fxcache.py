@@ -42,6 +42,7 @@ from fxstore.store import (
     fxcache_dir,
     list_fxcache_keys,
     list_fxcache_symbols,
+    manifest_field,
     manifest_path,
     read_json,
     resolve_manifest_file,
@@ -356,15 +357,13 @@ def read_manifest(folder: Path, symbol: str) -> FxCacheManifest:
             f"{REDO}."
         )
     columns = data.get("columns")
-    raw_shards = data.get("shards")
-    n_rows = data.get("n_rows")
-    if not isinstance(raw_shards, list) or not isinstance(n_rows, int):
-        raise SchemaError(f"{path}: `shards` or `n_rows` is missing; {REDO}.")
+    raw_shards = manifest_field(data, "shards", list, path)
+    n_rows = manifest_field(data, "n_rows", int, path)
+    bars_per_day = manifest_field(data, "bars_per_day", float, path)
     shards = tuple(ShardEntry.from_json(s, path) for s in raw_shards)
     order_ok = all(a.ts_end < b.ts_start for a, b in itertools.pairwise(shards))
     if not shards or not order_ok or any(s.rows < 1 or s.ts_start > s.ts_end for s in shards):
         raise SchemaError(f"{path}: shards must be non-empty and in time order; {REDO}.")
-    bars_per_day = data.get("bars_per_day", 0.0)
     return FxCacheManifest(
         folder=folder,
         symbol=symbol,
@@ -375,7 +374,7 @@ def read_manifest(folder: Path, symbol: str) -> FxCacheManifest:
         targets=_names(columns, "targets", path, "target_"),
         shards=shards,
         n_rows=n_rows,
-        bars_per_day=float(bars_per_day) if isinstance(bars_per_day, int | float) else 0.0,
+        bars_per_day=bars_per_day,
         data=data,
     )
 

@@ -40,7 +40,7 @@ import numpy as np
 
 from fxstore import __version__
 from fxstore.config import IngestConfig
-from fxstore.errors import SymbolNotFoundError
+from fxstore.errors import SchemaError, SymbolNotFoundError
 from fxstore.ingest.dbn.reader import DbnFile, DbnSource, open_dbn
 from fxstore.ingest.run.day_builder import (
     Chooser,
@@ -64,6 +64,7 @@ from fxstore.market.calendar import is_trading_day, trading_day_of
 from fxstore.store import (
     atomic_write_json,
     key_lock,
+    manifest_field,
     manifest_path,
     read_json,
     resolve_manifest_file,
@@ -291,9 +292,13 @@ def ingest(
     check_selection(plan.selection, plan.root, source.symbology, _describe_inputs(source))
     out_dir = plan.out_dir(store_root)
     fingerprint = _fingerprint(config, source.files)
+    # Up to date needs no lock: a read-only store (or a teammate's) is read as it is.
+    manifest = None if config.force else _is_up_to_date(out_dir, fingerprint)
+    if manifest is not None:
+        return _summary_from_manifest(out_dir, manifest, started)
     with _new_folder_removed_on_error(out_dir, store_root), key_lock(out_dir):
         manifest = None if config.force else _is_up_to_date(out_dir, fingerprint)
-        if manifest is not None:
+        if manifest is not None:  # another process finished it while we waited for the lock
             return _summary_from_manifest(out_dir, manifest, started)
         done = {} if config.force else load_progress(out_dir, fingerprint)
         _remove_scratch(out_dir)  # a killed run's candidates and fragments
@@ -489,15 +494,25 @@ def _write_manifest(
 
 
 def _summary_from_manifest(out_dir: Path, manifest: Json, started: float) -> IngestSummary:
-    days = [d for d in manifest.get("days", []) if isinstance(d, dict)]
-    n_bars = sum(int(d["n_bars"]) for d in days)
+    where = manifest_path(out_dir)
+    days = manifest_field(manifest, "days", list, where)
+    if not all(isinstance(d, dict) for d in days):
+        raise SchemaError(
+            f"{where}: every entry of `days` must be a JSON object; the manifest is damaged or "
+            "was edited: re-run the command that wrote it with --force."
+        )
+    counts = [
+        {k: manifest_field(d, k, int, where) for k in ("n_bars", "n_records", "n_kept")}
+        for d in days
+    ]
+    n_bars = sum(c["n_bars"] for c in counts)
     return IngestSummary(
         out_dir=out_dir,
-        n_days=sum(1 for d in days if int(d["n_bars"]) > 0),
+        n_days=sum(1 for c in counts if c["n_bars"] > 0),
         days_written=0,
         days_skipped=len(days),
-        n_records=sum(int(d["n_records"]) for d in days),
-        n_kept=sum(int(d.get("n_kept", 0)) for d in days),
+        n_records=sum(c["n_records"] for c in counts),
+        n_kept=sum(c["n_kept"] for c in counts),
         n_bars=n_bars,
         schedule=(),
         elapsed_s=time.perf_counter() - started,
