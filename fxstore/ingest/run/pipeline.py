@@ -66,6 +66,7 @@ from fxstore.store import (
     key_lock,
     manifest_field,
     manifest_path,
+    os_errors,
     read_json,
     resolve_manifest_file,
 )
@@ -322,9 +323,11 @@ def ingest(
             )
             tasks.append((_group_key(group), task))
         try:
-            inputs, n_records, n_skipped, build_s = _build_all(
-                config, source, writer, tasks, done, fingerprint, on_progress
-            )
+            # The workers' own scratch writes (fragments) too: their OSError names the folder.
+            with os_errors(out_dir, "write into"):
+                inputs, n_records, n_skipped, build_s = _build_all(
+                    config, source, writer, tasks, done, fingerprint, on_progress
+                )
         finally:
             _remove_scratch(out_dir)
         if not any(int(e.get("n_kept", 0)) for e in writer.entries):
