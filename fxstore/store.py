@@ -38,6 +38,7 @@ from fxstore.errors import InvalidInputError, SchemaError, StoreAccessError
 
 __all__ = [
     "DEFAULT_ROOT",
+    "LOCK",
     "MANIFEST",
     "atomic_path",
     "atomic_write_bytes",
@@ -131,17 +132,18 @@ def validate_key(value: str, param: str) -> str:
 def store_access_error(err: OSError, path: Path, action: str) -> StoreAccessError:
     """The StoreAccessError for `err`, raised while trying to `action` (e.g. "write") `path`.
 
-    The message names the path (for a file in the way of a folder: that file), what the errno
-    means and what to do.
+    The message names the path, what the errno means and what to do (for a file in the way of
+    a folder: which file).
     """
     code = err.errno
     if code is None:  # pyarrow's OSErrors carry the errno in their text only
         found = _ERRNO_IN_TEXT.search(str(err))
         code = int(found.group(1)) if found else None
     meaning = os.strerror(code) if code is not None else str(err)
-    if code in (errno.ENOTDIR, errno.EEXIST):
-        path = next((p for p in (path, *path.parents) if p.is_file()), path)
     advice = _ADVICE.get(code or 0, "check that path and re-run")
+    blocker = next((p for p in (path, *path.parents) if p.is_file()), None)
+    if code in (errno.ENOTDIR, errno.EEXIST) and blocker is not None:
+        advice = f"{blocker} is a file, not a folder; point --store at a folder"
     return StoreAccessError(f"cannot {action} {path} ({meaning}): {advice}.")
 
 

@@ -387,7 +387,7 @@ def train(
     TrainingDivergedError
         A loss, gradient or weight stopped being finite (the message names step and tensor).
     """
-    resumed = RunFolder.resume(root, resume) if resume else None
+    resumed = RunFolder.resume(root, resume) if resume is not None else None
     if resumed is not None:
         config = resumed.read_config()
     cache = open_cache(root, config.symbol, config.featureset, config.device)

@@ -84,9 +84,9 @@ def check_host_memory(
     option = max(needed, key=lambda k: needed[k])
     value = config.agent.hidden if option == "hidden" else sizes[option]
     raise InvalidInputError(
-        f"`{option}` {value} needs about {_human(needed[option])} of memory (the run "
-        f"{_human(total)}), more than the {_human(available)} available; lower "
-        f"--{option.replace('_', '-')}."
+        f"`{option}` {value} needs about {_human(needed[option])} of host memory "
+        f"({_human(total)} for the whole run), more than the {_human(available)} available; "
+        f"lower --{option.replace('_', '-')}."
     )
 
 

@@ -62,6 +62,7 @@ from fxstore.ingest.select.coverage import check_selection, describe_roots
 from fxstore.ingest.select.front_month import RollEntry
 from fxstore.market.calendar import is_trading_day, trading_day_of
 from fxstore.store import (
+    LOCK,
     atomic_write_json,
     key_lock,
     manifest_field,
@@ -370,8 +371,9 @@ def _new_folder_removed_on_error(out_dir: Path, store_root: Path) -> Iterator[No
     try:
         yield
     except BaseException:
-        if created and {p.name for p in out_dir.iterdir()} <= {".lock"}:
-            (out_dir / ".lock").unlink(missing_ok=True)
+        if created and (not out_dir.is_dir() or {p.name for p in out_dir.iterdir()} <= {LOCK}):
+            with contextlib.suppress(OSError):  # the error being raised says why
+                (out_dir / LOCK).unlink(missing_ok=True)
             for folder in created:  # deepest first
                 with contextlib.suppress(OSError):
                     folder.rmdir()
