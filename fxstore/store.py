@@ -141,10 +141,18 @@ def store_access_error(err: OSError, path: Path, action: str) -> StoreAccessErro
         code = int(found.group(1)) if found else None
     meaning = os.strerror(code) if code is not None else str(err)
     advice = _ADVICE.get(code or 0, "check that path and re-run")
-    blocker = next((p for p in (path, *path.parents) if p.is_file()), None)
-    if code in (errno.ENOTDIR, errno.EEXIST) and blocker is not None:
-        advice = f"{blocker} is a file, not a folder; point --store at a folder"
+    if code in (errno.ENOTDIR, errno.EEXIST):
+        blocker = next((p for p in (path, *path.parents) if _is_file(p)), None)
+        if blocker is not None:
+            advice = f"{blocker} is a file, not a folder; point --store at a folder"
     return StoreAccessError(f"cannot {action} {path} ({meaning}): {advice}.")
+
+
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except OSError:  # a name too long, a loop: not the file in the way
+        return False
 
 
 @contextlib.contextmanager
@@ -158,7 +166,7 @@ def os_errors(path: Path, action: str) -> Iterator[None]:
 
 def fsync_dir(folder: Path) -> None:
     """Make a rename inside `folder` durable (fsync the directory entry)."""
-    with os_errors(folder, "sync"):
+    with os_errors(folder, "write"):
         fd = os.open(folder, os.O_RDONLY)
         try:
             os.fsync(fd)

@@ -255,8 +255,9 @@ def _manifest(
 def _existing(out_dir: Path, source: BarSource, config: FeatureConfig) -> Json | None:
     """The manifest of a finished cache built from the same bars and sharding, else None."""
     path = manifest_path(out_dir)
-    if not path.is_file():
-        return None
+    with os_errors(path, "read"):
+        if not path.is_file():
+            return None
     manifest: Json = read_json(path)
     same = (
         manifest.get("format") == FORMAT

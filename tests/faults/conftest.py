@@ -10,8 +10,9 @@ import pytest
 from fxstore.config import BarConfig, IngestConfig
 from tests.conftest import SynthMarket
 
-#: The ingest every fault test builds and re-builds (one process: workers=1).
-INGEST = IngestConfig(symbol="ES.FUT", bars=BarConfig(target_bars_per_day=20), workers=1)
+#: The ingest every fault test builds and re-builds (one process: workers=1), as the CLI's
+#: ``--target-bars-per-day 20 --workers 1`` builds it (a float: the same fingerprint).
+INGEST = IngestConfig(symbol="ES.FUT", bars=BarConfig(target_bars_per_day=20.0), workers=1)
 
 
 @pytest.fixture(scope="session")

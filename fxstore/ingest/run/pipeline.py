@@ -143,8 +143,9 @@ def _fingerprint(config: IngestConfig, files: Sequence[DbnFile]) -> str:
 
 def _is_up_to_date(out_dir: Path, fingerprint: str) -> Json | None:
     path = manifest_path(out_dir)
-    if not path.exists():
-        return None
+    with os_errors(path, "read"):
+        if not path.exists():
+            return None
     manifest = read_json(path)
     days = manifest.get("days", [])
     files_ok = isinstance(days, list) and all(
