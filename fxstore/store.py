@@ -283,7 +283,7 @@ def manifest_field(data: Mapping[str, object], key: str, kind: type[_T], where: 
     """
     if key not in data:
         raise SchemaError(
-            f"{where}: the manifest has no field `{key}`; it is damaged or was edited: re-run "
+            f"{where}: field `{key}` is missing; the manifest is damaged or was edited: re-run "
             "the command that wrote it with --force."
         )
     value = data[key]
