@@ -149,7 +149,8 @@ def _resume(run: Path) -> str:
 @pytest.mark.parametrize(
     ("edit", "why"),
     [
-        (lambda a, m: m.update(step="x"), "checkpoint field `step` must be a whole number, was 'x'"),
+        (lambda a, m: m.update(step="x"), "checkpoint field `step` must be a whole number, "
+         "was 'x'"),
         (lambda a, m: m.pop("act_counter"), "checkpoint field `act_counter` must be a whole "
          "number, was missing"),
         (lambda a, m: a["env/t"].__setitem__(0, 10**9), "checkpoint 'env/t' must lie in "),
