@@ -44,6 +44,7 @@ from fxstore.store import (
     list_fxcache_symbols,
     manifest_field,
     manifest_path,
+    os_errors,
     read_json,
     resolve_manifest_file,
 )
@@ -226,7 +227,9 @@ def read_shard(path: Path, sha256: str | None = None) -> pa.Table:
         It is not an Arrow IPC file of exactly one record batch.
     """
     _check_file(path, sha256)
-    reader = _open_file(pa.memory_map(str(path)), path)
+    with os_errors(path, "read"):
+        source = pa.memory_map(str(path))
+    reader = _open_file(source, path)
     return pa.Table.from_batches([_one_batch(reader, path)])
 
 
@@ -271,7 +274,9 @@ def read_entry(manifest: FxCacheManifest, entry: ShardEntry, *, verify: bool = T
     """
     path = manifest.shard_path(entry)
     _check_file(path, entry.sha256 if verify else None)
-    batch = open_shard(pa.memory_map(str(path)), path, manifest, entry)
+    with os_errors(path, "read"):
+        source = pa.memory_map(str(path))
+    batch = open_shard(source, path, manifest, entry)
     return pa.Table.from_batches([batch])
 
 

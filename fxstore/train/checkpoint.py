@@ -60,6 +60,8 @@ def load_checkpoint(path: Path) -> tuple[dict[str, npt.NDArray[np.generic]], dic
     InvalidInputError
         The file is missing, not a checkpoint, holds object arrays, or has another format.
     """
+    if not path.is_file():
+        raise InvalidInputError(f"{path}: no checkpoint there; start the run anew.")
     try:
         with os_errors(path, "read"), np.load(path, allow_pickle=False) as data:
             arrays = {name: data[name] for name in data.files}

@@ -298,6 +298,20 @@ def test_train_disk_full_at_a_checkpoint_keeps_a_resumable_run(
     assert _temps(run) == []
 
 
+def test_train_on_a_read_only_store_is_store_access_error_before_any_folder(
+    store_copy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    deny_writes(monkeypatch, store_copy)
+
+    with pytest.raises(StoreAccessError) as info:
+        train(TINY, store_copy)
+
+    assert str(info.value) == (
+        f"cannot create a run folder in {store_copy / 'runs'} (Read-only file system): the file "
+        "system is read-only; use a writable --store."
+    )
+
+
 @pytest.mark.parametrize(
     ("flag", "line"),
     [
