@@ -156,6 +156,7 @@ def _resume(run: Path) -> str:
         (lambda a, m: a["env/t"].__setitem__(0, 10**9), "checkpoint 'env/t' must lie in "),
         (lambda a, m: a.pop("agent/params"), "agent state has no 'params'"),
     ],
+    ids=["step-not-int", "act_counter-missing", "env-t-out-of-range", "params-missing"],
 )  # fmt: skip
 def test_cli_train_resume_crafted_checkpoint_names_file_and_field(
     run_copy: Path,
