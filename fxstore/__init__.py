@@ -15,6 +15,7 @@ from fxstore.errors import (
     InvalidInputError,
     NoFrontMonthError,
     SchemaError,
+    StoreAccessError,
     SymbolNotFoundError,
     TrainingDivergedError,
 )
@@ -33,6 +34,7 @@ __all__ = [
     "InvalidInputError",
     "NoFrontMonthError",
     "SchemaError",
+    "StoreAccessError",
     "SymbolNotFoundError",
     "TrainingDivergedError",
     "__version__",

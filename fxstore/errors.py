@@ -12,6 +12,7 @@ __all__ = [
     "InvalidInputError",
     "NoFrontMonthError",
     "SchemaError",
+    "StoreAccessError",
     "SymbolNotFoundError",
     "TrainingDivergedError",
 ]
@@ -27,6 +28,11 @@ class InvalidInputError(FxStoreError):
 
 class SchemaError(FxStoreError):
     """Data does not have the layout, schema or ordering a stage requires."""
+
+
+class StoreAccessError(FxStoreError):
+    """The operating system refused a store file or folder: disk full, read-only, no permission,
+    name too long, a file where a folder should be. The data already there is left as it was."""
 
 
 class SymbolNotFoundError(FxStoreError):

@@ -42,7 +42,9 @@ from fxstore.store import (
     fxcache_dir,
     list_fxcache_keys,
     list_fxcache_symbols,
+    manifest_field,
     manifest_path,
+    os_errors,
     read_json,
     resolve_manifest_file,
 )
@@ -225,7 +227,9 @@ def read_shard(path: Path, sha256: str | None = None) -> pa.Table:
         It is not an Arrow IPC file of exactly one record batch.
     """
     _check_file(path, sha256)
-    reader = _open_file(pa.memory_map(str(path)), path)
+    with os_errors(path, "read"):
+        source = pa.memory_map(str(path))
+    reader = _open_file(source, path)
     return pa.Table.from_batches([_one_batch(reader, path)])
 
 
@@ -270,7 +274,9 @@ def read_entry(manifest: FxCacheManifest, entry: ShardEntry, *, verify: bool = T
     """
     path = manifest.shard_path(entry)
     _check_file(path, entry.sha256 if verify else None)
-    batch = open_shard(pa.memory_map(str(path)), path, manifest, entry)
+    with os_errors(path, "read"):
+        source = pa.memory_map(str(path))
+    batch = open_shard(source, path, manifest, entry)
     return pa.Table.from_batches([batch])
 
 
@@ -356,15 +362,13 @@ def read_manifest(folder: Path, symbol: str) -> FxCacheManifest:
             f"{REDO}."
         )
     columns = data.get("columns")
-    raw_shards = data.get("shards")
-    n_rows = data.get("n_rows")
-    if not isinstance(raw_shards, list) or not isinstance(n_rows, int):
-        raise SchemaError(f"{path}: `shards` or `n_rows` is missing; {REDO}.")
+    raw_shards = manifest_field(data, "shards", list, path)
+    n_rows = manifest_field(data, "n_rows", int, path)
+    bars_per_day = manifest_field(data, "bars_per_day", float, path)
     shards = tuple(ShardEntry.from_json(s, path) for s in raw_shards)
     order_ok = all(a.ts_end < b.ts_start for a, b in itertools.pairwise(shards))
     if not shards or not order_ok or any(s.rows < 1 or s.ts_start > s.ts_end for s in shards):
         raise SchemaError(f"{path}: shards must be non-empty and in time order; {REDO}.")
-    bars_per_day = data.get("bars_per_day", 0.0)
     return FxCacheManifest(
         folder=folder,
         symbol=symbol,
@@ -375,7 +379,7 @@ def read_manifest(folder: Path, symbol: str) -> FxCacheManifest:
         targets=_names(columns, "targets", path, "target_"),
         shards=shards,
         n_rows=n_rows,
-        bars_per_day=float(bars_per_day) if isinstance(bars_per_day, int | float) else 0.0,
+        bars_per_day=bars_per_day,
         data=data,
     )
 

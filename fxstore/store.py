@@ -10,28 +10,35 @@ This is the only module that knows the on-disk layout (DESIGN.md, "Store layout"
 Keys are validated (``[A-Za-z0-9._-]+``, never ``.`` or ``..``) so no symbol name can escape
 the root, and a file name read from a manifest is resolved inside the manifest's folder
 (:func:`resolve_manifest_file`). Writes go to a temporary name in the destination folder, are
-fsynced and renamed into place: a killed run leaves no partial file visible.
+fsynced and renamed into place: a killed run leaves no partial file visible, and the next
+writer of that folder removes the temporary file it left (:func:`remove_stale_temps`).
+
+Every OSError of these helpers (disk full, read-only, no permission, name too long, a file
+where a folder should be) becomes a :class:`~fxstore.errors.StoreAccessError` that names the
+path and what to do (:func:`os_errors`). Files follow the umask (0644 under the usual 022).
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import errno
 import fcntl
 import hashlib
 import json
 import logging
 import os
 import re
-import tempfile
-from collections.abc import Callable, Iterator
+import secrets
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import IO, Final
+from typing import IO, Final, TypeVar, cast
 
-from fxstore.errors import InvalidInputError, SchemaError
+from fxstore.errors import InvalidInputError, SchemaError, StoreAccessError
 
 __all__ = [
     "DEFAULT_ROOT",
+    "LOCK",
     "MANIFEST",
     "atomic_path",
     "atomic_write_bytes",
@@ -49,21 +56,56 @@ __all__ = [
     "list_fxcache_keys",
     "list_fxcache_symbols",
     "list_runs",
+    "manifest_field",
     "manifest_path",
+    "os_errors",
     "read_json",
+    "remove_stale_temps",
     "resolve_manifest_file",
     "run_dir",
     "runs_dir",
+    "store_access_error",
     "synth_dir",
     "validate_key",
 ]
 
 logger = logging.getLogger(__name__)
 
+_T = TypeVar("_T", int, float, str, list, dict)  # type: ignore[type-arg]
+_KIND_NAMES: Final = {
+    int: "a whole number",
+    float: "a number",
+    str: "a string",
+    list: "a list",
+    dict: "a JSON object",
+}
+
 DEFAULT_ROOT: Final = Path("data")
 #: The manifest of a bar series or an fxcache folder, written last (its presence marks it complete).
 MANIFEST: Final = "manifest.json"
 _KEY_RE: Final = re.compile(r"[A-Za-z0-9._-]+")
+#: Longest key: a folder name, with room below the file systems' 255-byte limit.
+MAX_KEY_LEN: Final = 200
+#: The lock file of a series or cache folder.
+LOCK: Final = ".lock"
+#: A temporary file of an atomic write: ``.<name>.<random>.tmp`` (also mkstemp's older names).
+_TEMP_RE: Final = re.compile(r"\..+\.[A-Za-z0-9_]{8}\.tmp")
+#: What to do about an OSError, by errno (the message names the path and the errno's meaning).
+_ADVICE: Final = {
+    errno.ENOSPC: "free space on that disk or use another --store, then re-run (finished work "
+    "is kept)",
+    errno.EDQUOT: "free space within your disk quota or use another --store, then re-run",
+    errno.EROFS: "the file system is read-only; use a writable --store",
+    errno.EACCES: "a permission problem: check the owner and mode of the folder (ls -ld) or "
+    "use another --store",
+    errno.EPERM: "a permission problem: check the owner and mode of the folder (ls -ld) or "
+    "use another --store",
+    errno.ENAMETOOLONG: "the name is too long for the file system; use a shorter symbol or "
+    "--store path",
+    errno.ENOTDIR: "a part of that path is a file, not a folder; point --store at a folder",
+    errno.EEXIST: "a file is where a folder should be; point --store at a folder",
+}
+_ERRNO_IN_TEXT: Final = re.compile(r"\[errno (\d+)\]", re.IGNORECASE)
 
 
 def validate_key(value: str, param: str) -> str:
@@ -79,36 +121,109 @@ def validate_key(value: str, param: str) -> str:
             f"`{param}` may hold only letters, digits, '.', '_' and '-' (and is not '.' or '..'), "
             f"was {value!r}."
         )
+    if len(value) > MAX_KEY_LEN:
+        raise InvalidInputError(
+            f"`{param}` must be at most {MAX_KEY_LEN} characters long, was {len(value)} "
+            f"({value[:20]}...)."
+        )
     return value
+
+
+def store_access_error(err: OSError, path: Path, action: str) -> StoreAccessError:
+    """The StoreAccessError for `err`, raised while trying to `action` (e.g. "write") `path`.
+
+    The message names the path, what the errno means and what to do (for a file in the way of
+    a folder: which file).
+    """
+    code = err.errno
+    if code is None:  # pyarrow's OSErrors carry the errno in their text only
+        found = _ERRNO_IN_TEXT.search(str(err))
+        code = int(found.group(1)) if found else None
+    meaning = os.strerror(code) if code is not None else str(err)
+    advice = _ADVICE.get(code or 0, "check that path and re-run")
+    if code in (errno.ENOTDIR, errno.EEXIST):
+        blocker = next((p for p in (path, *path.parents) if _is_file(p)), None)
+        if blocker is not None:
+            advice = f"{blocker} is a file, not a folder; point --store at a folder"
+    return StoreAccessError(f"cannot {action} {path} ({meaning}): {advice}.")
+
+
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except OSError:  # a name too long, a loop: not the file in the way
+        return False
+
+
+@contextlib.contextmanager
+def os_errors(path: Path, action: str) -> Iterator[None]:
+    """Turn an OSError raised inside into a StoreAccessError about `action` on `path`."""
+    try:
+        yield
+    except OSError as err:
+        raise store_access_error(err, path, action) from err
 
 
 def fsync_dir(folder: Path) -> None:
     """Make a rename inside `folder` durable (fsync the directory entry)."""
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    with os_errors(folder, "write"):
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _create_temp(path: Path) -> Path:
+    """Create an empty ``.<name>.<random>.tmp`` beside `path`, with the umask's permissions
+    (mkstemp's 0600 would hide a shared store from the team)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
+    while True:
+        tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+        try:
+            os.close(os.open(tmp, flags, 0o666))
+        except FileExistsError:
+            continue
+        return tmp
+
+
+def remove_stale_temps(folder: Path) -> list[Path]:
+    """Delete the temporary files a killed write left in `folder` (not below it); return them.
+
+    Call it only while no other process writes into `folder` (holding its :func:`key_lock`).
+    """
+    stale = [p for p in folder.glob(".*.tmp") if _TEMP_RE.fullmatch(p.name) and p.is_file()]
+    with os_errors(folder, "clean up"):
+        for tmp in stale:
+            tmp.unlink(missing_ok=True)
+    if stale:
+        logger.info("removed %d temporary files of a killed run from %s", len(stale), folder)
+    return stale
 
 
 @contextlib.contextmanager
 def atomic_path(path: Path) -> Iterator[Path]:
     """Yield a temporary path beside `path`; on success it is fsynced and renamed to `path`.
 
-    On any exception the temporary file is removed and `path` is left as it was.
+    On any exception the temporary file is removed and `path` is left as it was; an OSError
+    (of the caller's writing too) becomes a StoreAccessError naming `path`.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    tmp = Path(tmp_name)
+    with os_errors(path, "write"):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = _create_temp(path)
     try:
         yield tmp
         with open(tmp, "rb+") as fh:
             os.fsync(fh.fileno())
         os.replace(tmp, path)
         fsync_dir(path.parent)
+    except OSError as err:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        raise store_access_error(err, path, "write") from err
     except BaseException:
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
         raise
 
 
@@ -130,24 +245,62 @@ def atomic_write_json(path: Path, obj: object) -> None:
 
 
 def read_json(path: Path) -> dict[str, object]:
-    """Read a JSON object written by fxstore (a manifest); InvalidInputError if unreadable."""
+    """Read a JSON object written by fxstore (a manifest).
+
+    Raises
+    ------
+    StoreAccessError
+        The file cannot be read (missing, no permission, ...).
+    InvalidInputError
+        It is not a JSON object (damaged or edited by hand).
+    """
+    with os_errors(path, "read"):
+        text = path.read_bytes()
     try:
-        obj = json.loads(path.read_text())
-    except (OSError, ValueError) as err:
+        obj = json.loads(text)
+    except ValueError as err:
         raise InvalidInputError(
-            f"{path}: cannot read it as JSON ({err}); delete it and re-run with --force."
+            f"{path}: cannot read it as JSON ({err}); it is damaged or was edited: re-run the "
+            "command that wrote it with --force."
         ) from err
     if not isinstance(obj, dict):
         raise InvalidInputError(
-            f"{path}: expected a JSON object; delete it and re-run with --force."
+            f"{path}: expected a JSON object; it is damaged or was edited: re-run the command "
+            "that wrote it with --force."
         )
     return obj
+
+
+def manifest_field(data: Mapping[str, object], key: str, kind: type[_T], where: Path) -> _T:
+    """`data[key]` of the manifest (or manifest entry) read from `where`, checked to be `kind`.
+
+    An int is never a bool; a float may be written as an int (it is returned as a float).
+
+    Raises
+    ------
+    SchemaError
+        The field is missing or of another type (the message names the file and the field).
+    """
+    if key not in data:
+        raise SchemaError(
+            f"{where}: field `{key}` is missing; the manifest is damaged or was edited: re-run "
+            "the command that wrote it with --force."
+        )
+    value = data[key]
+    ok = isinstance(value, int | float) if kind is float else isinstance(value, kind)
+    if not ok or isinstance(value, bool):
+        raise SchemaError(
+            f"{where}: field `{key}` must be {_KIND_NAMES[kind]}, was {value!r}; the manifest "
+            "is damaged or was edited: re-run the command that wrote it with --force."
+        )
+    result: object = float(value) if isinstance(value, int | float) and kind is float else value
+    return cast(_T, result)
 
 
 def file_sha256(path: Path, block: int = 1 << 20) -> str:
     """Hex SHA-256 of the file at `path`, read in blocks."""
     digest = hashlib.sha256()
-    with open(path, "rb") as fh:
+    with os_errors(path, "read"), open(path, "rb") as fh:
         while data := fh.read(block):
             digest.update(data)
     return digest.hexdigest()
@@ -158,15 +311,25 @@ def key_lock(folder: Path) -> Iterator[None]:
     """Hold an exclusive lock on `folder` (its ``.lock`` file) while writing there.
 
     Two writers on one key are serialised: the second waits. The lock is an OS file lock,
-    released when the process ends, so a killed run never leaves a stale lock behind.
+    released when the process ends, so a killed run never leaves a stale lock behind. Once
+    held, the temporary files of a killed writer are removed (:func:`remove_stale_temps`).
+
+    Raises
+    ------
+    StoreAccessError
+        The folder or its lock file cannot be created (read-only, no permission, ...).
     """
-    folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / ".lock", "a+b") as fh:
+    lock = folder / LOCK
+    with os_errors(lock, "create the lock file"):
+        folder.mkdir(parents=True, exist_ok=True)
+        fh = open(lock, "a+b")  # noqa: SIM115 - closed below
+    with fh:
         try:
             fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             logger.warning("waiting for another fxstore process writing %s", folder)
             fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        remove_stale_temps(folder)
         try:
             yield
         finally:
@@ -274,14 +437,15 @@ def list_runs(root: Path, marker: str) -> list[str]:
 def create_run_dir(root: Path, kind: str) -> Path:
     """Make a fresh ``runs/<UTC time>-<kind>[-N]``; mkdir makes it unique across processes."""
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-    runs_dir(root).mkdir(parents=True, exist_ok=True)
-    for n in range(1, 10_000):
-        path = run_dir(root, f"{stamp}-{kind}" if n == 1 else f"{stamp}-{kind}-{n}")
-        try:
-            path.mkdir()
-        except FileExistsError:
-            continue
-        return path
+    with os_errors(runs_dir(root), "create a run folder in"):
+        runs_dir(root).mkdir(parents=True, exist_ok=True)
+        for n in range(1, 10_000):
+            path = run_dir(root, f"{stamp}-{kind}" if n == 1 else f"{stamp}-{kind}-{n}")
+            try:
+                path.mkdir()
+            except FileExistsError:
+                continue
+            return path
     raise InvalidInputError(f"no free run id {stamp}-{kind}-N in {runs_dir(root)}; retry later.")
 
 

@@ -195,7 +195,7 @@ def test_read_manifest_and_read_entry_round_trip(tmp_path: Path) -> None:
     ("changes", "message"),
     [
         ({"symbol": "NQ.FUT"}, r"the manifest is of symbol 'NQ\.FUT', expected 'ES\.FUT'"),
-        ({"n_rows": None}, r"`shards` or `n_rows` is missing"),
+        ({"n_rows": None}, r"field `n_rows` must be a whole number, was None"),
         ({"shards": []}, r"shards must be non-empty and in time order"),
         ({"shards": [{"file": "2024-01.arrow"}]}, r"a shard entry is malformed"),
         (

@@ -31,7 +31,19 @@ __all__ = ["cli", "main"]
 
 
 class _Group(click.Group):
-    """A click group that turns FxStoreError into ``Error: <message>`` and exit status 1."""
+    """A click group that turns FxStoreError (and an unknown command) into ``Error: <message>``
+    and exit status 1."""
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        """As click's, but an unknown command name is a user error like any other: exit 1."""
+        try:
+            return super().resolve_command(ctx, args)
+        except click.UsageError as err:
+            raise click.ClickException(
+                f"{err.format_message()} `fxstore --help` lists the commands."
+            ) from err
 
     def invoke(self, ctx: click.Context) -> object:
         try:

@@ -60,9 +60,11 @@ def default_synth_dir(store_root: Path, root: str) -> Path:
 def run_synth(config: SynthConfig, out_dir: Path, quiet: bool) -> SynthSummary:
     """Write the synthetic market with a progress bar, then one summary line on stderr."""
     from fxstore.market.calendar import trading_days_between
+    from fxstore.store import os_errors
     from fxstore.synth import generate_market
 
-    with progress("synth", quiet) as bar:
+    # The synthetic writer is not the store's: its OSErrors are turned here, naming the folder.
+    with progress("synth", quiet) as bar, os_errors(out_dir, "write into"):
         bar.start(len(trading_days_between(config.start, config.end)))
         summary = generate_market(config, out_dir, on_progress=bar.advance)
     click.echo(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Final
 
-from fxstore.config._validate import validate_bool, validate_number
+from fxstore.config._validate import validate_at_least, validate_bool, validate_number
 from fxstore.config.env import EnvConfig
 from fxstore.config.walkforward import WalkForwardConfig
 from fxstore.errors import InvalidInputError
@@ -72,7 +72,7 @@ class BacktestConfig:
                 f"`walkforward` must be a WalkForwardConfig, was {type(self.walkforward).__name__}."
             )
         validate_number("capital", self.capital, above=0.0)
-        validate_number("seed", self.seed, above=-1, integral=True)
+        validate_at_least("seed", self.seed, 0, integral=True)
         validate_bool("plots", self.plots)
 
     def to_json(self) -> dict[str, object]:

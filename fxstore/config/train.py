@@ -227,7 +227,7 @@ class TrainConfig:
         for name in ("episode_bars", "env_steps", "updates_per_step", "eval_every"):
             validate_number(name, getattr(self, name), above=0, integral=True)
         for name in ("learn_start", "patience", "checkpoint_every", "seed"):
-            validate_number(name, getattr(self, name), above=-1, integral=True)
+            validate_at_least(name, getattr(self, name), 0, integral=True)
         if self.episode_bars < 2:
             raise InvalidInputError(f"`episode_bars` must be >= 2, was {self.episode_bars}.")
         validate_number("capital", self.capital, above=0.0)

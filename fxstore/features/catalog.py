@@ -9,9 +9,17 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from fxstore.errors import FxStoreError
 from fxstore.features.reader import FeatureStore
 from fxstore.fxcache import FxCacheManifest
-from fxstore.store import bars_dir, list_bar_series, manifest_path, read_json
+from fxstore.store import (
+    bars_dir,
+    fxcache_dir,
+    list_bar_series,
+    manifest_field,
+    manifest_path,
+    read_json,
+)
 
 __all__ = ["BarSeriesInfo", "CacheInfo", "StoreListing", "format_info", "list_store"]
 
@@ -58,6 +66,8 @@ class StoreListing:
     root: Path
     bars: tuple[BarSeriesInfo, ...]
     caches: tuple[CacheInfo, ...]
+    #: Bar series and caches whose manifest cannot be read: (folder, why), listed apart.
+    damaged: tuple[tuple[Path, str], ...] = ()
 
     def to_json(self) -> dict[str, object]:
         """The listing as JSON data."""
@@ -65,6 +75,7 @@ class StoreListing:
             "root": str(self.root),
             "bars": [asdict(b) for b in self.bars],
             "fxcache": [asdict(c) for c in self.caches],
+            "damaged": [{"folder": str(f), "error": why} for f, why in self.damaged],
         }
 
     def format_text(self) -> str:
@@ -82,19 +93,27 @@ class StoreListing:
             f"from {c.bar_key}"
             for c in self.caches
         ] or ["  (none: run `fxstore precompute`)"]
+        if self.damaged:
+            lines.append("damaged (left out above):")
+            lines += [f"  {folder}  DAMAGED: {why}" for folder, why in self.damaged]
         return "\n".join(lines)
 
 
 def _bar_info(root: Path, symbol: str, instrument_key: str, bar_key: str) -> BarSeriesInfo:
-    manifest = read_json(manifest_path(bars_dir(root, symbol, instrument_key, bar_key)))
-    raw_days = manifest.get("days")
-    days = [d for d in raw_days if isinstance(d, dict)] if isinstance(raw_days, list) else []
-    with_bars = [str(d["trading_day"]) for d in days if int(d.get("n_bars", 0)) > 0]
+    where = manifest_path(bars_dir(root, symbol, instrument_key, bar_key))
+    manifest = read_json(where)
+    days = [d for d in manifest_field(manifest, "days", list, where) if isinstance(d, dict)]
+    n_bars = [manifest_field(d, "n_bars", int, where) for d in days]
+    with_bars = [
+        manifest_field(d, "trading_day", str, where)
+        for d, n in zip(days, n_bars, strict=True)
+        if n > 0
+    ]
     return BarSeriesInfo(
         symbol=symbol,
         instrument_key=instrument_key,
         bar_key=bar_key,
-        n_bars=sum(int(d.get("n_bars", 0)) for d in days),
+        n_bars=sum(n_bars),
         n_days=len(with_bars),
         first_day=with_bars[0] if with_bars else "",
         last_day=with_bars[-1] if with_bars else "",
@@ -120,17 +139,23 @@ def list_store(root: Path) -> StoreListing:
 
     Raises
     ------
-    InvalidInputError, SchemaError
-        A manifest cannot be read (the message names it).
+    Nothing: a bar series or cache whose manifest cannot be read is listed as damaged
+    (with the error) and the others are listed as usual.
     """
     store = FeatureStore(root)
-    caches = [
-        _cache_info(store.manifest(symbol, key))
-        for symbol in store.list_symbols()
-        for key in store.list_featuresets(symbol)
-    ]
-    bars = [_bar_info(root, *series) for series in list_bar_series(root)]
-    return StoreListing(root, tuple(bars), tuple(caches))
+    caches, bars, damaged = [], [], []
+    for symbol in store.list_symbols():
+        for key in store.list_featuresets(symbol):
+            try:
+                caches.append(_cache_info(store.manifest(symbol, key)))
+            except FxStoreError as err:
+                damaged.append((fxcache_dir(root, symbol, key), str(err)))
+    for series in list_bar_series(root):
+        try:
+            bars.append(_bar_info(root, *series))
+        except FxStoreError as err:
+            damaged.append((bars_dir(root, *series), str(err)))
+    return StoreListing(root, tuple(bars), tuple(caches), tuple(damaged))
 
 
 def _table(data: Mapping[str, object], key: str) -> dict[str, Any]:

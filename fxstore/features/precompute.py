@@ -38,7 +38,9 @@ from fxstore.store import (
     fxcache_dir,
     key_lock,
     list_bar_series,
+    manifest_field,
     manifest_path,
+    os_errors,
     read_json,
     resolve_manifest_file,
 )
@@ -156,7 +158,8 @@ def read_bars(source: BarSource) -> pa.Table:
                 f"{path}: missing or changed since ingest (SHA-256 differs from the bar "
                 "manifest); re-run `fxstore ingest --force`."
             )
-        tables.append(pq.read_table(path, columns=list(REQUIRED_COLUMNS)))
+        with os_errors(path, "read"):
+            tables.append(pq.read_table(path, columns=list(REQUIRED_COLUMNS)))
     if not tables:
         raise InvalidInputError(f"{source.folder}: the bar series has no bars.")
     return pa.concat_tables(tables)
@@ -252,8 +255,9 @@ def _manifest(
 def _existing(out_dir: Path, source: BarSource, config: FeatureConfig) -> Json | None:
     """The manifest of a finished cache built from the same bars and sharding, else None."""
     path = manifest_path(out_dir)
-    if not path.is_file():
-        return None
+    with os_errors(path, "read"):
+        if not path.is_file():
+            return None
     manifest: Json = read_json(path)
     same = (
         manifest.get("format") == FORMAT
@@ -273,17 +277,19 @@ def _existing(out_dir: Path, source: BarSource, config: FeatureConfig) -> Json |
 
 
 def _summary(out_dir: Path, manifest: Json, started: float, up_to_date: bool) -> PrecomputeSummary:
+    where = manifest_path(out_dir)
+    columns = manifest_field(manifest, "columns", dict, where)
     return PrecomputeSummary(
         out_dir=out_dir,
         key=out_dir.name,
-        n_bars=int(manifest["n_bars"]),
-        n_rows=int(manifest["n_rows"]),
-        warmup_rows_dropped=int(manifest["warmup_rows_dropped"]),
-        tail_rows_dropped=int(manifest["tail_rows_dropped"]),
-        n_features=len(manifest["columns"]["features"]),
-        n_targets=len(manifest["columns"]["targets"]),
-        n_shards=len(manifest["shards"]),
-        bars_per_day=float(manifest["bars_per_day"]),
+        n_bars=manifest_field(manifest, "n_bars", int, where),
+        n_rows=manifest_field(manifest, "n_rows", int, where),
+        warmup_rows_dropped=manifest_field(manifest, "warmup_rows_dropped", int, where),
+        tail_rows_dropped=manifest_field(manifest, "tail_rows_dropped", int, where),
+        n_features=len(manifest_field(columns, "features", list, where)),
+        n_targets=len(manifest_field(columns, "targets", list, where)),
+        n_shards=len(manifest_field(manifest, "shards", list, where)),
+        bars_per_day=manifest_field(manifest, "bars_per_day", float, where),
         elapsed_s=time.perf_counter() - started,
         up_to_date=up_to_date,
     )
@@ -333,10 +339,14 @@ def precompute(config: FeatureConfig, store_root: Path) -> PrecomputeSummary:
     source = resolve_bars(store_root, config)
     key = featureset.hash(instrument_key=source.instrument_key, bar_key=source.bar_key)
     out_dir = fxcache_dir(store_root, config.symbol, key)
+    # Up to date needs no lock: a read-only store (or a teammate's) is read as it is.
+    existing = None if config.force else _existing(out_dir, source, config)
+    if existing is not None:
+        logger.info("fxcache %s is up to date", out_dir)
+        return _summary(out_dir, existing, started, up_to_date=True)
     with key_lock(out_dir):
         existing = None if config.force else _existing(out_dir, source, config)
-        if existing is not None:
-            logger.info("fxcache %s is up to date", out_dir)
+        if existing is not None:  # another process finished it while we waited for the lock
             return _summary(out_dir, existing, started, up_to_date=True)
         bars = read_bars(source)
         frame = compute_features(bars, featureset)

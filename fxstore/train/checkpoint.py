@@ -18,14 +18,23 @@ import numpy as np
 import numpy.typing as npt
 
 from fxstore.errors import InvalidInputError
-from fxstore.store import atomic_path
+from fxstore.store import atomic_path, os_errors
 
-__all__ = ["CHECKPOINT_FORMAT", "check_state", "load_checkpoint", "save_checkpoint"]
+__all__ = [
+    "CHECKPOINT_FORMAT",
+    "DAMAGED",
+    "check_state",
+    "load_checkpoint",
+    "meta_value",
+    "save_checkpoint",
+]
 
 logger = logging.getLogger(__name__)
 
 CHECKPOINT_FORMAT: Final = "fxstore-checkpoint/1"
 _META: Final = "__meta__"
+#: What to do about a damaged checkpoint (the fold's earlier work is in it, nothing else).
+DAMAGED: Final = "the checkpoint is damaged: move it aside to train this fold from its start"
 
 
 def save_checkpoint(
@@ -51,14 +60,14 @@ def load_checkpoint(path: Path) -> tuple[dict[str, npt.NDArray[np.generic]], dic
     InvalidInputError
         The file is missing, not a checkpoint, holds object arrays, or has another format.
     """
+    if not path.is_file():
+        raise InvalidInputError(f"{path}: no checkpoint there; start the run anew.")
     try:
-        with np.load(path, allow_pickle=False) as data:
+        with os_errors(path, "read"), np.load(path, allow_pickle=False) as data:
             arrays = {name: data[name] for name in data.files}
-    except FileNotFoundError as err:
-        raise InvalidInputError(f"{path}: no checkpoint there; start the run anew.") from err
-    except (ValueError, OSError, zipfile.BadZipFile) as err:
+    except (ValueError, EOFError, zipfile.BadZipFile) as err:
         raise InvalidInputError(
-            f"{path}: not a readable fxstore checkpoint ({err}); delete it to start the fold anew."
+            f"{path}: not a readable fxstore checkpoint ({err}); {DAMAGED}."
         ) from err
     blob = arrays.pop(_META, None)
     try:
@@ -66,10 +75,30 @@ def load_checkpoint(path: Path) -> tuple[dict[str, npt.NDArray[np.generic]], dic
     except (UnicodeDecodeError, json.JSONDecodeError):
         meta = None
     if not isinstance(meta, dict) or meta.get("format") != CHECKPOINT_FORMAT:
-        raise InvalidInputError(
-            f"{path}: not an {CHECKPOINT_FORMAT} checkpoint; delete it to start the fold anew."
-        )
+        raise InvalidInputError(f"{path}: not an {CHECKPOINT_FORMAT} checkpoint; {DAMAGED}.")
     return arrays, meta
+
+
+def meta_value(meta: Mapping[str, object], key: str, kind: type[float], path: Path) -> float:
+    """`meta[key]` of the checkpoint at `path` as `kind` (int, float or bool).
+
+    Raises
+    ------
+    InvalidInputError
+        The key is missing or of another type (the message names the file and the key).
+    """
+    value = meta.get(key)
+    number = int if kind is int else int | float
+    ok = isinstance(value, bool) if kind is bool else isinstance(value, number)
+    if key not in meta or not ok or (kind is not bool and isinstance(value, bool)):
+        shown = "missing" if key not in meta else repr(value)
+        raise InvalidInputError(
+            f"{path}: checkpoint field `{key}` must be {_KINDS[kind]}, was {shown}; {DAMAGED}."
+        )
+    return kind(value)  # type: ignore[arg-type]
+
+
+_KINDS: Final = {int: "a whole number", float: "a number", bool: "true or false"}
 
 
 def check_state(

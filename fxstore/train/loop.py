@@ -40,9 +40,10 @@ from fxstore.train.backtest import (
     evaluate_fold,
     policy_totals,
 )
-from fxstore.train.checkpoint import load_checkpoint, save_checkpoint
+from fxstore.train.checkpoint import DAMAGED, load_checkpoint, meta_value, save_checkpoint
 from fxstore.train.data import open_cache
 from fxstore.train.env import ContractSpec, Market, contract_spec, evaluate_positions
+from fxstore.train.memory import check_host_memory
 from fxstore.train.metrics import sharpe_per_bar, to_host
 from fxstore.train.policy import greedy_positions
 from fxstore.train.replay import NStepAccumulator, PrioritizedReplay
@@ -317,20 +318,36 @@ def _restore(path: Path, learner: _Learner, state: _FoldState) -> npt.NDArray[np
     def part(prefix: str) -> dict[str, npt.NDArray[np.generic]]:
         return {k.split("/", 1)[1]: v for k, v in arrays.items() if k.startswith(prefix + "/")}
 
-    for prefix, component in learner.parts().items():
-        component.load_state_dict(part(prefix))
+    try:
+        for prefix, component in learner.parts().items():
+            component.load_state_dict(part(prefix))
+    except InvalidInputError as err:  # name the file: the message names only the key
+        raise InvalidInputError(f"{path}: {err}; {DAMAGED}.") from err
+    lo, hi = learner.env.window
+    for key in ("env/t", "env/stop"):
+        values = np.asarray(arrays[key])
+        if values.size and not (lo <= int(values.min()) and int(values.max()) < hi):
+            raise InvalidInputError(
+                f"{path}: checkpoint {key!r} must lie in {lo}..{hi - 1}, was "
+                f"{int(values.min())}..{int(values.max())}; {DAMAGED}."
+            )
+    if "obs" not in arrays:
+        raise InvalidInputError(f"{path}: checkpoint has no 'obs'; {DAMAGED}.")
     best = part("best")
     state.best_params = best or None
-    state.step = int(meta["step"])  # type: ignore[call-overload]
-    state.best_score = float(meta["best_score"])  # type: ignore[arg-type]
-    step = meta["best_step"]
-    state.best_step = int(step) if isinstance(step, int) else None
-    state.bad_evals = int(meta["bad_evals"])  # type: ignore[call-overload]
-    state.stopped = bool(meta["stopped"])
-    state.evals = list(meta["evals"])  # type: ignore[call-overload]
-    learner.act_rng.counter = int(meta["act_counter"])  # type: ignore[call-overload]
-    state.loss_sum = float(meta["loss_sum"])  # type: ignore[arg-type]
-    state.loss_count = int(meta["loss_count"])  # type: ignore[call-overload]
+    state.step = int(meta_value(meta, "step", int, path))
+    state.best_score = meta_value(meta, "best_score", float, path)
+    step = meta.get("best_step")
+    state.best_step = int(meta_value(meta, "best_step", int, path)) if step is not None else None
+    state.bad_evals = int(meta_value(meta, "bad_evals", int, path))
+    state.stopped = bool(meta_value(meta, "stopped", bool, path))
+    evals = meta.get("evals")
+    if not isinstance(evals, list):
+        raise InvalidInputError(f"{path}: checkpoint field `evals` must be a list; {DAMAGED}.")
+    state.evals = evals
+    learner.act_rng.counter = int(meta_value(meta, "act_counter", int, path))
+    state.loss_sum = meta_value(meta, "loss_sum", float, path)
+    state.loss_count = int(meta_value(meta, "loss_count", int, path))
     xp = learner.env.xp
     obs: npt.NDArray[np.float32] = xp.asarray(arrays["obs"], dtype=xp.float32)
     return obs
@@ -370,12 +387,15 @@ def train(
     TrainingDivergedError
         A loss, gradient or weight stopped being finite (the message names step and tensor).
     """
-    resumed = RunFolder.resume(root, resume) if resume else None
+    resumed = RunFolder.resume(root, resume) if resume is not None else None
     if resumed is not None:
         config = resumed.read_config()
     cache = open_cache(root, config.symbol, config.featureset, config.device)
     market = cache.market
     sizes = resumed.read_sizes() if resumed is not None else _resolve_sizes(config, market)
+    if market.xp is np:  # on a GPU the device is sized by _resolve_sizes
+        n_obs = market.features.shape[1] + 1
+        check_host_memory(config, sizes, n_obs, len(config.env.positions))
     folds = make_folds(
         market.trading_day, config.walkforward, max_target_horizon_bars=cache.horizon
     )

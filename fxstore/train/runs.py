@@ -15,7 +15,9 @@ Every file is written atomically; a fold counts as finished once its ``results.n
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
@@ -32,7 +34,9 @@ from fxstore.store import (
     create_run_dir,
     fold_dir,
     list_runs,
+    os_errors,
     read_json,
+    remove_stale_temps,
     run_dir,
     runs_dir,
 )
@@ -47,6 +51,22 @@ __all__ = ["RunFolder"]
 logger = logging.getLogger(__name__)
 
 _CONFIG: Final = "config.json"
+_REDO_FOLD: Final = (
+    "the file is damaged: move it aside (the fold is then trained again on --resume)."
+)
+
+
+def _read_results(path: Path) -> dict[str, npt.NDArray[np.generic]]:
+    """The arrays of a fold's ``results.npz``; InvalidInputError if damaged or truncated."""
+    with os_errors(path, "read"):
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                arrays = {name: data[name] for name in data.files}
+        except (ValueError, EOFError, zipfile.BadZipFile) as err:
+            raise InvalidInputError(f"{path}: cannot read it ({err}); {_REDO_FOLD}") from err
+    if "trading_day" not in arrays:
+        raise InvalidInputError(f"{path}: has no 'trading_day'; {_REDO_FOLD}")
+    return arrays
 
 
 class RunFolder:
@@ -62,6 +82,9 @@ class RunFolder:
 
     @classmethod
     def resume(cls, root: Path, run_id: str) -> RunFolder:
+        """The run `run_id`, its killed writes' temporary files removed."""
+        if not run_id:
+            raise InvalidInputError("`resume` must be a run id under runs/, was ''.")
         path = run_dir(root, run_id)
         if not (path / _CONFIG).is_file():
             known = list_runs(root, _CONFIG)
@@ -69,11 +92,14 @@ class RunFolder:
                 f"no run {run_id!r} in {runs_dir(root)} (known: {', '.join(known) or 'none'}); "
                 "start a new one without --resume."
             )
+        for folder in (path, *sorted(p for p in path.glob("fold*") if p.is_dir())):
+            remove_stale_temps(folder)
         return cls(path)
 
     def fold_dir(self, index: int) -> Path:
         folder = fold_dir(self.path, index)
-        folder.mkdir(exist_ok=True)
+        with os_errors(folder, "create"):
+            folder.mkdir(exist_ok=True)
         return folder
 
     def checkpoint_path(self, index: int) -> Path:
@@ -82,16 +108,22 @@ class RunFolder:
     def write_config(
         self, config: TrainConfig, sizes: Mapping[str, int], cache: CachedMarket
     ) -> None:
-        atomic_write_json(
-            self.path / _CONFIG,
-            {
-                "kind": "train",
-                "config": config.to_json(),
-                "resolved": dict(sizes),
-                "fxcache": cache.to_json(config.symbol),
-                "fxstore_version": __version__,
-            },
-        )
+        """Write ``config.json``; if that fails, the (still empty) run folder is removed."""
+        try:
+            atomic_write_json(
+                self.path / _CONFIG,
+                {
+                    "kind": "train",
+                    "config": config.to_json(),
+                    "resolved": dict(sizes),
+                    "fxcache": cache.to_json(config.symbol),
+                    "fxstore_version": __version__,
+                },
+            )
+        except BaseException:
+            with contextlib.suppress(OSError):
+                self.path.rmdir()  # only if empty: nothing but this run's own folder
+            raise
 
     def read_config(self) -> TrainConfig:
         data = read_json(self.path / _CONFIG)
@@ -146,10 +178,14 @@ class RunFolder:
         path = self.fold_dir(fold.index) / "results.npz"
         if not path.is_file():
             return None
-        with np.load(path, allow_pickle=False) as data:
-            arrays = {name: data[name] for name in data.files}
+        arrays = _read_results(path)
         day = arrays.pop("trading_day")
         policies = sorted({k.split("/", 1)[0] for k in arrays})
+        missing = [
+            f"{p}/{n}" for p in policies for n in ("pnl", "positions") if f"{p}/{n}" not in arrays
+        ]
+        if missing:
+            raise InvalidInputError(f"{path}: has no {missing[0]!r}; {_REDO_FOLD}")
         return {
             p: fold_result(
                 fold,

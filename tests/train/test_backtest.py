@@ -166,7 +166,7 @@ def test_evaluate_fold_ofi_sign_books_each_signed_move() -> None:
         ({"policies": ()}, "`policies` must be a non-empty tuple"),
         ({"policies": ("flat", "flat")}, "`policies` must not repeat a policy"),
         ({"capital": 0.0}, "`capital` must be > 0, was 0.0."),
-        ({"seed": -1}, "`seed` must be > -1, was -1."),
+        ({"seed": -1}, "`seed` must be >= 0, was -1."),
         ({"symbol": "../x"}, "`symbol` may hold only"),
         ({"plots": "yes"}, "`plots` must be True or False"),
     ],

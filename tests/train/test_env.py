@@ -110,7 +110,9 @@ def test_contract_spec_unknown_root_raises_one_line_error() -> None:
         contract_spec("XX.FUT")
 
     message = str(info.value)
-    assert message.startswith("no contract spec for 'XX.FUT' (root 'XX'; known: 6B, 6E, 6J, CL, EMD, ES")
+    assert message.startswith(
+        "no contract spec for 'XX.FUT' (root 'XX'; known: 6B, 6E, 6J, CL, EMD, ES"
+    )
     assert message.endswith("pass --multiplier and --tick-size.")
     assert "\n" not in message
 

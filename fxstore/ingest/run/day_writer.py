@@ -25,7 +25,7 @@ from fxstore.ingest.run.day_files import (
 )
 from fxstore.ingest.run.plan import IngestPlan
 from fxstore.ingest.select.front_month import FrontMonthSelector
-from fxstore.store import fsync_dir
+from fxstore.store import fsync_dir, os_errors
 
 __all__ = ["DayWriter", "Json"]
 
@@ -107,7 +107,8 @@ class DayWriter:
             part = day.parts.get(key)
             if part is None:
                 return None
-            os.replace(part.path, path)
+            with os_errors(path, "write"):
+                os.replace(part.path, path)
             fsync_dir(path.parent)
             return dataclasses.replace(part, path=path)
         table = combine_instruments(day.bars) if key == ALL_INSTRUMENTS else day.bars.get(key)

@@ -19,7 +19,7 @@ from typing import Final
 
 from fxstore import __version__
 from fxstore.config import IngestConfig
-from fxstore.errors import FxStoreWarning, InvalidInputError
+from fxstore.errors import FxStoreWarning, InvalidInputError, SchemaError
 from fxstore.ingest.bars.params import CLOSE_REASONS
 from fxstore.ingest.dbn.reader import DbnFile
 from fxstore.ingest.run.day_writer import DayWriter, Json
@@ -28,7 +28,9 @@ from fxstore.ingest.select.front_month import RollEntry
 from fxstore.store import (
     atomic_write_json,
     file_sha256,
+    manifest_field,
     manifest_path,
+    os_errors,
     read_json,
     resolve_manifest_file,
 )
@@ -85,8 +87,9 @@ def fingerprint(
 
 def up_to_date_manifest(out_dir: Path, fingerprint: str) -> Json | None:
     path = manifest_path(out_dir)
-    if not path.exists():
-        return None
+    with os_errors(path, "read"):
+        if not path.exists():
+            return None
     manifest = read_json(path)
     days = manifest.get("days", [])
     files_ok = isinstance(days, list) and all(
@@ -140,15 +143,26 @@ def write_manifest(
 
 
 def summary_from_manifest(out_dir: Path, manifest: Json, started: float) -> IngestSummary:
-    days = [d for d in manifest.get("days", []) if isinstance(d, dict)]
-    n_bars = sum(int(d["n_bars"]) for d in days)
+    """The summary of a series found up to date (its manifest's fields checked by type)."""
+    where = manifest_path(out_dir)
+    days = manifest_field(manifest, "days", list, where)
+    if not all(isinstance(d, dict) for d in days):
+        raise SchemaError(
+            f"{where}: every entry of `days` must be a JSON object; the manifest is damaged or "
+            "was edited: re-run the command that wrote it with --force."
+        )
+    counts = [
+        {k: manifest_field(d, k, int, where) for k in ("n_bars", "n_records", "n_kept")}
+        for d in days
+    ]
+    n_bars = sum(c["n_bars"] for c in counts)
     return IngestSummary(
         out_dir=out_dir,
-        n_days=sum(1 for d in days if int(d["n_bars"]) > 0),
+        n_days=sum(1 for c in counts if c["n_bars"] > 0),
         days_written=0,
         days_skipped=len(days),
-        n_records=sum(int(d["n_records"]) for d in days),
-        n_kept=sum(int(d.get("n_kept", 0)) for d in days),
+        n_records=sum(c["n_records"] for c in counts),
+        n_kept=sum(c["n_kept"] for c in counts),
         n_bars=n_bars,
         schedule=(),
         elapsed_s=time.perf_counter() - started,

@@ -64,9 +64,7 @@ from fxstore.ingest.run.progress import PROGRESS, ProgressLog, load_progress
 from fxstore.ingest.run.resplit import SPLIT_DIR, build_split_groups, can_split
 from fxstore.ingest.select.coverage import check_selection, describe_roots
 from fxstore.market.calendar import is_trading_day, trading_day_of
-from fxstore.store import (
-    key_lock,
-)
+from fxstore.store import LOCK, key_lock, os_errors
 
 __all__ = ["ingest", "plan_groups"]
 
@@ -244,9 +242,13 @@ def ingest(
     check_selection(plan.selection, plan.root, source.symbology, _describe_inputs(source))
     out_dir = plan.out_dir(store_root)
     fingerprint = series_fingerprint(config, source.files, definitions)
+    # Up to date needs no lock: a read-only store (or a teammate's) is read as it is.
+    manifest = None if config.force else up_to_date_manifest(out_dir, fingerprint)
+    if manifest is not None:
+        return summary_from_manifest(out_dir, manifest, started)
     with _new_folder_removed_on_error(out_dir, store_root), key_lock(out_dir):
         manifest = None if config.force else up_to_date_manifest(out_dir, fingerprint)
-        if manifest is not None:
+        if manifest is not None:  # another process finished it while we waited for the lock
             return summary_from_manifest(out_dir, manifest, started)
         done = {} if config.force else load_progress(out_dir, fingerprint)
         _remove_scratch(out_dir)  # a killed run's candidates and fragments
@@ -270,9 +272,11 @@ def ingest(
             )
             tasks.append((_group_key(group), task))
         try:
-            inputs, n_records, n_skipped, build_s = _build_all(
-                config, source, writer, tasks, done, fingerprint, on_progress
-            )
+            # The workers' own scratch writes (fragments) too: their OSError names the folder.
+            with os_errors(out_dir, "write into"):
+                inputs, n_records, n_skipped, build_s = _build_all(
+                    config, source, writer, tasks, done, fingerprint, on_progress
+                )
         finally:
             _remove_scratch(out_dir)
         if not any(int(e.get("n_kept", 0)) for e in writer.entries):
@@ -316,8 +320,9 @@ def _new_folder_removed_on_error(out_dir: Path, store_root: Path) -> Iterator[No
     try:
         yield
     except BaseException:
-        if created and {p.name for p in out_dir.iterdir()} <= {".lock"}:
-            (out_dir / ".lock").unlink(missing_ok=True)
+        if created and (not out_dir.is_dir() or {p.name for p in out_dir.iterdir()} <= {LOCK}):
+            with contextlib.suppress(OSError):  # the error being raised says why
+                (out_dir / LOCK).unlink(missing_ok=True)
             for folder in created:  # deepest first
                 with contextlib.suppress(OSError):
                     folder.rmdir()

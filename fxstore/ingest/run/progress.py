@@ -16,7 +16,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Final
 
-from fxstore.store import atomic_write_bytes
+from fxstore.store import atomic_write_bytes, os_errors
 
 __all__ = ["PROGRESS", "ProgressLog", "load_progress"]
 
@@ -67,16 +67,19 @@ class ProgressLog:
         lines = [_line({"fingerprint": fingerprint})]
         lines += [_line({"group": key, **entry}) for key, entry in resumed.items()]
         atomic_write_bytes(self.path, b"".join(lines))
-        self._fh: IO[bytes] = self.path.open("ab")
+        with os_errors(self.path, "write"):
+            self._fh: IO[bytes] = self.path.open("ab")
 
     def append(self, key: str, entry: Entry) -> None:
         """Record one finished group durably."""
-        self._fh.write(_line({"group": key, **entry}))
-        self._fh.flush()
-        os.fsync(self._fh.fileno())
+        with os_errors(self.path, "write"):
+            self._fh.write(_line({"group": key, **entry}))
+            self._fh.flush()
+            os.fsync(self._fh.fileno())
 
     def close(self) -> None:
-        self._fh.close()
+        with os_errors(self.path, "write"):
+            self._fh.close()
 
     def __enter__(self) -> ProgressLog:
         return self

@@ -1,0 +1,99 @@
+"""Host memory a training run will allocate, checked before anything is allocated.
+
+Sizes are the user's to choose (``--n-envs``, ``--hidden``, ``--replay-size``, ``--batch-size``);
+an absurd one must end in one ``Error:`` line naming the option, not in a MemoryError halfway
+through a fold. The estimate counts the big arrays only (float32 everywhere); it is a lower bound
+of what training really uses, so a run it refuses could never have fitted. On a GPU the device's
+free memory is sized by the train loop itself; this checks host (CPU) memory.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Final
+
+from fxstore.config import TrainConfig
+from fxstore.errors import InvalidInputError
+
+__all__ = ["available_host_bytes", "check_host_memory", "host_bytes_needed"]
+
+logger = logging.getLogger(__name__)
+
+_F32: Final = 4
+#: Copies of the network's parameters: online, target, gradient, two Adam moments, the best
+#: weights of early stopping and the checkpoint's host copy.
+_PARAM_COPIES: Final = 7
+_MEMINFO: Final = Path("/proc/meminfo")
+
+
+def host_bytes_needed(
+    config: TrainConfig, sizes: Mapping[str, int], n_obs: int, n_actions: int
+) -> dict[str, int]:
+    """Bytes of the largest arrays of one fold, by the option that sizes them.
+
+    Keys are ``hidden`` (network and its copies), ``batch_size`` (activations of one update),
+    ``n_envs`` (environment and n-step state) and ``replay_size`` (the replay buffer).
+    """
+    agent = config.agent
+    hidden, layers = agent.hidden, agent.layers
+    head = hidden * agent.n_atoms * (1 + n_actions)
+    params = n_obs * hidden + (layers - 1) * hidden * hidden + head + layers * hidden
+    transition = 2 * n_obs * _F32 + 8 + 3 * _F32
+    # Online and target forward passes over obs and next obs, kept for the backward pass.
+    activations = 3 * sizes["batch_size"] * (layers * hidden + head) * _F32 * 2
+    return {
+        "hidden": _PARAM_COPIES * params * _F32,
+        "batch_size": activations + sizes["batch_size"] * transition,
+        "n_envs": sizes["n_envs"] * ((agent.n_step + 2) * (n_obs * _F32 + 16) + 64),
+        "replay_size": sizes["replay_size"] * (transition + 2 * _F32),
+    }
+
+
+def available_host_bytes() -> int | None:
+    """Memory the system can give without swapping (MemAvailable), None if unknown."""
+    try:
+        for line in _MEMINFO.read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError):
+        return None
+
+
+def check_host_memory(
+    config: TrainConfig, sizes: Mapping[str, int], n_obs: int, n_actions: int
+) -> None:
+    """Raise InvalidInputError if the sizes need more host memory than is available.
+
+    The message names the option that asks for the most.
+    """
+    available = available_host_bytes()
+    if available is None:
+        return
+    needed = host_bytes_needed(config, sizes, n_obs, n_actions)
+    total = sum(needed.values())
+    logger.debug("training needs about %.3g bytes of host memory, %d available", total, available)
+    if total <= available:
+        return
+    option = max(needed, key=lambda k: needed[k])
+    value = config.agent.hidden if option == "hidden" else sizes[option]
+    raise InvalidInputError(
+        f"`{option}` {value} needs about {_human(needed[option])} of host memory "
+        f"({_human(total)} for the whole run), more than the {_human(available)} available; "
+        f"lower --{option.replace('_', '-')}."
+    )
+
+
+def _human(n_bytes: float) -> str:
+    units = ("B", "KB", "MB", "GB", "TB")
+    i = 0
+    while n_bytes >= 1024 and i < len(units) - 1:
+        n_bytes /= 1024
+        i += 1
+    return f"{n_bytes:.3g} {units[i]}"

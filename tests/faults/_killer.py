@@ -1,0 +1,74 @@
+"""Run one stage in this process and SIGKILL it at a chosen rename (``python -m``, by the tests).
+
+    python -m tests.faults._killer NAME N ingest MARKET ROOT
+    python -m tests.faults._killer NAME N precompute ROOT
+    python -m tests.faults._killer NAME N train ROOT
+
+The process kills itself (kill -9, no cleanup of any kind) just before the N-th ``os.replace``
+whose destination's name contains NAME: the temporary file is complete and not yet renamed,
+as when the machine dies in the middle of an atomic write. N = 0 never kills.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from pathlib import Path
+
+from fxstore.config import AgentConfig, EnvConfig, FeatureConfig, TrainConfig, WalkForwardConfig
+from tests.faults.conftest import INGEST
+
+#: Two folds of a few hundred steps: seconds on one core.
+TINY = TrainConfig(
+    device="cpu",
+    env=EnvConfig(positions=(-1, 0, 1)),
+    agent=AgentConfig(hidden=16, n_atoms=11, v_min=-5.0, v_max=5.0, gamma=0.9, lr=1e-3),
+    walkforward=WalkForwardConfig(train_days=20, test_days=10, validation_fraction=0.2),
+    n_envs=8,
+    batch_size=32,
+    replay_size=2_000,
+    episode_bars=60,
+    env_steps=120,
+    learn_start=64,
+    eval_every=40,
+    patience=0,
+    checkpoint_every=50,
+    max_folds=2,
+)
+
+
+def _kill_at(name: str, n: int) -> None:
+    real = os.replace
+    seen = 0
+
+    def replace(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
+        nonlocal seen
+        if name in Path(dst).name:
+            seen += 1
+            if seen == n:
+                os.kill(os.getpid(), signal.SIGKILL)
+        real(src, dst)
+
+    os.replace = replace  # type: ignore[assignment]
+
+
+def main(argv: list[str]) -> None:
+    name, n, stage, *args = argv
+    _kill_at(name, int(n))
+    if stage == "ingest":
+        from fxstore.ingest.run.pipeline import ingest
+
+        ingest(INGEST, [Path(args[0])], Path(args[1]))
+    elif stage == "precompute":
+        from fxstore.features.precompute import precompute
+
+        precompute(FeatureConfig(), Path(args[0]))
+    else:
+        from fxstore.train.loop import train
+
+        train(TINY, Path(args[0]))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
