@@ -97,6 +97,8 @@ class FileStats:
     skipped_rtypes: tuple[tuple[int, int], ...]
     #: Bytes of a partial record at the end of a truncated stream, dropped with a warning.
     n_dropped_bytes: int
+    #: ts_recv of the last MBP-10 record read (None before any).
+    last_ts_recv: int | None
     #: Hex SHA-256 of the file's bytes, computed as they were read; None unless the read
     #: reached the end of the file.
     sha256: str | None = None
@@ -116,6 +118,7 @@ class FileCounters:
     n_symbol_mappings: int = 0
     skipped: dict[int, int] = field(default_factory=dict)
     n_dropped_bytes: int = 0
+    last_ts_recv: int | None = None
     sha256: str | None = None
 
     def freeze(self, path: Path) -> FileStats:
@@ -126,6 +129,7 @@ class FileCounters:
             n_symbol_mappings=self.n_symbol_mappings,
             skipped_rtypes=tuple(sorted(self.skipped.items())),
             n_dropped_bytes=self.n_dropped_bytes,
+            last_ts_recv=self.last_ts_recv,
             sha256=self.sha256,
         )
 
@@ -353,6 +357,7 @@ def _iter_records(
             for records in parts:
                 last_ts = check_order(records, last_ts, file.path, index)
                 counters.n_records += records.size
+                counters.last_ts_recv = last_ts
                 yield records, index
                 index += records.size
     finally:

@@ -98,6 +98,19 @@ class ReadStats:
         """Bytes of partial records dropped at the end of truncated streams."""
         return sum(f.n_dropped_bytes for f in self.files)
 
+    def truncated(self) -> dict[str, list[int]]:
+        """Files whose stream ended in a partial record: name → [bytes dropped, MBP-10
+        records kept, ts_recv of the last one (-1: none)]."""
+        return {
+            f.path.name: [
+                f.n_dropped_bytes,
+                f.n_records,
+                -1 if f.last_ts_recv is None else f.last_ts_recv,
+            ]
+            for f in self.files
+            if f.n_dropped_bytes
+        }
+
     def inputs(self, paths: Sequence[Path]) -> list[tuple[str, int, str]]:
         """(name, size in bytes, sha256) of each of `paths`: the checksum taken while the
         file was read to its end, else (a file not read to its end) one more pass over it."""

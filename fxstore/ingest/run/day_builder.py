@@ -98,7 +98,8 @@ class GroupResult:
     #: (file name, size in bytes, sha256) of each file of the group.
     inputs: list[tuple[str, int, str]]
     n_records: int
-    n_dropped_bytes: int
+    #: Inputs that ended in a partial record (see ``ReadStats.truncated``).
+    truncated: dict[str, list[int]]
     #: Seconds the group took to build (wall time in its process).
     build_s: float
 
@@ -272,11 +273,11 @@ def build_group(
         fragments = FragmentSource(task.fragments, task.symbology)
         days = list(_iter_days(fragments, task, chooser, on_day, prune))
         elapsed = time.perf_counter() - started
-        return GroupResult(days, [], fragments.n_records, 0, elapsed)
+        return GroupResult(days, [], fragments.n_records, {}, elapsed)
     if source is None:
         source = open_dbn(list(task.paths))
     days = list(_iter_days(source, task, chooser, on_day, prune))
     stats = source.stats
     inputs = stats.inputs(task.paths)
     elapsed = time.perf_counter() - started
-    return GroupResult(days, inputs, stats.n_records, stats.n_dropped_bytes, elapsed)
+    return GroupResult(days, inputs, stats.n_records, stats.truncated(), elapsed)

@@ -12,10 +12,12 @@ import hashlib
 import json
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
+
+import numpy as np
 
 from fxstore import __version__
 from fxstore.config import IngestConfig
@@ -25,6 +27,7 @@ from fxstore.ingest.dbn.reader import DbnFile
 from fxstore.ingest.run.day_writer import DayWriter, Json
 from fxstore.ingest.run.plan import IngestPlan
 from fxstore.ingest.select.front_month import RollEntry
+from fxstore.market.calendar import trading_day_of
 from fxstore.store import (
     atomic_write_json,
     file_sha256,
@@ -41,6 +44,7 @@ __all__ = [
     "summary_from_manifest",
     "up_to_date_manifest",
     "warn_if_target_missed",
+    "warn_truncated",
     "write_manifest",
 ]
 
@@ -106,9 +110,19 @@ def write_manifest(
     inputs: list[list[object]],
     fingerprint: str,
     definitions: Sequence[Path] = (),
+    truncated: Mapping[str, list[int]] | None = None,
 ) -> None:
-    """Commit the series: written last, atomically, once every day file is in place."""
+    """Commit the series: written last, atomically, once every day file is in place.
+
+    `truncated` (file name → [bytes dropped, records kept, last ts_recv]) marks those
+    inputs, and the trading day their last record fell on, as incomplete.
+    """
     config = writer.plan.config
+    cut = _truncated_json(truncated or {})
+    for entry in writer.entries:
+        names = [n for n, c in cut.items() if c["last_trading_day"] == entry["trading_day"]]
+        if names:
+            entry["truncated"] = sorted(names)
     schedule = writer.selector.schedule if writer.selector else []
     atomic_write_json(
         manifest_path(out_dir),
@@ -119,7 +133,10 @@ def write_manifest(
             "config": config.to_json(),
             "bar_key": config.bars.key,
             "bar_rule": _bar_rule(config),
-            "inputs": [{"name": n, "size": s, "sha256": h} for n, s, h in inputs],
+            "inputs": [
+                {"name": n, "size": s, "sha256": h} | ({"truncated": cut[n]} if n in cut else {})
+                for n, s, h in inputs
+            ],
             "definitions": [
                 {"name": p.name, "size": p.stat().st_size, "sha256": file_sha256(p)}
                 for p in definitions
@@ -145,6 +162,7 @@ def write_manifest(
 def summary_from_manifest(out_dir: Path, manifest: Json, started: float) -> IngestSummary:
     """The summary of a series found up to date (its manifest's fields checked by type)."""
     where = manifest_path(out_dir)
+    warn_truncated(manifest, where)
     days = manifest_field(manifest, "days", list, where)
     if not all(isinstance(d, dict) for d in days):
         raise SchemaError(
@@ -169,6 +187,34 @@ def summary_from_manifest(out_dir: Path, manifest: Json, started: float) -> Inge
         build_s=0.0,
         up_to_date=True,
     )
+
+
+def _truncated_json(truncated: Mapping[str, list[int]]) -> dict[str, Json]:
+    out: dict[str, Json] = {}
+    for name, (dropped, kept, last_ts) in truncated.items():
+        day = trading_day_of(np.array([last_ts], dtype=np.int64))[0] if last_ts >= 0 else None
+        out[name] = {
+            "dropped_bytes": int(dropped),
+            "records_kept": int(kept),
+            "last_trading_day": None if day is None else str(day),
+        }
+    return out
+
+
+def warn_truncated(manifest: Json, where: Path) -> None:
+    """Warn about each input a series was built from that ended in a partial record."""
+    for entry in manifest_field(manifest, "inputs", list, where):
+        cut = entry.get("truncated") if isinstance(entry, dict) else None
+        if isinstance(cut, dict):
+            warnings.warn(
+                FxStoreWarning(
+                    f"{where}: input {entry.get('name')} was truncated ({cut.get('dropped_bytes')}"
+                    f" bytes dropped after {cut.get('records_kept')} records): its last trading "
+                    f"day {cut.get('last_trading_day')} is incomplete; download it again and "
+                    "re-run with --force."
+                ),
+                stacklevel=2,
+            )
 
 
 def contract_facts(plan: IngestPlan, entries: Sequence[Json]) -> Json:

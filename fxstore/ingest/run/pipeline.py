@@ -274,7 +274,7 @@ def ingest(
         try:
             # The workers' own scratch writes (fragments) too: their OSError names the folder.
             with os_errors(out_dir, "write into"):
-                inputs, n_records, n_skipped, build_s = _build_all(
+                inputs, truncated, n_records, n_skipped, build_s = _build_all(
                     config, source, writer, tasks, done, fingerprint, on_progress
                 )
         finally:
@@ -287,7 +287,7 @@ def ingest(
                 f"{describe_roots(source.symbology)}. Check --symbol and --instrument-mode "
                 "(`fxstore scan` shows what the files hold)."
             )
-        write_manifest(out_dir, writer, inputs, fingerprint, definitions)
+        write_manifest(out_dir, writer, inputs, fingerprint, definitions, truncated)
         warn_if_target_missed(plan, writer.entries)
         (out_dir / PROGRESS).unlink(missing_ok=True)
     n_bars = sum(int(str(e["n_bars"])) for e in writer.entries)
@@ -358,14 +358,16 @@ def _build_all(
     done: Json,
     fingerprint: str,
     on_progress: Callable[[dt.date], None] | None,
-) -> tuple[list[list[object]], int, int, float]:
+) -> tuple[list[list[object]], dict[str, list[int]], int, int, float]:
     """Replay finished groups, build the rest in order, save progress after each group.
 
-    Returns the inputs (name, size, sha256), the records read, the days replayed and the
-    seconds spent building groups.
+    Returns the inputs (name, size, sha256), the truncated ones (see
+    ``ReadStats.truncated``), the records read, the days replayed and the seconds spent
+    building groups.
     """
     resumed: dict[str, Json] = {}
     inputs: list[list[object]] = []
+    truncated: dict[str, list[int]] = {}
     n_records = 0
     build_s = 0.0
     pending = list(tasks)
@@ -377,6 +379,7 @@ def _build_all(
             if on_progress:
                 on_progress(dt.date.fromisoformat(entry["trading_day"]))
         inputs += saved["inputs"]
+        truncated |= saved.get("truncated", {})
         n_records += int(saved["n_records"])
         resumed[key] = saved
     n_replayed = len(writer.entries)
@@ -404,10 +407,12 @@ def _build_all(
                 {
                     "days": writer.entries[len(writer.entries) - len(result.days) :],
                     "inputs": [list(i) for i in result.inputs],
+                    "truncated": result.truncated,
                     "n_records": result.n_records,
                 },
             )
             inputs += [list(i) for i in result.inputs]
+            truncated |= result.truncated
             n_records += result.n_records
             build_s += result.build_s
-    return inputs, n_records, n_replayed, build_s
+    return inputs, truncated, n_records, n_replayed, build_s

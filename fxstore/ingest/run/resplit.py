@@ -68,7 +68,8 @@ class SplitResult:
     #: (file name, size in bytes, sha256)
     input: tuple[str, int, str]
     n_records: int
-    n_dropped_bytes: int
+    #: The file, when its stream ended in a partial record (see ``ReadStats.truncated``).
+    truncated: dict[str, list[int]]
     #: SymbolMapping records met while reading (0: the symbology is all in the header).
     n_symbol_mappings: int
     first_ts: int | None
@@ -116,7 +117,7 @@ def split_file(task: SplitTask) -> SplitResult:
         fragments={day: paths[day] for day in sorted(paths)},
         input=stats.inputs([task.path])[0],
         n_records=stats.n_records,
-        n_dropped_bytes=stats.n_dropped_bytes,
+        truncated=stats.truncated(),
         n_symbol_mappings=sum(f.n_symbol_mappings for f in stats.files),
         first_ts=first_ts,
         last_ts=last_ts,
@@ -173,7 +174,7 @@ class _Group:
             days=sorted(self.days, key=lambda d: d.day),
             inputs=[s.input for s in self.splits],
             n_records=sum(s.n_records for s in self.splits),
-            n_dropped_bytes=sum(s.n_dropped_bytes for s in self.splits),
+            truncated={k: v for s in self.splits for k, v in s.truncated.items()},
             build_s=self.build_s,
         )
 

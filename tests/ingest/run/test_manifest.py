@@ -8,7 +8,7 @@ import pytest
 
 from fxstore.config import BarConfig, IngestConfig
 from fxstore.errors import FxStoreWarning
-from fxstore.ingest import ingest
+from fxstore.ingest import ingest, open_dbn
 from fxstore.ingest.run.manifest import warn_if_target_missed
 from fxstore.ingest.run.plan import plan_ingest
 from tests.conftest import SynthMarket
@@ -76,3 +76,32 @@ def test_ingest_manifest_records_the_bar_rule_and_close_reasons_per_day(
     for entry in (d for d in manifest["days"] if d["n_bars"]):
         assert sum(entry["close_reasons"].values()) == entry["n_bars"]
         assert entry["close_reasons"].get("warmup") == 1
+
+
+def test_ingest_truncated_input_is_recorded_and_warned_about_on_every_run(
+    two_roll_market: SynthMarket, tmp_path: Path
+) -> None:
+    import zstandard
+
+    day = sorted(two_roll_market.folder.glob("*.dbn.zst"))[3]
+    with zstandard.ZstdDecompressor().stream_reader(day.read_bytes()) as reader:
+        plain = reader.read()
+    cut = tmp_path / day.name.removesuffix(".zst")
+    cut.write_bytes(plain[:-100])  # a download that stopped 100 bytes short
+    config = IngestConfig(symbol="ES.FUT", bars=BarConfig(target_bars_per_day=5))
+
+    with pytest.warns(FxStoreWarning, match="partial record"):
+        summary = ingest(config, [cut], tmp_path / "store")
+
+    manifest = json.loads((summary.out_dir / "manifest.json").read_text())
+    (entry,) = manifest["inputs"]
+    assert entry["truncated"]["dropped_bytes"] == 368 - 100
+    n_records = sum(c.records.size for c in open_dbn(day).iter_chunks())
+    assert entry["truncated"]["records_kept"] == n_records - 1  # the cut record is dropped
+    last_day = entry["truncated"]["last_trading_day"]
+    assert [d["truncated"] for d in manifest["days"] if d["trading_day"] == last_day] == [
+        [cut.name]
+    ]
+    with pytest.warns(FxStoreWarning, match=rf"input {cut.name} was truncated .* incomplete"):
+        again = ingest(config, [cut], tmp_path / "store")
+    assert again.up_to_date
