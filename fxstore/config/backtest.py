@@ -11,8 +11,9 @@ from fxstore.config.walkforward import WalkForwardConfig
 from fxstore.errors import InvalidInputError
 from fxstore.store import validate_key
 
-#: The baseline policies of ``fxstore backtest`` (see :mod:`fxstore.train.backtest`).
-BASELINE_POLICIES: Final = ("flat", "long", "random", "ofi-sign")
+#: The baseline policies of ``fxstore backtest`` (see :mod:`fxstore.train.backtest`);
+#: 'linear' is fitted per fold on the training window (:mod:`fxstore.train.linear`).
+BASELINE_POLICIES: Final = ("flat", "long", "random", "ofi-sign", "linear")
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,7 +22,8 @@ class BacktestConfig:
 
     Every policy trades the same test windows with the same costs (:mod:`fxstore.train.env`
     accounting); nothing is fitted, so the training windows only place the test windows
-    exactly where a trained agent's would be.
+    exactly where a trained agent's would be, except for 'linear', which is fitted on each
+    fold's training part and tuned on its validation slice.
     """
 
     symbol: str = "ES.FUT"
@@ -30,8 +32,9 @@ class BacktestConfig:
     featureset: str | None = None
     """Feature-set hash under ``fxcache/<symbol>/``; None when there is one."""
 
-    policies: tuple[str, ...] = ("flat", "long", "random", "ofi-sign")
-    """Baseline policies to run, in report order: 'flat', 'long', 'random', 'ofi-sign'."""
+    policies: tuple[str, ...] = BASELINE_POLICIES
+    """Baseline policies to run, in report order: 'flat', 'long', 'random', 'ofi-sign',
+    'linear' (a ridge model fitted on each fold's training window)."""
 
     env: EnvConfig = field(default_factory=EnvConfig)
     """Positions, costs and roll handling of the book (its reward setting is unused)."""

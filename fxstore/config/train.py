@@ -210,7 +210,7 @@ class TrainConfig:
     capital: float = 100_000.0
     """Dollars the metrics' returns are measured on."""
 
-    baselines: tuple[str, ...] = ("flat", "long", "random", "ofi-sign")
+    baselines: tuple[str, ...] = BASELINE_POLICIES
     """Baseline policies run on the same folds and costs for comparison."""
 
     seed: int = 0

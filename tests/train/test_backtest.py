@@ -101,7 +101,7 @@ def test_baseline_positions_unknown_policy_raises_listing_choices() -> None:
         baseline_positions("momentum", market, 0, 2, ENV, seed=0)
 
     assert str(info.value) == (
-        "unknown policy 'momentum'; choose from flat, long, random, ofi-sign."
+        "unknown policy 'momentum'; choose from flat, long, random, ofi-sign, linear."
     )
 
 
@@ -161,7 +161,7 @@ def test_evaluate_fold_ofi_sign_books_each_signed_move() -> None:
     [
         (
             {"policies": ("flat", "momentum")},
-            "unknown policy 'momentum'; choose from flat, long, random, ofi-sign.",
+            "unknown policy 'momentum'; choose from flat, long, random, ofi-sign, linear.",
         ),
         ({"policies": ()}, "`policies` must be a non-empty tuple"),
         ({"policies": ("flat", "flat")}, "`policies` must not repeat a policy"),
@@ -253,10 +253,16 @@ def test_run_backtest_format_table_lists_folds_then_totals(backtest) -> None:  #
 
     lines = result.format_table().splitlines()
 
-    assert " ".join(lines[0].split()) == "fold test span policy PnL $ Sharpe(d) max DD $ trades"
-    assert len(lines) == 2 + len(result.folds) + len(BASELINES)
-    assert lines[-1].startswith("all") and lines[-1].split()[2] == "ofi-sign"
+    assert " ".join(lines[0].split()) == (
+        "fold test span policy PnL $ Sharpe(d) max DD $ trades PSR IS Sharpe(d)"
+    )
+    # folds, totals, then one significance line for the best policy of the table
+    assert len(lines) == 2 + len(result.folds) + len(BASELINES) + 1
+    assert lines[-2].startswith("all") and lines[-2].split()[2] == "linear"
     assert " n/a " in lines[2]  # fold 0, flat: Sharpe undefined
+    best = result.significance[0]
+    assert lines[-1].startswith(f"{best.policy}: daily Sharpe")
+    assert f"over {len(BASELINES)} trials" in lines[-1]
 
 
 def test_run_backtest_same_config_gives_same_numbers_in_new_folder(store: Path) -> None:
@@ -287,7 +293,7 @@ def test_cli_backtest_unknown_policy_prints_one_error_line(store: Path) -> None:
     assert result.exit_code == 1
     assert (
         result.output
-        == "Error: unknown policy 'momentum'; choose from flat, long, random, ofi-sign.\n"
+        == "Error: unknown policy 'momentum'; choose from flat, long, random, ofi-sign, linear.\n"
     )
 
 
