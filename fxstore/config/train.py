@@ -216,6 +216,10 @@ class TrainConfig:
     seed: int = 0
     """Seed of everything random (weights, exploration, replay, episode starts)."""
 
+    prior_trials: int = 1
+    """Profiles or settings already tried on the same data before this run: multiplies the
+    trial count of the agent's deflated Sharpe ratio (be honest: every run you looked at)."""
+
     def __post_init__(self) -> None:
         validate_key(self.symbol, "symbol")
         if self.featureset is not None:
@@ -228,6 +232,7 @@ class TrainConfig:
             validate_number(name, getattr(self, name), above=0, integral=True)
         for name in ("learn_start", "patience", "checkpoint_every", "seed"):
             validate_number(name, getattr(self, name), above=-1, integral=True)
+        validate_number("prior_trials", self.prior_trials, above=0, integral=True)
         if self.episode_bars < 2:
             raise InvalidInputError(f"`episode_bars` must be >= 2, was {self.episode_bars}.")
         validate_number("capital", self.capital, above=0.0)

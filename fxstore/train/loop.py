@@ -38,7 +38,9 @@ from fxstore.train.backtest import (
     FoldResult,
     baseline_results,
     evaluate_fold,
+    in_sample_sharpe,
     policy_totals,
+    pooled_significance,
 )
 from fxstore.train.checkpoint import load_checkpoint, save_checkpoint
 from fxstore.train.data import open_cache
@@ -47,6 +49,7 @@ from fxstore.train.metrics import sharpe_per_bar, to_host
 from fxstore.train.policy import greedy_positions
 from fxstore.train.replay import NStepAccumulator, PrioritizedReplay
 from fxstore.train.runs import RunFolder
+from fxstore.train.significance import SharpeSignificance
 from fxstore.train.vecenv import VecEnv
 from fxstore.train.walkforward import Fold, make_folds
 
@@ -145,8 +148,9 @@ def _run_fold(
     run: RunFolder,
     on_progress: Callable[[Progress], None] | None,
     n_folds: int,
-) -> npt.NDArray[np.float64]:
-    """Learn on one fold; return the greedy positions of the best weights on its test window."""
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """Learn on one fold; return the greedy positions of the kept weights on its test window
+    and on its training part (for the in-sample Sharpe)."""
     xp = market.xp
     agent_config = _fold_agent_config(config, sizes, fold.index)
     lo, hi = fold.train
@@ -233,8 +237,11 @@ def _run_fold(
     run.write_evals(fold.index, state.evals, chosen, state.best_step)
     logger.info("fold %d: trading the %s policy on the test window", fold.index, chosen)
     if chosen == "flat":
-        return np.zeros(fold.test[1] - fold.test[0])
-    return greedy_positions(agent.q_values, market, *fold.test, config.env)
+        return np.zeros(fold.test[1] - fold.test[0]), np.zeros(fold.train[1] - fold.train[0])
+    return (
+        greedy_positions(agent.q_values, market, *fold.test, config.env),
+        greedy_positions(agent.q_values, market, *fold.train, config.env),
+    )
 
 
 def _or_nan(value: float | None) -> float:
@@ -389,9 +396,20 @@ def train(
     for fold in folds:
         done = run.read_fold(fold, market.bars_per_day, config.capital, config.seed)
         if done is None:
-            positions = _run_fold(market, fold, config, spec, sizes, run, on_progress, len(folds))
+            positions, train_positions = _run_fold(
+                market, fold, config, spec, sizes, run, on_progress, len(folds)
+            )
             agent = evaluate_fold(
-                market, fold, positions, config.env, spec, capital=config.capital, seed=config.seed
+                market,
+                fold,
+                positions,
+                config.env,
+                spec,
+                capital=config.capital,
+                seed=config.seed,
+                in_sample=in_sample_sharpe(
+                    market, fold, train_positions, config.env, spec, capital=config.capital
+                ),
             )
             baselines = baseline_results(
                 market,
@@ -413,10 +431,38 @@ def train(
         policies=("agent", *config.baselines),
         folds=tuple(results),
         totals=policy_totals(results, market, capital=config.capital, seed=config.seed),
+        significance=(_agent_significance(results, run, folds, config),),
     )
     atomic_write_json(run.path / "metrics.json", result.to_json())
     logger.info("trained %s on %d folds -> %s", config.symbol, len(folds), run.path)
     return result
+
+
+def _agent_significance(
+    results: list[FoldResult], run: RunFolder, folds: list[Fold], config: TrainConfig
+) -> SharpeSignificance:
+    """PSR/DSR of the agent's pooled test days, counting every candidate it was chosen from.
+
+    Trials: in each fold the kept weights are the best of its validation evaluations or
+    standing aside, so a fold chooses among (evaluations + 1) candidates; the count is the
+    largest such number over folds, times `prior_trials` (profiles or settings already
+    tried on the same data). The trials' Sharpe variance is that of every finite validation
+    Sharpe (annualised per bar, about the annualised daily Sharpe of independent bars).
+    """
+    sharpes: list[float] = []
+    candidates = 1
+    for fold in folds:
+        evals = run.read_evals(fold.index)
+        candidates = max(candidates, len(evals) + 1)
+        sharpes += [float(v) for e in evals if isinstance(v := e.get("val_sharpe"), float)]
+    variance = float(np.var(sharpes, ddof=1)) if len(sharpes) > 1 else 0.0
+    return pooled_significance(
+        results,
+        "agent",
+        n_trials=candidates * config.prior_trials,
+        trial_variance=variance,
+        capital=config.capital,
+    )
 
 
 def _resolve_sizes(config: TrainConfig, market: Market) -> dict[str, int]:

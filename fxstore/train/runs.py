@@ -128,12 +128,17 @@ class RunFolder:
         for policy, result in results.items():
             arrays[f"{policy}/pnl"] = result.pnl
             arrays[f"{policy}/positions"] = result.positions
+            arrays[f"{policy}/in_sample_sharpe"] = np.asarray(result.in_sample_sharpe)
         arrays["trading_day"] = next(iter(results.values())).trading_day
         atomic_write_json(
             folder / "metrics.json",
             {
                 "fold": fold.to_json(),
                 "policies": {p: r.metrics.to_json() for p, r in results.items()},
+                "in_sample_sharpe_daily": {
+                    p: r.in_sample_sharpe if np.isfinite(r.in_sample_sharpe) else None
+                    for p, r in results.items()
+                },
             },
         )
         plot_equity(folder / "equity.png", fold, results)
@@ -160,6 +165,15 @@ class RunFolder:
                 bars_per_day=bars_per_day,
                 capital=capital,
                 seed=seed,
+                in_sample=float(arrays.get(f"{p}/in_sample_sharpe", np.nan)),
             )
             for p in policies
         }
+
+    def read_evals(self, index: int) -> list[dict[str, float | None]]:
+        """The validation evaluations of fold `index` (empty when it has none)."""
+        path = self.fold_dir(index) / "evals.json"
+        if not path.is_file():
+            return []
+        evals = read_json(path).get("evals")
+        return list(evals) if isinstance(evals, list) else []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from statistics import NormalDist
 
@@ -81,7 +82,7 @@ def test_expected_max_sharpe_grows_with_trials_and_is_mean_for_one() -> None:
     values = [expected_max_sharpe(n, 1.0) for n in (1, 2, 10, 100, 1000)]
 
     assert values[0] == 0.0
-    assert all(a < b for a, b in zip(values, values[1:], strict=False))
+    assert all(a < b for a, b in itertools.pairwise(values))
 
 
 def test_return_moments_hand_case() -> None:
