@@ -184,6 +184,8 @@ class DaySimulation:
         phi = 0.5 ** (1.0 / config.signal_half_life)
         load = config.signal_strength * _SIGNAL_GAIN
         s0 = normal_at(keys[3], 0)
+        self.signal_start = s0
+        """The planted signal's value before the day's first record (see synth.signal)."""
         shares = np.array([i.share for i in plan.instruments])
         # sigma and kappa keep the variance per record at sigma_per_record² whatever the
         # strength: the signal's share grows, the total does not (and the bridge stays fair).
@@ -241,6 +243,10 @@ class DaySimulation:
             while (n := fill_records(rec, self._books, self._day, seg, self._state)) > 0:
                 yield buffer[:n]
             rec_start = seg.rec_end
+
+    def signal_stream(self) -> tuple[np.uint64, float, float]:
+        """(key, phi, s0) of the day's planted signal, to replay it (fxstore.synth.signal)."""
+        return self._day.key_signal, self._day.phi, self.signal_start
 
     def volumes(self) -> tuple[DayVolume, ...]:
         """Per instrument of the day: volume, trades and records made so far."""
