@@ -216,6 +216,10 @@ class TrainConfig:
     seed: int = 0
     """Seed of everything random (weights, exploration, replay, episode starts)."""
 
+    signal_dir: str | None = None
+    """Folder of the planted signal's side files for the 'oracle' baseline; None: the store's
+    synthetic market folder ``<root>/synth/<symbol>``."""
+
     prior_trials: int = 1
     """Profiles or settings already tried on the same data before this run: multiplies the
     trial count of the agent's deflated Sharpe ratio (be honest: every run you looked at)."""

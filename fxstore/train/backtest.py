@@ -13,6 +13,9 @@ Every policy trades the fold's test window through :func:`fxstore.train.env.eval
 - ``linear``: a ridge regression of the next bar's move on the features, fitted on the fold's
   training part, its penalty and no-trade band chosen on the validation slice
   (:mod:`fxstore.train.linear`): what a researcher would try first.
+- ``oracle``: on the synthetic market, the planted signal itself traded with the same
+  positions and costs (:mod:`fxstore.train.oracle`): the ceiling of what was learnable.
+  Without the signal's side files (real data) it is left out and the report says so.
 
 Fitted policies (the agent, ``linear``) also report their in-sample daily Sharpe: the same
 policy traded over the fold's training part, next to the out-of-sample one, so overfitting
@@ -42,11 +45,12 @@ import numpy.typing as npt
 from fxstore import __version__
 from fxstore.config import BASELINE_POLICIES, BacktestConfig, EnvConfig
 from fxstore.errors import InvalidInputError
-from fxstore.store import atomic_write_json, create_run_dir, fold_dir
-from fxstore.train.data import open_cache
+from fxstore.store import atomic_write_json, create_run_dir, fold_dir, synth_dir
+from fxstore.train.data import CachedMarket, open_cache
 from fxstore.train.env import ContractSpec, Market, contract_spec, evaluate_positions
 from fxstore.train.linear import fit_linear, linear_positions
 from fxstore.train.metrics import BacktestMetrics, compute_metrics, daily_pnl, to_host
+from fxstore.train.oracle import PlantedSignal, load_planted_signal, oracle_positions
 from fxstore.train.significance import SharpeSignificance, sharpe_significance
 from fxstore.train.walkforward import Fold, make_folds
 
@@ -60,8 +64,10 @@ __all__ = [
     "evaluate_fold",
     "fold_result",
     "in_sample_sharpe",
+    "load_oracle",
     "policy_totals",
     "pooled_significance",
+    "reference_notes",
     "run_backtest",
     "write_equity_plots",
 ]
@@ -120,6 +126,10 @@ def baseline_positions(
             f"window [{lo}, {hi}) must lie in the market's {market.n_rows} rows."
         )
     n = hi - lo
+    if policy == "oracle":
+        raise InvalidInputError(
+            "policy 'oracle' trades the planted signal: use baseline_results with `planted`."
+        )
     if policy == "linear":
         if fold is None or spec is None:
             raise InvalidInputError("policy 'linear' is fitted per fold: pass `fold` and `spec`.")
@@ -289,6 +299,8 @@ class BacktestResult:
     significance: tuple[SharpeSignificance, ...] = ()
     """PSR and DSR of pooled out-of-sample daily returns, with the trials they count (the
     agent's in ``train``; the best baseline's, over the policies compared, in ``backtest``)."""
+    notes: tuple[str, ...] = ()
+    """Lines after the table: the oracle's source or absence, shares of its PnL."""
 
     def to_json(self) -> dict[str, object]:
         """Per-fold and total metrics as JSON data (NaN as None): ``metrics.json``."""
@@ -309,7 +321,16 @@ class BacktestResult:
                 p: _json_float(self.mean_in_sample_sharpe(p)) for p in self.totals
             },
             "significance": [s.to_json() for s in self.significance],
+            "share_of_oracle": {p: _json_float(self.share_of_oracle(p)) for p in self.totals},
+            "notes": list(self.notes),
         }
+
+    def share_of_oracle(self, policy: str) -> float:
+        """`policy`'s pooled PnL over the oracle's; NaN without an oracle making money."""
+        oracle = self.totals.get("oracle")
+        if oracle is None or not oracle.total_pnl > 0 or policy not in self.totals:
+            return math.nan
+        return self.totals[policy].total_pnl / oracle.total_pnl
 
     def mean_in_sample_sharpe(self, policy: str) -> float:
         """Mean over folds of `policy`'s in-sample daily Sharpe (NaN when it has none)."""
@@ -364,7 +385,7 @@ class BacktestResult:
         ]
         lines.insert(1, "-" * len(lines[0]))
         lines += [s.format_line() for s in self.significance]
-        return "\n".join(lines)
+        return "\n".join([*lines, *self.notes])
 
 
 #: Policies fitted on the training part, which have an in-sample Sharpe.
@@ -433,15 +454,24 @@ def baseline_results(
     *,
     capital: float,
     seed: int,
+    planted: npt.NDArray[np.float64] | None = None,
 ) -> list[FoldResult]:
     """Every baseline in `policies` traded on the fold's test window, in that order.
 
-    'linear' is fitted on the fold first and also scored in sample (its training part).
+    'linear' is fitted on the fold first and also scored in sample (its training part);
+    'oracle' trades `planted` (the planted signal per market row) and is left out when it
+    is None.
     """
     results = []
     for policy in policies:
         in_sample = math.nan
-        if policy == "linear":
+        if policy == "oracle":
+            if planted is None:
+                continue
+            positions, _train, _band = oracle_positions(
+                planted, market, fold, env_config, spec, capital=capital
+            )
+        elif policy == "linear":
             model = fit_linear(market, fold, env_config, spec, capital=capital)
             positions = linear_positions(model, market, *fold.test)
             train_positions = linear_positions(model, market, *fold.train)
@@ -482,6 +512,37 @@ def policy_totals(
             seed=seed,
         )
     return totals
+
+
+def load_oracle(
+    root: Path, symbol: str, signal_dir: str | None, cache: CachedMarket
+) -> PlantedSignal:
+    """The planted signal for 'oracle' from `signal_dir` or the store's synth folder."""
+    folder = Path(signal_dir) if signal_dir is not None else synth_dir(root, symbol)
+    return load_planted_signal(folder, cache.ts_close, cache.market.trading_day)
+
+
+def reference_notes(
+    planted: PlantedSignal, policies: Sequence[str], totals: Mapping[str, BacktestMetrics]
+) -> tuple[str, ...]:
+    """The oracle's source (or why it is absent) and each policy's share of its PnL."""
+    if "oracle" not in policies:
+        return ()
+    if planted.values is None:
+        return (f"oracle: absent: {planted.reason}",)
+    oracle = totals.get("oracle")
+    lines = [f"oracle: {planted.reason}"]
+    if oracle is None or not oracle.total_pnl > 0:
+        lines.append("share of the oracle's PnL: n/a (the oracle made no money after costs)")
+        return tuple(lines)
+    for policy in ("agent", "linear"):
+        if policy in totals:
+            share = totals[policy].total_pnl / oracle.total_pnl
+            lines.append(
+                f"{policy}'s share of the oracle's PnL: {share:.1%} "
+                f"(${totals[policy].total_pnl:,.2f} of ${oracle.total_pnl:,.2f})"
+            )
+    return tuple(lines)
 
 
 def write_equity_plots(folder: Path, results: Sequence[FoldResult]) -> None:
@@ -530,6 +591,7 @@ def run_backtest(
         market.trading_day, config.walkforward, max_target_horizon_bars=cache.horizon
     )
     spec = contract_spec(config.symbol, config.env)  # an unknown root fails before the folder
+    planted = load_oracle(root, config.symbol, config.signal_dir, cache)
     folder = create_run_dir(root, "backtest")
     atomic_write_json(
         folder / "config.json",
@@ -555,6 +617,7 @@ def run_backtest(
             spec,
             capital=config.capital,
             seed=config.seed,
+            planted=planted.values,
         )
         if on_progress is not None:
             on_progress(fold.index + 1, len(folds))
@@ -564,10 +627,11 @@ def run_backtest(
         run_dir=folder,
         symbol=config.symbol,
         fxcache_key=cache.key,
-        policies=config.policies,
+        policies=tuple(p for p in config.policies if p != "oracle" or planted.values is not None),
         folds=tuple(results),
         totals=totals,
         significance=() if best is None else (best,),
+        notes=reference_notes(planted, config.policies, totals),
     )
     atomic_write_json(folder / "metrics.json", result.to_json())
     if config.plots:

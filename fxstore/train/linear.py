@@ -36,6 +36,7 @@ __all__ = [
     "RIDGE_LAMBDAS",
     "LinearModel",
     "band_positions",
+    "choose_band",
     "fit_linear",
     "fit_ridge",
     "linear_positions",
@@ -121,6 +122,37 @@ def _training_rows(market: Market, lo: int, hi: int) -> tuple[npt.NDArray[np.int
     return rows, close[rows + 1] - close[rows]
 
 
+def choose_band(
+    market: Market,
+    prediction: F64,
+    spread: float,
+    window: tuple[int, int],
+    env_config: EnvConfig,
+    spec: ContractSpec,
+    *,
+    capital: float,
+) -> tuple[float, float]:
+    """The band (multiples :data:`BAND_MULTIPLES` of `spread`) whose band policy over
+    `prediction` scores the best per-bar Sharpe on rows `window`: (band, Sharpe).
+
+    A flat book scores 0; ``(inf, 0.0)`` when no band beats standing aside.
+    """
+    lo, hi = window
+    best_band, best_score = math.inf, 0.0
+    for multiple in BAND_MULTIPLES:
+        band = multiple * spread
+        book = evaluate_positions(
+            market, band_positions(prediction, band), lo, hi, env_config, spec
+        )
+        sharpe = sharpe_per_bar(
+            to_host(book.pnl), bars_per_day=market.bars_per_day, capital=capital
+        )
+        score = sharpe if math.isfinite(sharpe) else 0.0
+        if score > best_score:
+            best_band, best_score = band, score
+    return best_band, best_score
+
+
 def fit_linear(
     market: Market,
     fold: Fold,
@@ -150,17 +182,11 @@ def fit_linear(
             return model
         spread = float(np.std(model.predict(features[rows])))
         prediction = model.predict(features[val_lo:val_hi])
-        for multiple in BAND_MULTIPLES:
-            band = multiple * spread
-            book = evaluate_positions(
-                market, band_positions(prediction, band), val_lo, val_hi, env_config, spec
-            )
-            sharpe = sharpe_per_bar(
-                to_host(book.pnl), bars_per_day=market.bars_per_day, capital=capital
-            )
-            score = sharpe if math.isfinite(sharpe) else 0.0
-            if score > (best.validation_sharpe if best is not None else 0.0):
-                best = LinearModel(mean, scale, beta, intercept, ridge_lambda, band, score)
+        band, score = choose_band(
+            market, prediction, spread, fold.validation, env_config, spec, capital=capital
+        )
+        if score > (best.validation_sharpe if best is not None else 0.0):
+            best = LinearModel(mean, scale, beta, intercept, ridge_lambda, band, score)
     if best is None:  # nothing beat standing aside on validation
         mean, scale, beta, intercept = fit_ridge(features[rows], target, RIDGE_LAMBDAS[-1])
         best = LinearModel(mean, scale, beta, intercept, RIDGE_LAMBDAS[-1], math.inf, 0.0)

@@ -39,8 +39,10 @@ from fxstore.train.backtest import (
     baseline_results,
     evaluate_fold,
     in_sample_sharpe,
+    load_oracle,
     policy_totals,
     pooled_significance,
+    reference_notes,
 )
 from fxstore.train.checkpoint import load_checkpoint, save_checkpoint
 from fxstore.train.data import open_cache
@@ -389,6 +391,7 @@ def train(
     if config.max_folds is not None:
         folds = folds[: config.max_folds]
     spec = contract_spec(config.symbol, config.env)  # bad input fails before the run folder
+    planted = load_oracle(root, config.symbol, config.signal_dir, cache)
     run = resumed if resumed is not None else RunFolder.create(root, "train")
     if resumed is None:
         run.write_config(config, sizes, cache)
@@ -419,19 +422,23 @@ def train(
                 spec,
                 capital=config.capital,
                 seed=config.seed,
+                planted=planted.values,
             )
             done = {r.policy: r for r in (agent, *baselines)}
             run.write_fold(fold, done)
             run.checkpoint_path(fold.index).unlink(missing_ok=True)
         results += done.values()
+    totals = policy_totals(results, market, capital=config.capital, seed=config.seed)
+    shown = [b for b in config.baselines if b != "oracle" or planted.values is not None]
     result = BacktestResult(
         run_dir=run.path,
         symbol=config.symbol,
         fxcache_key=cache.key,
-        policies=("agent", *config.baselines),
+        policies=("agent", *shown),
         folds=tuple(results),
-        totals=policy_totals(results, market, capital=config.capital, seed=config.seed),
+        totals=totals,
         significance=(_agent_significance(results, run, folds, config),),
+        notes=reference_notes(planted, config.baselines, totals),
     )
     atomic_write_json(run.path / "metrics.json", result.to_json())
     logger.info("trained %s on %d folds -> %s", config.symbol, len(folds), run.path)
