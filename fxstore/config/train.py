@@ -216,6 +216,10 @@ class TrainConfig:
     seed: int = 0
     """Seed of everything random (weights, exploration, replay, episode starts)."""
 
+    seeds: int = 1
+    """Agents trained per fold, each from its own seed (the first from `seed`): the report
+    gives the mean and spread over seeds of PnL, Sharpe and share of the oracle."""
+
     signal_dir: str | None = None
     """Folder of the planted signal's side files for the 'oracle' baseline; None: the store's
     synthetic market folder ``<root>/synth/<symbol>``."""
@@ -237,6 +241,7 @@ class TrainConfig:
         for name in ("learn_start", "patience", "checkpoint_every", "seed"):
             validate_number(name, getattr(self, name), above=-1, integral=True)
         validate_number("prior_trials", self.prior_trials, above=0, integral=True)
+        validate_number("seeds", self.seeds, above=0, integral=True)
         if self.episode_bars < 2:
             raise InvalidInputError(f"`episode_bars` must be >= 2, was {self.episode_bars}.")
         validate_number("capital", self.capital, above=0.0)

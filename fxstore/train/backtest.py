@@ -393,7 +393,8 @@ _FITTED: Final = ("agent", "linear")
 
 
 def _in_sample_cell(policy: str, value: float) -> str:
-    return _fmt(value, ".2f") if policy in _FITTED else "-"
+    fitted = policy in _FITTED or policy.startswith("agent-s")
+    return _fmt(value, ".2f") if fitted else "-"
 
 
 def _metric_cells(m: BacktestMetrics) -> tuple[str, str, str, str, str]:
