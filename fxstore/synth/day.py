@@ -25,6 +25,7 @@ from fxstore.synth.contracts import Instrument, instruments_on
 from fxstore.synth.events import DayConsts, DayState, Segment, advance_walk, fill_records
 from fxstore.synth.prices import SESSION_MINUTES, carry_multiplier, intensity_per_minute
 from fxstore.synth.rng import normal_at, stream_keys
+from fxstore.synth.signal import planted_strength
 
 __all__ = ["DayPlan", "DaySimulation", "DayVolume", "SegmentPlan", "plan_day"]
 
@@ -182,7 +183,8 @@ class DaySimulation:
         n_instruments = len(plan.instruments)
         tick = config.tick_size
         phi = 0.5 ** (1.0 / config.signal_half_life)
-        load = config.signal_strength * _SIGNAL_GAIN
+        strength = planted_strength(config)
+        load = strength * _SIGNAL_GAIN
         s0 = normal_at(keys[3], 0)
         self.signal_start = s0
         """The planted signal's value before the day's first record (see synth.signal)."""
@@ -196,7 +198,7 @@ class DaySimulation:
             sigma=sigma_per_record(config) / math.sqrt(1.0 + load * load),
             kappa=load * math.sqrt((1.0 - phi) / (1.0 + phi)),
             phi=phi,
-            bias=config.signal_strength,
+            bias=strength,
             key_fair=keys[0],
             key_signal=keys[1],
             key_event=keys[2],

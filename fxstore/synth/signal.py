@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import math
 from pathlib import Path
 from typing import Final
 
@@ -23,9 +24,19 @@ import numpy as np
 import numpy.typing as npt
 
 from fxstore._jit import njit
+from fxstore.config import SynthConfig
+from fxstore.errors import InvalidInputError
 from fxstore.synth.rng import normal_at
 
-__all__ = ["SIGNAL_FILE_SUFFIX", "SignalLog", "signal_file_name", "signal_path"]
+__all__ = [
+    "SIGNAL_FILE_SUFFIX",
+    "SignalLog",
+    "planted_ic",
+    "planted_strength",
+    "signal_file_name",
+    "signal_path",
+    "strength_for_ic",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -89,3 +100,64 @@ class SignalLog:
         with atomic_path(path) as tmp, open(tmp, "wb") as fh:
             np.savez(fh, ts_recv=ts[: len(signal)], signal=signal.astype(np.float32))
         return path
+
+
+def planted_ic(strength: float, *, half_life_records: int, bar_records: float) -> float:
+    """Information coefficient of the planted signal at `strength`, from the model.
+
+    The correlation between ``s`` just after a bar's close and the fair value's move over the
+    next `bar_records` records: with load ``L = 2 strength`` (see synth.day), ``phi`` from the
+    half-life, ``k = L sqrt((1 - phi) / (1 + phi))`` and m records a bar,
+
+        IC = k (1 - phi^m) / (1 - phi) / sqrt(m + k² V_m),
+        V_m = m (1 + phi) / (1 - phi) - 2 phi (1 - phi^m) / (1 - phi)²
+
+    (V_m the variance of a sum of m consecutive values of the unit AR(1)). The price's tick
+    grid and the book's lag add a little noise, so data give slightly less.
+    """
+    load = 2.0 * strength
+    phi = 0.5 ** (1.0 / half_life_records)
+    m = float(bar_records)
+    kappa = load * math.sqrt((1.0 - phi) / (1.0 + phi))
+    carried = (1.0 - phi**m) / (1.0 - phi)
+    v_m = m * (1.0 + phi) / (1.0 - phi) - 2.0 * phi * (1.0 - phi**m) / (1.0 - phi) ** 2
+    return float(kappa * carried / math.sqrt(m + kappa * kappa * v_m))
+
+
+#: Bars a trading day under the default ingest settings (BarConfig.target_bars_per_day).
+DEFAULT_BARS_PER_DAY: Final = 100.0
+
+
+def planted_strength(config: SynthConfig) -> float:
+    """The strength the day kernels use: `signal_strength`, or the one of `signal_ic`.
+
+    `signal_ic` is calibrated for bars of ``events_per_day / 100`` records, the size of the
+    default ingest's imbalance bars (about 100 a day).
+    """
+    if config.signal_ic is None:
+        return config.signal_strength
+    return strength_for_ic(
+        config.signal_ic,
+        half_life_records=config.signal_half_life,
+        bar_records=config.events_per_day / DEFAULT_BARS_PER_DAY,
+    )
+
+
+def strength_for_ic(ic: float, *, half_life_records: int, bar_records: float) -> float:
+    """The signal strength in [0, 1] whose :func:`planted_ic` is `ic` (bisection)."""
+    top = planted_ic(1.0, half_life_records=half_life_records, bar_records=bar_records)
+    if not 0.0 <= ic <= top:
+        raise InvalidInputError(
+            f"`signal_ic` must be in [0, {top:.3f}] (strength 0..1 at this market's size), "
+            f"was {ic!r}."
+        )
+    if ic == 0.0:
+        return 0.0
+    lo, hi = 0.0, 1.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        if planted_ic(mid, half_life_records=half_life_records, bar_records=bar_records) < ic:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
