@@ -102,3 +102,33 @@ def test_signal_ic_dbn_measured_from_the_book_is_near_the_model(tmp_path: Path) 
 
     # ~1,100 bars: sampling error ~0.03
     assert np.corrcoef(x, y)[0, 1] == pytest.approx(0.3, abs=4 / math.sqrt(len(x)))
+
+
+def test_cli_synth_signal_ic_writes_the_market_and_its_side_file(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from fxstore.cli import cli
+
+    args = ["synth", str(tmp_path), "--start", "2024-05-06", "--end", "2024-05-06"]
+    result = CliRunner().invoke(
+        cli,
+        [*args, "--events-per-day", "5000", "--signal-ic", "0.05", "-q"],
+        catch_exceptions=False,
+    )
+
+    assert result.exit_code == 0
+    assert (tmp_path / "glbx-mdp3-20240506.planted-signal.npz").is_file()
+
+
+def test_cli_synth_signal_ic_with_signal_is_an_error(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from fxstore.cli import cli
+
+    args = ["synth", str(tmp_path), "--start", "2024-05-06", "--end", "2024-05-06"]
+    result = CliRunner().invoke(cli, [*args, "--signal", "0.5", "--signal-ic", "0.05"])
+
+    assert result.exit_code == 1
+    assert result.output.endswith(
+        "Error: set `signal_ic` or `signal_strength`, not both; were 0.05 and 0.5.\n"
+    )
