@@ -307,9 +307,12 @@ class BacktestResult:
         by_fold: dict[int, dict[str, object]] = {}
         for result in self.folds:
             entry = by_fold.setdefault(
-                result.fold.index, {"fold": result.fold.to_json(), "policies": {}}
+                result.fold.index,
+                {"fold": result.fold.to_json(), "policies": {}, "in_sample_sharpe_daily": {}},
             )
             entry["policies"][result.policy] = result.metrics.to_json()  # type: ignore[index]
+            in_sample = entry["in_sample_sharpe_daily"]
+            in_sample[result.policy] = _json_float(result.in_sample_sharpe)  # type: ignore[index]
         return {
             "run_dir": str(self.run_dir),
             "symbol": self.symbol,
