@@ -79,6 +79,14 @@ def run_synth(config: SynthConfig, out_dir: Path, quiet: bool) -> SynthSummary:
 @click.argument("out_dir", required=False, type=click.Path(file_okay=False, path_type=Path))
 @synth_options
 @click.option(
+    "--signal-ic",
+    type=float,
+    default=None,
+    help="Planted signal as an information coefficient: the correlation of the signal at a "
+    "bar's close with the next bar's return (default ingest bars). Real order-flow signals: "
+    "0.02-0.1. In place of --signal (strength 1 is an IC of about 0.58).",
+)
+@click.option(
     "--split",
     type=click.Choice(["trading-day", "utc-day"]),
     default=default_of(SynthConfig, "split"),
@@ -94,6 +102,7 @@ def synth(
     events_per_day: int,
     seed: int | None,
     signal_strength: float,
+    signal_ic: float | None,
     root: str,
     split: SplitMode,
     store_root: Path,
@@ -108,6 +117,7 @@ def synth(
     \b
     Example:
       fxstore synth --start 2024-02-01 --end 2024-06-30 --events-per-day 50000 --signal 0.5
+      fxstore synth --start 2024-02-01 --end 2024-06-30 --signal-ic 0.05
     """
     config = synth_config(
         start,
@@ -115,6 +125,7 @@ def synth(
         events_per_day=events_per_day,
         seed=seed,
         signal_strength=signal_strength,
+        signal_ic=signal_ic,
         root=root,
         split=split,
     )

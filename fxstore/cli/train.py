@@ -56,7 +56,8 @@ _WHERE: Final = "the command line"
     "--policy",
     "policies",
     multiple=True,
-    help="Baseline to run: flat, long, random or ofi-sign; repeatable [default: all four].",
+    help="Baseline to run: flat, long, random, ofi-sign, linear or oracle; repeatable "
+    "[default: all].",
 )
 @walkforward_options(default_from=WalkForwardConfig)
 @click.option(
@@ -83,6 +84,12 @@ _WHERE: Final = "the command line"
     help="Dollars.",
 )
 @seed_option("Seed of 'random'", default_from=BacktestConfig)
+@click.option(
+    "--signal-dir",
+    default=None,
+    help="Folder of the planted signal's side files for 'oracle' "
+    "[default: <store>/synth/<symbol>].",
+)
 @click.option("--no-plots", is_flag=True, help="Do not write the equity-curve PNGs.")
 @json_option
 @store_option
@@ -101,6 +108,7 @@ def backtest(
     tick_size: float | None,
     capital: float,
     seed: int | None,
+    signal_dir: str | None,
     no_plots: bool,
     as_json: bool,
     store_root: Path,
@@ -108,10 +116,13 @@ def backtest(
 ) -> None:
     """Run baseline policies on every walk-forward test window of a symbol's fxcache.
 
-    Trades flat, long (+1 contract), random and ofi-sign (the sign of the order-flow
-    imbalance) with the environment's costs and roll rules, and writes
-    runs/<run-id>/ with config.json, metrics.json and one equity-curve PNG per fold.
-    Nothing is fitted: the training windows only place the test windows.
+    Trades flat, long (+1 contract), random, ofi-sign (the sign of the order-flow
+    imbalance), linear (a ridge model fitted on each training window, tuned on its
+    validation slice) and, on the synthetic market, oracle (the planted signal itself: the
+    ceiling of what was learnable) with the environment's costs and roll rules, and writes
+    runs/<run-id>/ with config.json, metrics.json and one equity-curve PNG per fold. The
+    table gives PSR (probability that the true daily Sharpe is above 0), the in-sample
+    Sharpe of fitted policies, and the deflated Sharpe of the best policy over all tried.
 
     \b
     Example:
@@ -135,6 +146,7 @@ def backtest(
         ),
         capital=capital,
         seed=seed,
+        signal_dir=signal_dir,
         plots=not no_plots,
     )
     run_backtest(config, store_root, quiet, as_json=as_json)
@@ -174,6 +186,9 @@ class TrainSettings(TypedDict, total=False):
     commission_per_contract: float | None
     slippage_ticks: float | None
     seed: int | None
+    seeds: int | None
+    prior_trials: int | None
+    signal_dir: str | None
 
 
 def train_config(profile: str, **settings: Unpack[TrainSettings]) -> TrainConfig:
@@ -241,6 +256,25 @@ def run_train(
 @walkforward_options(default_from=FROM_PROFILE)
 @cost_options(default_from=FROM_PROFILE)
 @seed_option("Seed of everything random", default_from=FROM_PROFILE)
+@click.option(
+    "--seeds",
+    type=int,
+    default=None,
+    help="Agents trained per fold, each from its own seed; reports mean ± std [default: 1].",
+)
+@click.option(
+    "--prior-trials",
+    type=int,
+    default=None,
+    help="Runs already tried on this data (profiles, settings): counted as trials by the "
+    "deflated Sharpe [default: 1].",
+)
+@click.option(
+    "--signal-dir",
+    default=None,
+    help="Folder of the planted signal's side files for 'oracle' "
+    "[default: <store>/synth/<symbol>].",
+)
 @click.option("--resume", default=None, help="Run id under runs/ to continue.")
 @json_option
 @store_option
@@ -257,8 +291,11 @@ def train(
 
     For each walk-forward fold: learn on the training window from parallel environments,
     stop early on the validation slice, then trade the unseen test window next to the
-    baselines (flat, long, random, ofi-sign) with the same costs. Writes runs/<run-id>/:
-    config, per-fold metrics and evaluations, equity curves, checkpoints.
+    baselines (flat, long, random, ofi-sign, linear, and oracle on the synthetic market)
+    with the same costs. Prints the agent's in-sample Sharpe, its share of the oracle's
+    PnL, and the PSR and deflated Sharpe of its pooled test days over the trials made.
+    Writes runs/<run-id>/: config, per-fold metrics and evaluations, equity curves,
+    checkpoints.
 
     \b
     Example:

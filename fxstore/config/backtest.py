@@ -11,8 +11,10 @@ from fxstore.config.walkforward import WalkForwardConfig
 from fxstore.errors import InvalidInputError
 from fxstore.store import validate_key
 
-#: The baseline policies of ``fxstore backtest`` (see :mod:`fxstore.train.backtest`).
-BASELINE_POLICIES: Final = ("flat", "long", "random", "ofi-sign")
+#: The baseline policies of ``fxstore backtest`` (see :mod:`fxstore.train.backtest`);
+#: 'linear' is fitted per fold on the training window (:mod:`fxstore.train.linear`);
+#: 'oracle' trades the synthetic market's planted signal (:mod:`fxstore.train.oracle`).
+BASELINE_POLICIES: Final = ("flat", "long", "random", "ofi-sign", "linear", "oracle")
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,7 +23,8 @@ class BacktestConfig:
 
     Every policy trades the same test windows with the same costs (:mod:`fxstore.train.env`
     accounting); nothing is fitted, so the training windows only place the test windows
-    exactly where a trained agent's would be.
+    exactly where a trained agent's would be, except for 'linear', which is fitted on each
+    fold's training part and tuned on its validation slice.
     """
 
     symbol: str = "ES.FUT"
@@ -30,8 +33,14 @@ class BacktestConfig:
     featureset: str | None = None
     """Feature-set hash under ``fxcache/<symbol>/``; None when there is one."""
 
-    policies: tuple[str, ...] = ("flat", "long", "random", "ofi-sign")
-    """Baseline policies to run, in report order: 'flat', 'long', 'random', 'ofi-sign'."""
+    policies: tuple[str, ...] = BASELINE_POLICIES
+    """Baseline policies to run, in report order: 'flat', 'long', 'random', 'ofi-sign',
+    'linear' (a ridge model fitted on each fold's training window), 'oracle' (the planted
+    signal of a synthetic market; left out, and said so, where there is none)."""
+
+    signal_dir: str | None = None
+    """Folder of the planted signal's side files for 'oracle'; None: the store's synthetic
+    market folder ``<root>/synth/<symbol>``."""
 
     env: EnvConfig = field(default_factory=EnvConfig)
     """Positions, costs and roll handling of the book (its reward setting is unused)."""
@@ -74,6 +83,8 @@ class BacktestConfig:
         validate_number("capital", self.capital, above=0.0)
         validate_at_least("seed", self.seed, 0, integral=True)
         validate_bool("plots", self.plots)
+        if self.signal_dir is not None and not isinstance(self.signal_dir, str):
+            raise InvalidInputError(f"`signal_dir` must be a path string, was {self.signal_dir!r}.")
 
     def to_json(self) -> dict[str, object]:
         """The settings as JSON data (the run's ``config.json``)."""
@@ -86,4 +97,5 @@ class BacktestConfig:
             "capital": float(self.capital),
             "seed": self.seed,
             "plots": self.plots,
+            "signal_dir": self.signal_dir,
         }

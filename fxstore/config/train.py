@@ -210,11 +210,23 @@ class TrainConfig:
     capital: float = 100_000.0
     """Dollars the metrics' returns are measured on."""
 
-    baselines: tuple[str, ...] = ("flat", "long", "random", "ofi-sign")
+    baselines: tuple[str, ...] = BASELINE_POLICIES
     """Baseline policies run on the same folds and costs for comparison."""
 
     seed: int = 0
     """Seed of everything random (weights, exploration, replay, episode starts)."""
+
+    seeds: int = 1
+    """Agents trained per fold, each from its own seed (the first from `seed`): the report
+    gives the mean and spread over seeds of PnL, Sharpe and share of the oracle."""
+
+    signal_dir: str | None = None
+    """Folder of the planted signal's side files for the 'oracle' baseline; None: the store's
+    synthetic market folder ``<root>/synth/<symbol>``."""
+
+    prior_trials: int = 1
+    """Profiles or settings already tried on the same data before this run: multiplies the
+    trial count of the agent's deflated Sharpe ratio (be honest: every run you looked at)."""
 
     def __post_init__(self) -> None:
         validate_key(self.symbol, "symbol")
@@ -228,6 +240,8 @@ class TrainConfig:
             validate_number(name, getattr(self, name), above=0, integral=True)
         for name in ("learn_start", "patience", "checkpoint_every", "seed"):
             validate_at_least(name, getattr(self, name), 0, integral=True)
+        validate_number("prior_trials", self.prior_trials, above=0, integral=True)
+        validate_number("seeds", self.seeds, above=0, integral=True)
         if self.episode_bars < 2:
             raise InvalidInputError(f"`episode_bars` must be >= 2, was {self.episode_bars}.")
         validate_number("capital", self.capital, above=0.0)

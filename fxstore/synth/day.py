@@ -25,6 +25,7 @@ from fxstore.synth.contracts import Instrument, instruments_on
 from fxstore.synth.events import DayConsts, DayState, Segment, advance_walk, fill_records
 from fxstore.synth.prices import SESSION_MINUTES, carry_multiplier, intensity_per_minute
 from fxstore.synth.rng import normal_at, stream_keys
+from fxstore.synth.signal import planted_strength
 
 __all__ = ["DayPlan", "DaySimulation", "DayVolume", "SegmentPlan", "plan_day"]
 
@@ -182,8 +183,11 @@ class DaySimulation:
         n_instruments = len(plan.instruments)
         tick = config.tick_size
         phi = 0.5 ** (1.0 / config.signal_half_life)
-        load = config.signal_strength * _SIGNAL_GAIN
+        strength = planted_strength(config)
+        load = strength * _SIGNAL_GAIN
         s0 = normal_at(keys[3], 0)
+        self.signal_start = s0
+        """The planted signal's value before the day's first record (see synth.signal)."""
         shares = np.array([i.share for i in plan.instruments])
         # sigma and kappa keep the variance per record at sigma_per_record² whatever the
         # strength: the signal's share grows, the total does not (and the bridge stays fair).
@@ -194,7 +198,7 @@ class DaySimulation:
             sigma=sigma_per_record(config) / math.sqrt(1.0 + load * load),
             kappa=load * math.sqrt((1.0 - phi) / (1.0 + phi)),
             phi=phi,
-            bias=config.signal_strength,
+            bias=strength,
             key_fair=keys[0],
             key_signal=keys[1],
             key_event=keys[2],
@@ -241,6 +245,10 @@ class DaySimulation:
             while (n := fill_records(rec, self._books, self._day, seg, self._state)) > 0:
                 yield buffer[:n]
             rec_start = seg.rec_end
+
+    def signal_stream(self) -> tuple[np.uint64, float, float]:
+        """(key, phi, s0) of the day's planted signal, to replay it (fxstore.synth.signal)."""
+        return self._day.key_signal, self._day.phi, self.signal_start
 
     def volumes(self) -> tuple[DayVolume, ...]:
         """Per instrument of the day: volume, trades and records made so far."""

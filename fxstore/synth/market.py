@@ -19,6 +19,7 @@ from fxstore.ingest import MBP10_DTYPE
 from fxstore.market.calendar import NS_PER_DAY, is_trading_day, trading_days_between
 from fxstore.synth.day import DayPlan, DaySimulation, DayVolume, daily_log_vol, plan_day
 from fxstore.synth.prices import anchor_levels
+from fxstore.synth.signal import SAMPLES_PER_HALF_LIFE, SignalLog
 from fxstore.synth.writer import DbnFileWriter, dbn_file_name, mbp10_metadata, utc_date_of
 
 __all__ = ["SynthSummary", "generate_market"]
@@ -229,13 +230,17 @@ def generate_market(
     )
     buffer = np.empty(_CHUNK_RECORDS, dtype=MBP10_DTYPE)
     volumes: list[DayVolume] = []
+    signal = SignalLog(out_dir, config.signal_half_life // SAMPLES_PER_HALF_LIFE)
     try:
         for plan in plans:
             sim = DaySimulation(config, plan)
             layout.start_day(plan)
+            signal.start_day()
             for records in sim.iter_chunks(buffer):
                 layout.write(records)
+                signal.observe(records)
             layout.end_day()
+            signal.end_day(plan.trading_day, *sim.signal_stream())
             volumes.extend(sim.volumes())
             logger.debug("generated trading day %s", plan.trading_day)
             if on_progress is not None:

@@ -10,6 +10,17 @@ Every policy trades the fold's test window through :func:`fxstore.train.env.eval
   (seeded by the seed and the window's first row, so reproducible and different per fold).
 - ``ofi-sign``: the sign of the order-flow-imbalance feature at the row's close (+1, -1, or 0
   when it is 0): the naive signal a learner has to improve on.
+- ``linear``: a ridge regression of the next bar's move on the features, fitted on the fold's
+  training part, its penalty and no-trade band chosen on the validation slice
+  (:mod:`fxstore.train.linear`): what a researcher would try first.
+- ``oracle``: on the synthetic market, the planted signal itself traded with the same
+  positions and costs (:mod:`fxstore.train.oracle`): the ceiling of what was learnable.
+  Without the signal's side files (real data) it is left out and the report says so.
+
+Fitted policies (the agent, ``linear``) also report their in-sample daily Sharpe: the same
+policy traded over the fold's training part, next to the out-of-sample one, so overfitting
+shows. Totals pool every test window; the table ends with the probabilistic and deflated
+Sharpe ratios of the pooled daily returns (:mod:`fxstore.train.significance`).
 
 :func:`run_backtest` runs them all on every fold and writes ``runs/<run-id>/``::
 
@@ -22,6 +33,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,10 +45,13 @@ import numpy.typing as npt
 from fxstore import __version__
 from fxstore.config import BASELINE_POLICIES, BacktestConfig, EnvConfig
 from fxstore.errors import InvalidInputError
-from fxstore.store import atomic_write_json, create_run_dir, fold_dir
-from fxstore.train.data import open_cache
+from fxstore.store import atomic_write_json, create_run_dir, fold_dir, synth_dir
+from fxstore.train.data import CachedMarket, open_cache
 from fxstore.train.env import ContractSpec, Market, contract_spec, evaluate_positions
-from fxstore.train.metrics import BacktestMetrics, compute_metrics, to_host
+from fxstore.train.linear import fit_linear, linear_positions
+from fxstore.train.metrics import BacktestMetrics, compute_metrics, daily_pnl, to_host
+from fxstore.train.oracle import PlantedSignal, load_planted_signal, oracle_positions
+from fxstore.train.significance import SharpeSignificance, sharpe_significance
 from fxstore.train.walkforward import Fold, make_folds
 
 __all__ = [
@@ -45,9 +60,14 @@ __all__ = [
     "FoldResult",
     "baseline_positions",
     "baseline_results",
+    "best_of_significance",
     "evaluate_fold",
     "fold_result",
+    "in_sample_sharpe",
+    "load_oracle",
     "policy_totals",
+    "pooled_significance",
+    "reference_notes",
     "run_backtest",
     "write_equity_plots",
 ]
@@ -67,6 +87,9 @@ def baseline_positions(
     *,
     seed: int,
     feature: str = "ofi_all",
+    fold: Fold | None = None,
+    spec: ContractSpec | None = None,
+    capital: float = 100_000.0,
 ) -> F64:
     """The positions baseline `policy` holds over rows ``[lo, hi)`` of `market`.
 
@@ -82,6 +105,9 @@ def baseline_positions(
         Seed of 'random' (mixed with `lo`, so windows differ and reruns agree).
     feature
         The feature whose sign 'ofi-sign' follows (``f_`` prefix optional).
+    fold, spec, capital
+        For 'linear' (required): the fold whose training part it is fitted on and whose
+        validation slice picks its penalty and band, with these costs and capital.
 
     Returns
     -------
@@ -100,6 +126,15 @@ def baseline_positions(
             f"window [{lo}, {hi}) must lie in the market's {market.n_rows} rows."
         )
     n = hi - lo
+    if policy == "oracle":
+        raise InvalidInputError(
+            "policy 'oracle' trades the planted signal: use baseline_results with `planted`."
+        )
+    if policy == "linear":
+        if fold is None or spec is None:
+            raise InvalidInputError("policy 'linear' is fitted per fold: pass `fold` and `spec`.")
+        model = fit_linear(market, fold, env_config, spec, capital=capital)
+        return linear_positions(model, market, lo, hi)
     if policy == "flat":
         return np.zeros(n)
     if policy == "long":
@@ -125,10 +160,47 @@ class FoldResult:
     """float64 ``(n_test_rows,)`` contracts held over each row (0 on the last)."""
     trading_day: npt.NDArray[np.int32]
     """int32 ``(n_test_rows,)`` trading day of each row, days since 1970-01-01."""
+    in_sample_sharpe: float = math.nan
+    """Daily Sharpe (× √252) of the same policy over the fold's training part; NaN for
+    policies that fit nothing (or when undefined)."""
 
     def to_json(self) -> dict[str, object]:
         """The fold, policy and metrics as JSON data (NaN as None)."""
-        return {"fold": self.fold.index, "policy": self.policy, "metrics": self.metrics.to_json()}
+        return {
+            "fold": self.fold.index,
+            "policy": self.policy,
+            "metrics": self.metrics.to_json(),
+            "in_sample_sharpe_daily": _json_float(self.in_sample_sharpe),
+        }
+
+
+def _json_float(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+def in_sample_sharpe(
+    market: Market,
+    fold: Fold,
+    positions: npt.ArrayLike,
+    env_config: EnvConfig,
+    spec: ContractSpec,
+    *,
+    capital: float,
+) -> float:
+    """Daily Sharpe (× √252) of `positions` held over the fold's training rows."""
+    lo, hi = fold.train
+    if hi - lo < 2:
+        return math.nan
+    book = evaluate_positions(market, positions, lo, hi, env_config, spec)  # type: ignore[arg-type]
+    metrics = compute_metrics(
+        to_host(book.pnl),
+        to_host(book.positions),
+        book.trading_day,
+        bars_per_day=market.bars_per_day,
+        capital=capital,
+        n_resamples=1,
+    )
+    return metrics.sharpe_daily
 
 
 def fold_result(
@@ -141,8 +213,12 @@ def fold_result(
     bars_per_day: float,
     capital: float,
     seed: int,
+    in_sample: float = math.nan,
 ) -> FoldResult:
-    """Score a booked test window: the metrics of its per-row PnL and positions."""
+    """Score a booked test window: the metrics of its per-row PnL and positions.
+
+    `in_sample` is the policy's in-sample daily Sharpe (:attr:`FoldResult.in_sample_sharpe`).
+    """
     pnl_host = to_host(pnl).astype(np.float64, copy=False)
     positions_host = to_host(positions).astype(np.float64, copy=False)
     day_host = to_host(trading_day).astype(np.int32, copy=False)
@@ -154,7 +230,7 @@ def fold_result(
         capital=capital,
         seed=seed,
     )
-    return FoldResult(fold, policy, metrics, pnl_host, positions_host, day_host)
+    return FoldResult(fold, policy, metrics, pnl_host, positions_host, day_host, in_sample)
 
 
 def evaluate_fold(
@@ -167,6 +243,7 @@ def evaluate_fold(
     capital: float,
     seed: int,
     policy: str = "agent",
+    in_sample: float = math.nan,
 ) -> FoldResult:
     """Book `positions` over the fold's test window and score them.
 
@@ -179,6 +256,8 @@ def evaluate_fold(
         Dollars the returns are measured on; seed of the Sharpe bootstrap.
     policy
         The name recorded in the result.
+    in_sample
+        The policy's daily Sharpe over the fold's training part (see :func:`in_sample_sharpe`).
     """
     lo, hi = fold.test
     book = evaluate_positions(market, positions, lo, hi, env_config, spec)  # type: ignore[arg-type]
@@ -191,6 +270,7 @@ def evaluate_fold(
         bars_per_day=market.bars_per_day,
         capital=capital,
         seed=seed,
+        in_sample=in_sample,
     )
 
 
@@ -216,15 +296,23 @@ class BacktestResult:
     """Every (fold, policy) result, fold by fold, policies in `policies` order."""
     totals: Mapping[str, BacktestMetrics]
     """Policy -> metrics over every test window concatenated."""
+    significance: tuple[SharpeSignificance, ...] = ()
+    """PSR and DSR of pooled out-of-sample daily returns, with the trials they count (the
+    agent's in ``train``; the best baseline's, over the policies compared, in ``backtest``)."""
+    notes: tuple[str, ...] = ()
+    """Lines after the table: the oracle's source or absence, shares of its PnL."""
 
     def to_json(self) -> dict[str, object]:
         """Per-fold and total metrics as JSON data (NaN as None): ``metrics.json``."""
         by_fold: dict[int, dict[str, object]] = {}
         for result in self.folds:
             entry = by_fold.setdefault(
-                result.fold.index, {"fold": result.fold.to_json(), "policies": {}}
+                result.fold.index,
+                {"fold": result.fold.to_json(), "policies": {}, "in_sample_sharpe_daily": {}},
             )
             entry["policies"][result.policy] = result.metrics.to_json()  # type: ignore[index]
+            in_sample = entry["in_sample_sharpe_daily"]
+            in_sample[result.policy] = _json_float(result.in_sample_sharpe)  # type: ignore[index]
         return {
             "run_dir": str(self.run_dir),
             "symbol": self.symbol,
@@ -232,20 +320,64 @@ class BacktestResult:
             "policies": list(self.policies),
             "folds": list(by_fold.values()),
             "totals": {p: m.to_json() for p, m in self.totals.items()},
+            "in_sample_sharpe_daily": {
+                p: _json_float(self.mean_in_sample_sharpe(p)) for p in self.totals
+            },
+            "significance": [s.to_json() for s in self.significance],
+            "share_of_oracle": {p: _json_float(self.share_of_oracle(p)) for p in self.totals},
+            "notes": list(self.notes),
         }
 
+    def share_of_oracle(self, policy: str) -> float:
+        """`policy`'s pooled PnL over the oracle's; NaN without an oracle making money."""
+        oracle = self.totals.get("oracle")
+        if oracle is None or not oracle.total_pnl > 0 or policy not in self.totals:
+            return math.nan
+        return self.totals[policy].total_pnl / oracle.total_pnl
+
+    def mean_in_sample_sharpe(self, policy: str) -> float:
+        """Mean over folds of `policy`'s in-sample daily Sharpe (NaN when it has none)."""
+        values = [r.in_sample_sharpe for r in self.folds if r.policy == policy]
+        finite = [v for v in values if math.isfinite(v)]
+        return float(np.mean(finite)) if finite else math.nan
+
     def format_table(self) -> str:
-        """A text table: one row per fold and policy, then the totals per policy."""
-        header = ("fold", "test span", "policy", "PnL $", "Sharpe(d)", "max DD $", "trades")
+        """A text table: one row per fold and policy, then the totals per policy.
+
+        Columns after ``trades``: PSR, the probability that the true daily Sharpe is above
+        0; IS Sharpe(d), the in-sample daily Sharpe of a fitted policy (its fold's training
+        part; in the totals, the mean over folds), "-" for policies that fit nothing. Then
+        one line per :attr:`significance` entry.
+        """
+        header = (
+            "fold",
+            "test span",
+            "policy",
+            "PnL $",
+            "Sharpe(d)",
+            "max DD $",
+            "trades",
+            "PSR",
+            "IS Sharpe(d)",
+        )
         rows = [header]
         for r in self.folds:
             span = f"{_iso_day(r.fold.test_span[0])}..{_iso_day(r.fold.test_span[1])}"
-            rows.append((str(r.fold.index), span, r.policy, *_metric_cells(r.metrics)))
+            rows.append(
+                (
+                    str(r.fold.index),
+                    span,
+                    r.policy,
+                    *_metric_cells(r.metrics),
+                    _in_sample_cell(r.policy, r.in_sample_sharpe),
+                )
+            )
         if self.folds:
             first, last = self.folds[0].fold.test_span[0], self.folds[-1].fold.test_span[1]
             span = f"{_iso_day(first)}..{_iso_day(last)}"
             for policy, metrics in self.totals.items():
-                rows.append(("all", span, policy, *_metric_cells(metrics)))
+                in_sample = _in_sample_cell(policy, self.mean_in_sample_sharpe(policy))
+                rows.append(("all", span, policy, *_metric_cells(metrics), in_sample))
         widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
         lines = [
             "  ".join(
@@ -255,15 +387,65 @@ class BacktestResult:
             for row in rows
         ]
         lines.insert(1, "-" * len(lines[0]))
-        return "\n".join(lines)
+        lines += [s.format_line() for s in self.significance]
+        return "\n".join([*lines, *self.notes])
 
 
-def _metric_cells(m: BacktestMetrics) -> tuple[str, str, str, str]:
+#: Policies fitted on the training part, which have an in-sample Sharpe.
+_FITTED: Final = ("agent", "linear")
+
+
+def _in_sample_cell(policy: str, value: float) -> str:
+    fitted = policy in _FITTED or policy.startswith("agent-s")
+    return _fmt(value, ".2f") if fitted else "-"
+
+
+def _metric_cells(m: BacktestMetrics) -> tuple[str, str, str, str, str]:
     return (
         _fmt(m.total_pnl, ",.2f"),
         _fmt(m.sharpe_daily, ".2f"),
         _fmt(m.max_drawdown, ",.2f"),
         str(m.n_trades),
+        _fmt(m.psr_daily, ".3f"),
+    )
+
+
+def best_of_significance(
+    results: Sequence[FoldResult], totals: Mapping[str, BacktestMetrics], *, capital: float
+) -> SharpeSignificance | None:
+    """PSR/DSR of the policy with the best pooled daily Sharpe, the policies its trials.
+
+    Picking the best row of a table of N policies is N trials; their pooled annualised
+    daily Sharpes give the trials' variance. None when no policy has a Sharpe.
+    """
+    sharpes = {p: m.sharpe_daily for p, m in totals.items() if math.isfinite(m.sharpe_daily)}
+    if not sharpes:
+        return None
+    best = max(sharpes, key=lambda p: sharpes[p])
+    variance = float(np.var(list(sharpes.values()), ddof=1)) if len(sharpes) > 1 else 0.0
+    return pooled_significance(
+        results, best, n_trials=len(totals), trial_variance=variance, capital=capital
+    )
+
+
+def pooled_significance(
+    results: Sequence[FoldResult],
+    policy: str,
+    *,
+    n_trials: int,
+    trial_variance: float,
+    capital: float,
+) -> SharpeSignificance:
+    """PSR/DSR of `policy`'s daily returns pooled over all its test windows."""
+    mine = [r for r in results if r.policy == policy]
+    days = daily_pnl(
+        np.concatenate([r.pnl for r in mine]), np.concatenate([r.trading_day for r in mine])
+    )
+    return sharpe_significance(
+        policy,
+        to_host(days) / capital,
+        n_trials=n_trials,
+        trial_sharpe_variance_annual=trial_variance,
     )
 
 
@@ -276,21 +458,46 @@ def baseline_results(
     *,
     capital: float,
     seed: int,
+    planted: npt.NDArray[np.float64] | None = None,
 ) -> list[FoldResult]:
-    """Every baseline in `policies` traded on the fold's test window, in that order."""
-    return [
-        evaluate_fold(
-            market,
-            fold,
-            baseline_positions(policy, market, *fold.test, env_config, seed=seed),
-            env_config,
-            spec,
-            capital=capital,
-            seed=seed,
-            policy=policy,
+    """Every baseline in `policies` traded on the fold's test window, in that order.
+
+    'linear' is fitted on the fold first and also scored in sample (its training part);
+    'oracle' trades `planted` (the planted signal per market row) and is left out when it
+    is None.
+    """
+    results = []
+    for policy in policies:
+        in_sample = math.nan
+        if policy == "oracle":
+            if planted is None:
+                continue
+            positions, _train, _band = oracle_positions(
+                planted, market, fold, env_config, spec, capital=capital
+            )
+        elif policy == "linear":
+            model = fit_linear(market, fold, env_config, spec, capital=capital)
+            positions = linear_positions(model, market, *fold.test)
+            train_positions = linear_positions(model, market, *fold.train)
+            in_sample = in_sample_sharpe(
+                market, fold, train_positions, env_config, spec, capital=capital
+            )
+        else:
+            positions = baseline_positions(policy, market, *fold.test, env_config, seed=seed)
+        results.append(
+            evaluate_fold(
+                market,
+                fold,
+                positions,
+                env_config,
+                spec,
+                capital=capital,
+                seed=seed,
+                policy=policy,
+                in_sample=in_sample,
+            )
         )
-        for policy in policies
-    ]
+    return results
 
 
 def policy_totals(
@@ -309,6 +516,37 @@ def policy_totals(
             seed=seed,
         )
     return totals
+
+
+def load_oracle(
+    root: Path, symbol: str, signal_dir: str | None, cache: CachedMarket
+) -> PlantedSignal:
+    """The planted signal for 'oracle' from `signal_dir` or the store's synth folder."""
+    folder = Path(signal_dir) if signal_dir is not None else synth_dir(root, symbol)
+    return load_planted_signal(folder, cache.ts_close, cache.market.trading_day)
+
+
+def reference_notes(
+    planted: PlantedSignal, policies: Sequence[str], totals: Mapping[str, BacktestMetrics]
+) -> tuple[str, ...]:
+    """The oracle's source (or why it is absent) and each policy's share of its PnL."""
+    if "oracle" not in policies:
+        return ()
+    if planted.values is None:
+        return (f"oracle: absent: {planted.reason}",)
+    oracle = totals.get("oracle")
+    lines = [f"oracle: {planted.reason}"]
+    if oracle is None or not oracle.total_pnl > 0:
+        lines.append("share of the oracle's PnL: n/a (the oracle made no money after costs)")
+        return tuple(lines)
+    for policy in ("agent", "linear"):
+        if policy in totals:
+            share = totals[policy].total_pnl / oracle.total_pnl
+            lines.append(
+                f"{policy}'s share of the oracle's PnL: {share:.1%} "
+                f"(${totals[policy].total_pnl:,.2f} of ${oracle.total_pnl:,.2f})"
+            )
+    return tuple(lines)
 
 
 def write_equity_plots(folder: Path, results: Sequence[FoldResult]) -> None:
@@ -357,6 +595,7 @@ def run_backtest(
         market.trading_day, config.walkforward, max_target_horizon_bars=cache.horizon
     )
     spec = contract_spec(config.symbol, config.env)  # an unknown root fails before the folder
+    planted = load_oracle(root, config.symbol, config.signal_dir, cache)
     folder = create_run_dir(root, "backtest")
     atomic_write_json(
         folder / "config.json",
@@ -382,16 +621,21 @@ def run_backtest(
             spec,
             capital=config.capital,
             seed=config.seed,
+            planted=planted.values,
         )
         if on_progress is not None:
             on_progress(fold.index + 1, len(folds))
+    totals = policy_totals(results, market, capital=config.capital, seed=config.seed)
+    best = best_of_significance(results, totals, capital=config.capital)
     result = BacktestResult(
         run_dir=folder,
         symbol=config.symbol,
         fxcache_key=cache.key,
-        policies=config.policies,
+        policies=tuple(p for p in config.policies if p != "oracle" or planted.values is not None),
         folds=tuple(results),
-        totals=policy_totals(results, market, capital=config.capital, seed=config.seed),
+        totals=totals,
+        significance=() if best is None else (best,),
+        notes=reference_notes(planted, config.policies, totals),
     )
     atomic_write_json(folder / "metrics.json", result.to_json())
     if config.plots:

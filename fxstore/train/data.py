@@ -13,6 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
+import numpy.typing as npt
+
 from fxstore.errors import InvalidInputError
 from fxstore.fxcache import REDO
 from fxstore.store import file_sha256, manifest_path
@@ -36,6 +39,8 @@ class CachedMarket:
     manifest_sha256: str
     horizon: int
     """Longest target horizon in bars: the least gap between walk-forward slices."""
+    ts_close: npt.NDArray[np.int64]
+    """int64 ``(n_rows,)`` on the host: each row's bar close, ns UTC (for the oracle)."""
 
     def to_json(self, symbol: str) -> dict[str, object]:
         """The facts for a run's ``config.json``."""
@@ -62,10 +67,12 @@ def open_cache(
     """
     from fxstore.train.env import market_from_view
     from fxstore.train.loader import open_fxcache
+    from fxstore.train.metrics import to_host
 
     with open_fxcache(root, symbol, featureset=featureset, device=device) as view:
         market = market_from_view(view)
         manifest, folder = view.manifest, view.folder
+        ts_close = np.concatenate([to_host(p) for p in view.columns["ts_close"]])
     definition = manifest.get("featureset")
     key = definition.get("hash") if isinstance(definition, dict) else None
     horizon = manifest.get("max_target_horizon_bars")
@@ -74,4 +81,6 @@ def open_cache(
             f"the fxcache manifest of {symbol!r} has no featureset hash or "
             f"max_target_horizon_bars; {REDO}."
         )
-    return CachedMarket(market, key, file_sha256(manifest_path(folder)), horizon)
+    return CachedMarket(
+        market, key, file_sha256(manifest_path(folder)), horizon, ts_close.astype(np.int64)
+    )

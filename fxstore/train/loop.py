@@ -38,7 +38,11 @@ from fxstore.train.backtest import (
     FoldResult,
     baseline_results,
     evaluate_fold,
+    in_sample_sharpe,
+    load_oracle,
     policy_totals,
+    pooled_significance,
+    reference_notes,
 )
 from fxstore.train.checkpoint import DAMAGED, load_checkpoint, meta_value, save_checkpoint
 from fxstore.train.data import open_cache
@@ -48,6 +52,8 @@ from fxstore.train.metrics import sharpe_per_bar, to_host
 from fxstore.train.policy import greedy_positions
 from fxstore.train.replay import NStepAccumulator, PrioritizedReplay
 from fxstore.train.runs import RunFolder
+from fxstore.train.seeds import agent_policies, seed_notes
+from fxstore.train.significance import SharpeSignificance
 from fxstore.train.vecenv import VecEnv
 from fxstore.train.walkforward import Fold, make_folds
 
@@ -57,6 +63,7 @@ logger = logging.getLogger(__name__)
 
 _STREAM_ENV: Final = 1
 _STREAM_ACT: Final = 2
+_STREAM_SEEDS: Final = 3
 _LOG_EVERY: Final = 100
 
 
@@ -146,8 +153,10 @@ def _run_fold(
     run: RunFolder,
     on_progress: Callable[[Progress], None] | None,
     n_folds: int,
-) -> npt.NDArray[np.float64]:
-    """Learn on one fold; return the greedy positions of the best weights on its test window."""
+    seed_index: int = 0,
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """Learn on one fold; return the greedy positions of the kept weights on its test window
+    and on its training part (for the in-sample Sharpe)."""
     xp = market.xp
     agent_config = _fold_agent_config(config, sizes, fold.index)
     lo, hi = fold.train
@@ -176,7 +185,7 @@ def _run_fold(
     learner = _Learner(agent, replay, nstep, env, act_rng)
     state = _FoldState()
     obs = env.reset()
-    checkpoint = run.checkpoint_path(fold.index)
+    checkpoint = run.checkpoint_path(fold.index, seed_index)
     if checkpoint.is_file():
         obs = _restore(checkpoint, learner, state)
         logger.info("fold %d: resumed at step %d", fold.index, state.step)
@@ -231,11 +240,14 @@ def _run_fold(
     else:
         chosen = "best"
         agent.load_state_dict(state.best_params)
-    run.write_evals(fold.index, state.evals, chosen, state.best_step)
+    run.write_evals(fold.index, state.evals, chosen, state.best_step, seed_index)
     logger.info("fold %d: trading the %s policy on the test window", fold.index, chosen)
     if chosen == "flat":
-        return np.zeros(fold.test[1] - fold.test[0])
-    return greedy_positions(agent.q_values, market, *fold.test, config.env)
+        return np.zeros(fold.test[1] - fold.test[0]), np.zeros(fold.train[1] - fold.train[0])
+    return (
+        greedy_positions(agent.q_values, market, *fold.test, config.env),
+        greedy_positions(agent.q_values, market, *fold.train, config.env),
+    )
 
 
 def _or_nan(value: float | None) -> float:
@@ -402,6 +414,7 @@ def train(
     if config.max_folds is not None:
         folds = folds[: config.max_folds]
     spec = contract_spec(config.symbol, config.env)  # bad input fails before the run folder
+    planted = load_oracle(root, config.symbol, config.signal_dir, cache)
     run = resumed if resumed is not None else RunFolder.create(root, "train")
     if resumed is None:
         run.write_config(config, sizes, cache)
@@ -409,10 +422,10 @@ def train(
     for fold in folds:
         done = run.read_fold(fold, market.bars_per_day, config.capital, config.seed)
         if done is None:
-            positions = _run_fold(market, fold, config, spec, sizes, run, on_progress, len(folds))
-            agent = evaluate_fold(
-                market, fold, positions, config.env, spec, capital=config.capital, seed=config.seed
-            )
+            agents = [
+                _train_seed(market, fold, config, spec, sizes, run, on_progress, len(folds), k)
+                for k in range(config.seeds)
+            ]
             baselines = baseline_results(
                 market,
                 fold,
@@ -421,22 +434,95 @@ def train(
                 spec,
                 capital=config.capital,
                 seed=config.seed,
+                planted=planted.values,
             )
-            done = {r.policy: r for r in (agent, *baselines)}
+            done = {r.policy: r for r in (*agents, *baselines)}
             run.write_fold(fold, done)
-            run.checkpoint_path(fold.index).unlink(missing_ok=True)
+            for k in range(config.seeds):
+                run.checkpoint_path(fold.index, k).unlink(missing_ok=True)
         results += done.values()
+    totals = policy_totals(results, market, capital=config.capital, seed=config.seed)
+    shown = [b for b in config.baselines if b != "oracle" or planted.values is not None]
     result = BacktestResult(
         run_dir=run.path,
         symbol=config.symbol,
         fxcache_key=cache.key,
-        policies=("agent", *config.baselines),
+        policies=(*agent_policies(config.seeds), *shown),
         folds=tuple(results),
-        totals=policy_totals(results, market, capital=config.capital, seed=config.seed),
+        totals=totals,
+        significance=(_agent_significance(results, run, folds, config),),
+        notes=(
+            *reference_notes(planted, config.baselines, totals),
+            *seed_notes(totals, agent_policies(config.seeds)),
+        ),
     )
     atomic_write_json(run.path / "metrics.json", result.to_json())
     logger.info("trained %s on %d folds -> %s", config.symbol, len(folds), run.path)
     return result
+
+
+def _train_seed(
+    market: Market,
+    fold: Fold,
+    config: TrainConfig,
+    spec: ContractSpec,
+    sizes: dict[str, int],
+    run: RunFolder,
+    on_progress: Callable[[Progress], None] | None,
+    n_folds: int,
+    seed_index: int,
+) -> FoldResult:
+    """Train the fold's agent of seed `seed_index` and score it on the test window."""
+    seeded = config
+    if seed_index:
+        seeded = dataclasses.replace(
+            config, seed=crng.derive_key(config.seed, _STREAM_SEEDS, seed_index) % (1 << 31)
+        )
+    positions, train_positions = _run_fold(
+        market, fold, seeded, spec, sizes, run, on_progress, n_folds, seed_index
+    )
+    return evaluate_fold(
+        market,
+        fold,
+        positions,
+        config.env,
+        spec,
+        capital=config.capital,
+        seed=config.seed,
+        policy=agent_policies(config.seeds)[seed_index],
+        in_sample=in_sample_sharpe(
+            market, fold, train_positions, config.env, spec, capital=config.capital
+        ),
+    )
+
+
+def _agent_significance(
+    results: list[FoldResult], run: RunFolder, folds: list[Fold], config: TrainConfig
+) -> SharpeSignificance:
+    """PSR/DSR of the agent's pooled test days, counting every candidate it was chosen from.
+
+    Trials: in each fold the kept weights are the best of its validation evaluations or
+    standing aside, so a fold chooses among (evaluations + 1) candidates; the count is the
+    largest such number over folds and seeds, times `seeds` (any one could be shown), times
+    `prior_trials` (profiles or settings already tried on the same data). The trials'
+    Sharpe variance is that of every finite validation Sharpe (annualised per bar, about
+    the annualised daily Sharpe of independent bars).
+    """
+    sharpes: list[float] = []
+    candidates = 1
+    for fold in folds:
+        for k in range(config.seeds):
+            evals = run.read_evals(fold.index, k)
+            candidates = max(candidates, len(evals) + 1)
+            sharpes += [float(v) for e in evals if isinstance(v := e.get("val_sharpe"), float)]
+    variance = float(np.var(sharpes, ddof=1)) if len(sharpes) > 1 else 0.0
+    return pooled_significance(
+        results,
+        "agent",
+        n_trials=candidates * config.seeds * config.prior_trials,
+        trial_variance=variance,
+        capital=config.capital,
+    )
 
 
 def _resolve_sizes(config: TrainConfig, market: Market) -> dict[str, int]:

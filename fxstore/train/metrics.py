@@ -33,6 +33,7 @@ import numpy as np
 import numpy.typing as npt
 
 from fxstore.errors import InvalidInputError
+from fxstore.train.significance import probabilistic_sharpe_ratio, return_moments
 
 __all__ = [
     "BacktestMetrics",
@@ -111,6 +112,9 @@ class BacktestMetrics:
     sortino_daily: float
     sharpe_daily_ci: tuple[float, float]
     """Stationary-bootstrap interval of `sharpe_daily` over days (see bootstrap_sharpe_ci)."""
+    psr_daily: float
+    """Probabilistic Sharpe ratio of the daily returns: P(true daily Sharpe > 0), skewness
+    and kurtosis included (:mod:`fxstore.train.significance`); NaN without variance."""
     max_drawdown: float
     """Deepest equity − running peak in dollars (<= 0)."""
     max_drawdown_fraction: float
@@ -299,6 +303,14 @@ def bootstrap_sharpe_ci(
     return float(lo), float(hi)
 
 
+def _psr(daily: npt.NDArray[np.float64]) -> float:
+    """P(true daily Sharpe > 0) of daily PnL (NaN with < 2 days or no variance)."""
+    sharpe, skew, kurtosis = return_moments(daily)
+    if len(daily) < 2:
+        return math.nan
+    return probabilistic_sharpe_ratio(sharpe, len(daily), skew=skew, kurtosis=kurtosis)
+
+
 def compute_metrics(
     pnl: FloatArray,
     positions: PositionArray,
@@ -368,6 +380,7 @@ def compute_metrics(
         sharpe_daily=sharpe_day,
         sortino_daily=sortino_day,
         sharpe_daily_ci=bootstrap_sharpe_ci(days, n_resamples=n_resamples, seed=seed),
+        psr_daily=_psr(to_host(days)),
         max_drawdown=dd_dollars,
         max_drawdown_fraction=dd_fraction,
         calmar=annual / -dd_fraction if dd_fraction < 0 else math.nan,

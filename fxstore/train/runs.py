@@ -5,6 +5,8 @@ Layout (``runs/<run-id>/``, DESIGN.md "Store layout")::
     config.json                 the full TrainConfig, resolved sizes, input facts, version
     fold00/evals.json           validation evaluations (step, loss, Sharpe), the policy kept
     fold00/checkpoint.npz       while the fold learns: everything needed to resume it
+    fold00/evals-seed1.json     the same for each extra seed (``seeds`` > 1), and
+    fold00/checkpoint-seed1.npz   its checkpoint
     fold00/results.npz          per-policy test-window PnL, positions, trading days
     fold00/metrics.json         per-policy metrics of the fold's test window
     fold00/equity.png           equity curves of the agent and the baselines
@@ -102,8 +104,14 @@ class RunFolder:
             folder.mkdir(exist_ok=True)
         return folder
 
-    def checkpoint_path(self, index: int) -> Path:
-        return self.fold_dir(index) / "checkpoint.npz"
+    def checkpoint_path(self, index: int, seed_index: int = 0) -> Path:
+        """The fold's checkpoint (``checkpoint-seed<k>.npz`` for the k-th extra seed)."""
+        name = "checkpoint.npz" if seed_index == 0 else f"checkpoint-seed{seed_index}.npz"
+        return self.fold_dir(index) / name
+
+    def _evals_path(self, index: int, seed_index: int) -> Path:
+        name = "evals.json" if seed_index == 0 else f"evals-seed{seed_index}.json"
+        return self.fold_dir(index) / name
 
     def write_config(
         self, config: TrainConfig, sizes: Mapping[str, int], cache: CachedMarket
@@ -146,11 +154,12 @@ class RunFolder:
         evals: list[dict[str, float | None]],
         chosen: str,
         best_step: int | None,
+        seed_index: int = 0,
     ) -> None:
         """The fold's validation evaluations and which policy traded its test window:
         "best" (the weights of `best_step`), "flat" (none beat standing aside) or "last"."""
         atomic_write_json(
-            self.fold_dir(index) / "evals.json",
+            self._evals_path(index, seed_index),
             {"evals": evals, "chosen": chosen, "best_step": best_step},
         )
 
@@ -160,12 +169,17 @@ class RunFolder:
         for policy, result in results.items():
             arrays[f"{policy}/pnl"] = result.pnl
             arrays[f"{policy}/positions"] = result.positions
+            arrays[f"{policy}/in_sample_sharpe"] = np.asarray(result.in_sample_sharpe)
         arrays["trading_day"] = next(iter(results.values())).trading_day
         atomic_write_json(
             folder / "metrics.json",
             {
                 "fold": fold.to_json(),
                 "policies": {p: r.metrics.to_json() for p, r in results.items()},
+                "in_sample_sharpe_daily": {
+                    p: r.in_sample_sharpe if np.isfinite(r.in_sample_sharpe) else None
+                    for p, r in results.items()
+                },
             },
         )
         plot_equity(folder / "equity.png", fold, results)
@@ -196,6 +210,15 @@ class RunFolder:
                 bars_per_day=bars_per_day,
                 capital=capital,
                 seed=seed,
+                in_sample=float(arrays.get(f"{p}/in_sample_sharpe", np.nan)),
             )
             for p in policies
         }
+
+    def read_evals(self, index: int, seed_index: int = 0) -> list[dict[str, float | None]]:
+        """The validation evaluations of fold `index` (empty when it has none)."""
+        path = self._evals_path(index, seed_index)
+        if not path.is_file():
+            return []
+        evals = read_json(path).get("evals")
+        return list(evals) if isinstance(evals, list) else []

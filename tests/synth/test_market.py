@@ -34,7 +34,9 @@ def test_generate_market_one_file_per_trading_day(roll_market: Market) -> None:
     days = roll_market.summary.trading_days
     assert names == [f"glbx-mdp3-{d:%Y%m%d}.mbp-10.dbn.zst" for d in days]
     assert len(days) == 16 and all(is_trading_day(d) for d in days)
-    assert sorted(p.name for p in roll_market.summary.files[0].parent.iterdir()) == names
+    listed = sorted(p.name for p in roll_market.summary.files[0].parent.iterdir())
+    side = [f"glbx-mdp3-{d:%Y%m%d}.planted-signal.npz" for d in days]
+    assert listed == sorted(names + side)  # the planted signal's side files sit beside them
 
 
 def test_generate_market_metadata_header_is_parent_query(roll_market: Market) -> None:

@@ -24,6 +24,7 @@ from fxstore.train.backtest import (
 from fxstore.train.env import ContractSpec, Market
 from fxstore.train.metrics import compute_metrics
 from fxstore.train.walkforward import Fold
+from tests.conftest import SynthMarket
 
 ES = ContractSpec("ES", 50.0, 0.25)
 #: 0.125 * 50 (half spread) + 1.25 (commission) = $7.50 per contract traded.
@@ -101,7 +102,7 @@ def test_baseline_positions_unknown_policy_raises_listing_choices() -> None:
         baseline_positions("momentum", market, 0, 2, ENV, seed=0)
 
     assert str(info.value) == (
-        "unknown policy 'momentum'; choose from flat, long, random, ofi-sign."
+        "unknown policy 'momentum'; choose from flat, long, random, ofi-sign, linear, oracle."
     )
 
 
@@ -161,7 +162,7 @@ def test_evaluate_fold_ofi_sign_books_each_signed_move() -> None:
     [
         (
             {"policies": ("flat", "momentum")},
-            "unknown policy 'momentum'; choose from flat, long, random, ofi-sign.",
+            "unknown policy 'momentum'; choose from flat, long, random, ofi-sign, linear, oracle.",
         ),
         ({"policies": ()}, "`policies` must be a non-empty tuple"),
         ({"policies": ("flat", "flat")}, "`policies` must not repeat a policy"),
@@ -192,9 +193,11 @@ def test_backtest_config_to_json_holds_nested_configs() -> None:
 
 
 @pytest.fixture(scope="module")
-def backtest(store: Path):  # type: ignore[no-untyped-def]
-    """One full backtest with plots (shared by the run-folder tests)."""
-    config = BacktestConfig(env=ENV, walkforward=FOLDS, seed=1)
+def backtest(store: Path, two_roll_market: SynthMarket):  # type: ignore[no-untyped-def]
+    """One full backtest with plots (shared by the run-folder tests), the oracle included."""
+    config = BacktestConfig(
+        env=ENV, walkforward=FOLDS, seed=1, signal_dir=str(two_roll_market.folder)
+    )
     return config, run_backtest(config, store)
 
 
@@ -253,10 +256,18 @@ def test_run_backtest_format_table_lists_folds_then_totals(backtest) -> None:  #
 
     lines = result.format_table().splitlines()
 
-    assert " ".join(lines[0].split()) == "fold test span policy PnL $ Sharpe(d) max DD $ trades"
-    assert len(lines) == 2 + len(result.folds) + len(BASELINES)
-    assert lines[-1].startswith("all") and lines[-1].split()[2] == "ofi-sign"
+    assert " ".join(lines[0].split()) == (
+        "fold test span policy PnL $ Sharpe(d) max DD $ trades PSR IS Sharpe(d)"
+    )
+    # folds, totals, one significance line for the best policy of the table, the notes
+    n_notes = len(result.notes)
+    assert len(lines) == 2 + len(result.folds) + len(BASELINES) + 1 + n_notes
+    assert lines[-2 - n_notes].startswith("all") and lines[-2 - n_notes].split()[2] == "oracle"
     assert " n/a " in lines[2]  # fold 0, flat: Sharpe undefined
+    best = result.significance[0]
+    assert lines[-1 - n_notes].startswith(f"{best.policy}: daily Sharpe")
+    assert f"over {len(BASELINES)} trials" in lines[-1 - n_notes]
+    assert lines[-n_notes].startswith("oracle: planted signal from ")
 
 
 def test_run_backtest_same_config_gives_same_numbers_in_new_folder(store: Path) -> None:
@@ -286,8 +297,8 @@ def test_cli_backtest_unknown_policy_prints_one_error_line(store: Path) -> None:
 
     assert result.exit_code == 1
     assert (
-        result.output
-        == "Error: unknown policy 'momentum'; choose from flat, long, random, ofi-sign.\n"
+        result.output == "Error: unknown policy 'momentum'; choose from "
+        "flat, long, random, ofi-sign, linear, oracle.\n"
     )
 
 

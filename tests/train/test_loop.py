@@ -60,7 +60,8 @@ def test_train_tiny_run_writes_the_run_folder(store: Path) -> None:
         assert [e["step"] for e in evals["evals"]] == [40, 80, 120]
         assert evals["chosen"] in ("best", "flat")
     metrics = json.loads((folder / "metrics.json").read_text())
-    assert metrics["policies"] == ["agent", "flat", "long", "random", "ofi-sign"]
+    # no oracle: the store's synth folder holds no planted signal
+    assert metrics["policies"] == ["agent", "flat", "long", "random", "ofi-sign", "linear"]
     assert len(metrics["folds"]) == 2
 
 
@@ -69,7 +70,7 @@ def test_train_baselines_equal_the_backtest_of_the_same_folds(store: Path) -> No
     tested = run_backtest(
         BacktestConfig(env=TINY.env, walkforward=TINY.walkforward, plots=False), store
     )
-    for policy in ("flat", "long", "random", "ofi-sign"):
+    for policy in ("flat", "long", "random", "ofi-sign", "linear"):
         mine = [r.pnl for r in trained.folds if r.policy == policy]
         theirs = [r.pnl for r in tested.folds if r.policy == policy][: len(mine)]
         for a, b in zip(mine, theirs, strict=True):
@@ -198,4 +199,35 @@ def test_cli_train_bad_override_is_one_error_line(store: Path) -> None:
     assert result.exit_code == 1
     assert result.output.strip().splitlines()[-1] == (
         "Error: the command line: [agent]: `hidden` must be > 0, was 0."
+    )
+
+
+def test_train_agent_significance_counts_every_validation_candidate(store: Path) -> None:
+    config = dataclasses.replace(TINY, prior_trials=3)
+
+    result = train(config, store)
+
+    (sig,) = result.significance
+    # 3 validation evaluations a fold + standing aside = 4 candidates, x 3 prior trials
+    assert (sig.policy, sig.n_trials) == ("agent", 12)
+    agent_days = sum(r.metrics.n_days for r in result.folds if r.policy == "agent")
+    assert sig.n_days == agent_days
+    *_, significance, oracle = result.format_table().splitlines()
+    assert "over 12 trials" in significance
+    assert oracle.startswith("oracle: absent: no planted signal in ")
+
+
+def test_train_in_sample_sharpe_of_the_agent_survives_reading_the_fold_back(store: Path) -> None:
+    from fxstore.train.runs import RunFolder
+
+    result = train(TINY, store)
+    run = RunFolder(result.run_dir)
+
+    for r in (r for r in result.folds if r.policy in ("agent", "linear")):
+        again = run.read_fold(r.fold, r.metrics.bars_per_day, TINY.capital, TINY.seed)
+        assert again is not None
+        np.testing.assert_equal(again[r.policy].in_sample_sharpe, r.in_sample_sharpe)
+    linear = [r.in_sample_sharpe for r in result.folds if r.policy == "linear"]
+    assert any(np.isfinite(linear)) or all(
+        r.metrics.n_trades == 0 for r in result.folds if r.policy == "linear"
     )
