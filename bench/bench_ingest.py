@@ -149,7 +149,7 @@ def many_days(tmp: Path, n_days: int, day_records: int) -> list[Path]:
         shutil.rmtree(folder, ignore_errors=True)
         make_days(folder, days[0], days[-1], day_records, split)
         (folder / ".complete").touch()
-    return sorted(folder.glob("*.dbn*"))
+    return sorted(folder.glob("*.mbp-10.dbn*"))
 
 
 def peak_rss_mib(path: Path, store: Path) -> float:

@@ -31,7 +31,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         generate_market(SynthConfig(start=DAY, end=DAY, events_per_day=2_000), Path(tmp) / "w")
         seconds, runs = median_seconds(lambda: generate_market(config, Path(tmp)), args.repeat)
-        (path,) = Path(tmp).glob("*.dbn.zst")
+        (path,) = Path(tmp).glob("*.mbp-10.dbn.zst")
         size = path.stat().st_size
     result = {
         "records": args.records,

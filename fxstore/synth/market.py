@@ -18,6 +18,7 @@ from fxstore.errors import InvalidInputError
 from fxstore.ingest import MBP10_DTYPE
 from fxstore.market.calendar import NS_PER_DAY, is_trading_day, trading_days_between
 from fxstore.synth.day import DayPlan, DaySimulation, DayVolume, daily_log_vol, plan_day
+from fxstore.synth.definitions import write_definitions
 from fxstore.synth.prices import anchor_levels
 from fxstore.synth.signal import SAMPLES_PER_HALF_LIFE, SignalLog
 from fxstore.synth.writer import DbnFileWriter, dbn_file_name, mbp10_metadata, utc_date_of
@@ -34,8 +35,10 @@ _CHUNK_RECORDS: Final = 32_768
 class SynthSummary:
     """What :func:`generate_market` wrote."""
 
-    #: The DBN files, in time order.
+    #: The DBN MBP-10 files, in time order.
     files: tuple[Path, ...]
+    #: The definition file: one record per instrument listed, as Databento delivers one.
+    definitions: Path
     trading_days: tuple[dt.date, ...]
     #: Records over all files.
     n_records: int
@@ -246,11 +249,13 @@ def generate_market(
             if on_progress is not None:
                 on_progress(plan.trading_day)
         files = layout.finish()
+        definitions = write_definitions(config, plans, out_dir)
     except BaseException:
         layout.abort()
         raise
     summary = SynthSummary(
         files=files,
+        definitions=definitions,
         trading_days=tuple(p.trading_day for p in plans),
         n_records=sum(v.n_records for v in volumes),
         day_volumes=tuple(volumes),

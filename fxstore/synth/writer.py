@@ -90,7 +90,8 @@ class DbnFileWriter:
         self.n_records = 0
         self._tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         self._file: BinaryIO = open(self._tmp, "wb")  # noqa: SIM115 - closed by commit/abort
-        compressor = zstandard.ZstdCompressor(level=level)
+        # with a frame checksum, as Databento's encoder writes: a garbled block is then named
+        compressor = zstandard.ZstdCompressor(level=level, write_checksum=True)
         self._zst = compressor.stream_writer(self._file, closefd=False)
         self._zst.write(encode_metadata(metadata))
 

@@ -18,7 +18,7 @@ def test_demo_small_market_runs_synth_scan_and_ingest(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "Front month of ES" in result.output
     assert "Ingested 8 trading days" in result.output
-    assert len(list((tmp_path / "synth" / "ES.FUT").glob("*.dbn.zst"))) == 8
+    assert len(list((tmp_path / "synth" / "ES.FUT").glob("*.mbp-10.dbn.zst"))) == 8
 
 
 def test_demo_with_train_ends_with_the_agent_and_baselines(tmp_path: Path) -> None:

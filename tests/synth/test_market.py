@@ -36,7 +36,10 @@ def test_generate_market_one_file_per_trading_day(roll_market: Market) -> None:
     assert len(days) == 16 and all(is_trading_day(d) for d in days)
     listed = sorted(p.name for p in roll_market.summary.files[0].parent.iterdir())
     side = [f"glbx-mdp3-{d:%Y%m%d}.planted-signal.npz" for d in days]
-    assert listed == sorted(names + side)  # the planted signal's side files sit beside them
+    definitions = f"glbx-mdp3-{days[0]:%Y%m%d}-{days[-1]:%Y%m%d}.definition.dbn.zst"
+    assert roll_market.summary.definitions.name == definitions
+    # the planted signal's side files and the definition file sit beside them
+    assert listed == sorted([*names, *side, definitions])
 
 
 def test_generate_market_metadata_header_is_parent_query(roll_market: Market) -> None:
@@ -215,3 +218,26 @@ def test_generate_market_no_trading_day_raises(tmp_path: Path) -> None:
     cfg = SynthConfig(start=dt.date(2024, 6, 8), end=dt.date(2024, 6, 9), **SMALL)  # a weekend
     with pytest.raises(InvalidInputError, match="No CME trading day"):
         generate_market(cfg, tmp_path)
+
+
+def test_generate_market_definitions_give_every_listed_instrument_its_facts(
+    roll_market: Market,
+) -> None:
+    from fxstore.market.master import read_definitions
+
+    facts = {f.raw_symbol: f for f in read_definitions([roll_market.summary.definitions])}
+    listed = {v.raw_symbol for v in roll_market.summary.day_volumes}
+
+    assert listed <= set(facts)
+    esh4 = facts["ESH4"]
+    assert (esh4.multiplier, esh4.tick_size, esh4.instrument_class) == (50.0, 0.25, "F")
+    assert esh4.expiration == dt.date(2024, 3, 15)
+    spread = next(f for s, f in facts.items() if "-" in s)
+    assert (spread.multiplier, spread.instrument_class) == (None, "S")  # as Databento's spreads
+
+
+def test_generate_market_zstd_frames_carry_a_checksum(roll_market: Market) -> None:
+    """As Databento's encoder writes them: a garbled block is caught by the frame checksum."""
+    for path in [*roll_market.summary.files, roll_market.summary.definitions]:
+        frame_descriptor = path.read_bytes()[4]
+        assert frame_descriptor & 0b100, path.name

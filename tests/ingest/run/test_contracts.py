@@ -34,19 +34,26 @@ def _first_day(out_dir: Path) -> dict[str, list[object]]:
     return pq.read_table(day, columns=["volume", "vwap", "dollar_volume"]).to_pydict()
 
 
-def test_ingest_mes_dollar_volume_uses_mes_multiplier(mes_market: Path, tmp_path: Path) -> None:
-    summary = ingest(IngestConfig(symbol="MES.FUT", bars=BARS), [mes_market], tmp_path)
+@pytest.mark.parametrize(
+    ("inputs", "source"),
+    [("folder", "definition"), ("mbp10-only", "builtin")],  # synth writes definitions too
+)
+def test_ingest_mes_dollar_volume_uses_mes_multiplier(
+    mes_market: Path, tmp_path: Path, inputs: str, source: str
+) -> None:
+    paths = [mes_market] if inputs == "folder" else sorted(mes_market.glob("*.mbp-10.dbn.zst"))
+
+    summary = ingest(IngestConfig(symbol="MES.FUT", bars=BARS), paths, tmp_path)
 
     bars = _first_day(summary.out_dir)
-    for volume, vwap, dollars in zip(
-        bars["volume"], bars["vwap"], bars["dollar_volume"], strict=True
-    ):
+    rows = zip(bars["volume"], bars["vwap"], bars["dollar_volume"], strict=True)
+    for volume, vwap, dollars in rows:
         assert dollars == pytest.approx(float(volume) * float(vwap) * 5.0)  # $5 a point, not 50
     manifest = json.loads((summary.out_dir / "manifest.json").read_text())
     facts = manifest["contracts"]["MESH4"]
     assert (facts["multiplier"], facts["multiplier_source"], facts["tick_size"]) == (
         5.0,
-        "builtin",
+        source,
         0.25,
     )
 
@@ -60,9 +67,7 @@ def test_ingest_multiplier_option_overrides_the_master(mes_market: Path, tmp_pat
     assert manifest["contracts"]["MESH4"] == {"multiplier": 50.0, "source": "option"}
 
 
-def test_ingest_definition_file_in_the_folder_is_read_and_recorded(
-    mes_market: Path, tmp_path: Path
-) -> None:
+def test_ingest_definition_files_are_read_and_recorded(mes_market: Path, tmp_path: Path) -> None:
     folder = tmp_path / "batch"
     shutil.copytree(mes_market, folder)
     shutil.copy(PEER / "GLBX.MDP3.definition-es-fut.dbn.zst", folder)
@@ -70,8 +75,12 @@ def test_ingest_definition_file_in_the_folder_is_read_and_recorded(
     summary = ingest(IngestConfig(symbol="MES.FUT", bars=BARS), [folder], tmp_path / "store")
 
     manifest = json.loads((summary.out_dir / "manifest.json").read_text())
-    assert [d["name"] for d in manifest["definitions"]] == ["GLBX.MDP3.definition-es-fut.dbn.zst"]
-    assert len(manifest["definitions"][0]["sha256"]) == 64
+    names = sorted(d["name"] for d in manifest["definitions"])
+    assert names == [
+        "GLBX.MDP3.definition-es-fut.dbn.zst",
+        "glbx-mdp3-20240304-20240306.definition.dbn.zst",
+    ]
+    assert all(len(d["sha256"]) == 64 for d in manifest["definitions"])
 
 
 def test_ingest_unknown_root_raises_naming_definitions(mes_market: Path, tmp_path: Path) -> None:

@@ -52,7 +52,7 @@ def test_warn_if_target_missed_ignores_plain_bars() -> None:
 
 
 def test_ingest_unreachable_target_warns(two_roll_market: SynthMarket, tmp_path: Path) -> None:
-    day = sorted(two_roll_market.folder.glob("*.dbn.zst"))[:2]
+    day = sorted(two_roll_market.folder.glob("*.mbp-10.dbn.zst"))[:2]
     config = IngestConfig(symbol="ES.FUT", bars=BarConfig(target_bars_per_day=1e6))
 
     with pytest.warns(FxStoreWarning, match=r"bars per trading day against .* 1e\+06"):
@@ -62,7 +62,7 @@ def test_ingest_unreachable_target_warns(two_roll_market: SynthMarket, tmp_path:
 def test_ingest_manifest_records_the_bar_rule_and_close_reasons_per_day(
     two_roll_market: SynthMarket, tmp_path: Path
 ) -> None:
-    days = sorted(two_roll_market.folder.glob("*.dbn.zst"))[:3]
+    days = sorted(two_roll_market.folder.glob("*.mbp-10.dbn.zst"))[:3]
 
     config = IngestConfig(symbol="ES.FUT", bars=BarConfig(target_bars_per_day=20))
 
@@ -83,7 +83,7 @@ def test_ingest_truncated_input_is_recorded_and_warned_about_on_every_run(
 ) -> None:
     import zstandard
 
-    day = sorted(two_roll_market.folder.glob("*.dbn.zst"))[3]
+    day = sorted(two_roll_market.folder.glob("*.mbp-10.dbn.zst"))[3]
     with zstandard.ZstdDecompressor().stream_reader(day.read_bytes()) as reader:
         plain = reader.read()
     cut = tmp_path / day.name.removesuffix(".zst")

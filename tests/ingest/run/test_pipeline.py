@@ -111,7 +111,7 @@ def test_ingest_output_is_byte_identical_for_any_split_or_worker_count(
     elif variant == "utc-day files":
         paths, config = [two_roll_market_utc.folder], dataclasses.replace(FRONT, workers=2)
     else:
-        paths = sorted(two_roll_market.folder.glob("*.dbn.zst"), reverse=True)
+        paths = sorted(two_roll_market.folder.glob("*.mbp-10.dbn.zst"), reverse=True)
 
     summary = ingest(config, paths, tmp_path)
 
@@ -224,7 +224,7 @@ def test_front_month_workers_drop_a_candidate_that_trades_little(
     monkeypatch.setattr(_day_builder, "PRUNE_MIN_VOLUME", 100)  # a small synthetic market
     quiet, roll_eve = dt.date(2024, 2, 27), dt.date(2024, 3, 11)  # ESM4 ~2% / ~57% of volume
     names = {f"{d:%Y%m%d}" for d in (quiet, roll_eve)}
-    files = [p for p in sorted(two_roll_market.folder.glob("*.dbn.zst")) if p.name[10:18] in names]
+    files = [p for p in sorted(two_roll_market.folder.glob("*.mbp-10.dbn.zst")) if p.name[10:18] in names]
     source = open_dbn(files)
 
     days = {d.day: d for d in build_group(_group_task(list(source.files)), source=source).days}

@@ -88,7 +88,7 @@ def test_scan_activity_matches_generator_volumes(two_roll_market: SynthMarket) -
 
 
 def test_scan_files_given_in_any_order_give_same_report(two_roll_market: SynthMarket) -> None:
-    files = sorted(two_roll_market.folder.glob("*.dbn.zst"))
+    files = sorted(two_roll_market.folder.glob("*.mbp-10.dbn.zst"))
 
     forward = scan_dbn(files, symbol="ES.FUT")
     backward = scan_dbn(files[::-1], symbol="ES.FUT")
@@ -159,7 +159,8 @@ def test_scan_reports_contract_facts_and_their_source(two_roll_market: SynthMark
 
     facts = {c.symbol: c for c in report.contracts}
     esh4, spread = facts["ESH4"], facts["ESM4-ESU4"]
-    assert (esh4.multiplier, esh4.tick_size, esh4.source) == (50.0, 0.25, "builtin")
+    assert (esh4.multiplier, esh4.tick_size, esh4.source) == (50.0, 0.25, "definition")
     assert esh4.expiration == dt.date(2024, 3, 15)
-    assert (spread.tick_size, spread.source) == (0.05, "definition")  # a real ES spread's tick
+    # --definitions come after the folder's own: the real ES spread's definition wins
+    assert (spread.tick_size, spread.source) == (0.05, "definition")
     assert "$/point" in report.format_text()
