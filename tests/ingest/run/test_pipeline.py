@@ -224,7 +224,9 @@ def test_front_month_workers_drop_a_candidate_that_trades_little(
     monkeypatch.setattr(_day_builder, "PRUNE_MIN_VOLUME", 100)  # a small synthetic market
     quiet, roll_eve = dt.date(2024, 2, 27), dt.date(2024, 3, 11)  # ESM4 ~2% / ~57% of volume
     names = {f"{d:%Y%m%d}" for d in (quiet, roll_eve)}
-    files = [p for p in sorted(two_roll_market.folder.glob("*.mbp-10.dbn.zst")) if p.name[10:18] in names]
+    files = [
+        p for p in sorted(two_roll_market.folder.glob("*.mbp-10.dbn.zst")) if p.name[10:18] in names
+    ]
     source = open_dbn(files)
 
     days = {d.day: d for d in build_group(_group_task(list(source.files)), source=source).days}
