@@ -58,6 +58,7 @@ __all__ = [
     "list_runs",
     "manifest_field",
     "manifest_path",
+    "matches_manifest",
     "os_errors",
     "read_json",
     "remove_stale_temps",
@@ -304,6 +305,24 @@ def file_sha256(path: Path, block: int = 1 << 20) -> str:
         while data := fh.read(block):
             digest.update(data)
     return digest.hexdigest()
+
+
+def matches_manifest(path: Path, manifest: Path, sha256: str, size: int | None = None) -> bool:
+    """Whether the file `path` is still the one `manifest` recorded (checksum `sha256`).
+
+    Cheap when nothing changed: a file of the recorded `size` (when given) last modified no
+    later than the manifest, which is written after every file it lists, is taken as it is.
+    A file changed since (edited, copied over, restored) is hashed again: a same-size file
+    with other bytes is not trusted.
+    """
+    with os_errors(path, "read"):
+        if not path.is_file():
+            return False
+        stat = path.stat()
+        committed = manifest.stat().st_mtime_ns
+    if size is not None and stat.st_size != size:
+        return False
+    return stat.st_mtime_ns <= committed or file_sha256(path) == sha256
 
 
 @contextlib.contextmanager

@@ -40,6 +40,7 @@ from fxstore.store import (
     list_bar_series,
     manifest_field,
     manifest_path,
+    matches_manifest,
     os_errors,
     read_json,
     resolve_manifest_file,
@@ -270,10 +271,10 @@ def _existing(out_dir: Path, source: BarSource, config: FeatureConfig) -> Json |
     except SchemaError:
         return None
     files = [resolve_manifest_file(path, s.file) for s in shards]
-    complete = all(
-        f.is_file() and f.stat().st_size == s.bytes for f, s in zip(files, shards, strict=True)
+    complete = same and all(
+        matches_manifest(f, path, s.sha256, s.bytes) for f, s in zip(files, shards, strict=True)
     )
-    return manifest if same and shards and complete else None
+    return manifest if shards and complete else None
 
 
 def _summary(out_dir: Path, manifest: Json, started: float, up_to_date: bool) -> PrecomputeSummary:

@@ -199,3 +199,45 @@ def test_checkpoint_roundtrip_of_the_fixture_is_valid(run_copy: Path) -> None:
 
     assert meta["step"] == 50
     assert np.asarray(arrays["env/t"]).shape == (8,)
+
+
+def test_ingest_up_to_date_check_catches_a_same_size_damaged_day_file(
+    two_roll_market: SynthMarket, tmp_path: Path
+) -> None:
+    """A day file edited after the manifest (same size, other bytes) is not trusted."""
+    from fxstore.config import BarConfig, IngestConfig
+    from fxstore.errors import FxStoreWarning
+    from fxstore.ingest import ingest
+
+    files = sorted(two_roll_market.folder.glob("*.mbp-10.dbn.zst"))[:3]
+    config = IngestConfig(symbol="ES.FUT", bars=BarConfig(target_bars_per_day=5))
+    first = ingest(config, files, tmp_path)
+    day = sorted(first.out_dir.glob("*.parquet"))[0]
+    good = day.read_bytes()
+    day.write_bytes(good[:100] + bytes([good[100] ^ 0xFF]) + good[101:])  # same size
+
+    with pytest.warns(FxStoreWarning, match=rf"{day.name}: not the file .* building the series"):
+        again = ingest(config, files, tmp_path)
+
+    assert not again.up_to_date and day.read_bytes() == good
+
+
+def test_precompute_up_to_date_check_catches_a_same_size_damaged_shard(
+    tmp_path: Path, two_roll_market: SynthMarket
+) -> None:
+    from fxstore.config import BarConfig, FeatureConfig, IngestConfig
+    from fxstore.features.precompute import precompute
+    from fxstore.ingest import ingest
+
+    files = sorted(two_roll_market.folder.glob("*.mbp-10.dbn.zst"))
+    bars = BarConfig(target_bars_per_day=20)
+    ingest(IngestConfig(symbol="ES.FUT", bars=bars), files, tmp_path)
+    config = FeatureConfig(symbol="ES.FUT", bar_key=bars.key)
+    first = precompute(config, tmp_path)
+    shard = sorted(first.out_dir.glob("*.arrow"))[0]
+    good = shard.read_bytes()
+    shard.write_bytes(good[:-8] + bytes(b ^ 0xFF for b in good[-8:]))  # same size
+
+    again = precompute(config, tmp_path)
+
+    assert not again.up_to_date and shard.read_bytes() == good

@@ -33,6 +33,7 @@ from fxstore.store import (
     file_sha256,
     manifest_field,
     manifest_path,
+    matches_manifest,
     os_errors,
     read_json,
     resolve_manifest_file,
@@ -95,13 +96,25 @@ def up_to_date_manifest(out_dir: Path, fingerprint: str) -> Json | None:
         if not path.exists():
             return None
     manifest = read_json(path)
+    if manifest.get("fingerprint") != fingerprint:
+        return None
     days = manifest.get("days", [])
-    files_ok = isinstance(days, list) and all(
-        resolve_manifest_file(path, str(d["file"])).exists()
-        for d in days
-        if isinstance(d, dict) and "file" in d
-    )
-    return manifest if manifest.get("fingerprint") == fingerprint and files_ok else None
+    for day in days if isinstance(days, list) else [None]:
+        if not isinstance(day, dict):
+            return None
+        if "file" not in day:
+            continue
+        file = resolve_manifest_file(path, str(day["file"]))
+        if not matches_manifest(file, path, str(day.get("sha256"))):
+            warnings.warn(
+                FxStoreWarning(
+                    f"{file}: not the file {path} recorded (changed, damaged or replaced since): "
+                    "building the series again."
+                ),
+                stacklevel=2,
+            )
+            return None
+    return manifest
 
 
 def write_manifest(
