@@ -346,6 +346,23 @@ class InstrumentMaster:
             )
         return found.multiplier, found.source
 
+    def resolve(self, raw_symbol: str, on: dt.date) -> tuple[float, Source, ContractFacts | None]:
+        """(multiplier, its source, the symbol's own facts or None) of `raw_symbol`.
+
+        The facts are None for a spread fxstore cannot parse and no definition names: its
+        multiplier is then its first leg's.
+
+        Raises
+        ------
+        InvalidInputError
+            No multiplier is known for the symbol (see :meth:`multiplier`).
+        """
+        multiplier, source = self.multiplier(raw_symbol, on)
+        try:
+            return multiplier, source, self.facts(raw_symbol, on)
+        except InvalidInputError:
+            return multiplier, source, None
+
     @property
     def n_definitions(self) -> int:
         """Instruments known from definition records."""

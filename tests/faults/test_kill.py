@@ -23,8 +23,8 @@ from fxstore.features.precompute import precompute
 from fxstore.ingest.run.pipeline import ingest
 from fxstore.train.loop import train
 from tests.conftest import SynthMarket
-from tests.faults._killer import TINY
 from tests.faults.conftest import INGEST
+from tests.train._tiny import TINY
 
 _REPO = Path(__file__).resolve().parents[2]
 #: Files that are no output: the lock, and nothing else may differ.

@@ -22,7 +22,7 @@ from fxstore.train import memory
 from fxstore.train.loop import train
 from tests.conftest import SynthMarket
 from tests.faults._inject import deny_writes, disk_full, fail_nth
-from tests.faults._killer import TINY
+from tests.train._tiny import TINY
 
 _INGEST_FLAGS = ["--target-bars-per-day", "20", "--workers", "1", "-q"]
 

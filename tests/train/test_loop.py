@@ -11,29 +11,12 @@ import pytest
 from click.testing import CliRunner
 
 from fxstore.cli import cli
-from fxstore.config import AgentConfig, BacktestConfig, EnvConfig, TrainConfig, WalkForwardConfig
+from fxstore.config import AgentConfig, BacktestConfig, TrainConfig
 from fxstore.errors import InvalidInputError, SymbolNotFoundError
 from fxstore.train.backtest import BacktestResult, run_backtest
 from fxstore.train.loop import Progress, train
 from fxstore.train.profiles import PROFILES, config_from_json, load_profile
-
-#: A few seconds per run: 2 folds of 10 test days, 120 steps of 8 environments each.
-TINY = TrainConfig(
-    device="cpu",
-    env=EnvConfig(positions=(-1, 0, 1)),
-    agent=AgentConfig(hidden=16, n_atoms=11, v_min=-5.0, v_max=5.0, gamma=0.9, lr=1e-3),
-    walkforward=WalkForwardConfig(train_days=20, test_days=10, validation_fraction=0.2),
-    n_envs=8,
-    batch_size=32,
-    replay_size=2_000,
-    episode_bars=60,
-    env_steps=120,
-    learn_start=64,
-    eval_every=40,
-    patience=0,
-    checkpoint_every=50,
-    max_folds=2,
-)
+from tests.train._tiny import TINY
 
 
 class _Interrupt(Exception):

@@ -21,7 +21,7 @@ import numpy as np
 
 from fxstore import __version__
 from fxstore.config import IngestConfig
-from fxstore.errors import FxStoreWarning, InvalidInputError, SchemaError
+from fxstore.errors import FxStoreWarning, SchemaError
 from fxstore.ingest.bars.params import CLOSE_REASONS
 from fxstore.ingest.dbn.reader import DbnFile
 from fxstore.ingest.run.day_writer import DayWriter, Json
@@ -246,10 +246,8 @@ def contract_facts(plan: IngestPlan, entries: Sequence[Json]) -> Json:
 def _facts_json(plan: IngestPlan, symbol: str, day: dt.date) -> Json:
     if plan.bars.multiplier is not None:
         return {"multiplier": plan.bars.multiplier, "source": "option"}
-    multiplier, source = plan.master.multiplier(symbol, day)
-    try:
-        known = plan.master.facts(symbol, day)
-    except InvalidInputError:  # a spread fxstore cannot parse: its legs gave the multiplier
+    multiplier, source, known = plan.master.resolve(symbol, day)
+    if known is None:  # a spread fxstore cannot parse: its legs gave the multiplier
         return {"multiplier": multiplier, "source": source}
     return known.to_json() | {"multiplier": multiplier, "multiplier_source": source}
 

@@ -175,12 +175,10 @@ def _format_facts(info: ContractInfo | None) -> str:
 
 def _contract_info(master: InstrumentMaster, symbol: str, day: dt.date) -> ContractInfo:
     try:
-        multiplier, source = master.multiplier(symbol, day)
+        multiplier, source, facts = master.resolve(symbol, day)
     except InvalidInputError:
         return ContractInfo(symbol, None, None, None, "unknown")
-    try:
-        facts = master.facts(symbol, day)
-    except InvalidInputError:  # a spread: its legs' multiplier, no facts of its own
+    if facts is None:  # a spread: its legs' multiplier, no facts of its own
         return ContractInfo(symbol, multiplier, None, None, source)
     return ContractInfo(symbol, multiplier, facts.tick_size, facts.expiration, facts.source)
 
