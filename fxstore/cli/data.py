@@ -196,8 +196,10 @@ def run_ingest(
     if summary.up_to_date:
         click.echo(f"Up to date: {summary.out_dir} ({summary.n_bars:,} bars); --force rebuilds.")
         return summary
+    n_days = summary.days_written + summary.days_skipped
+    with_bars = "" if summary.n_days == n_days else f" ({summary.n_days} with bars)"
     click.echo(
-        f"Ingested {summary.n_days} trading days: {summary.n_records:,} records read, "
+        f"Ingested {n_days} trading days{with_bars}: {summary.n_records:,} records read, "
         f"{summary.n_kept:,} kept, {summary.n_bars:,} bars ({summary.bars_per_day:.1f}/day), "
         f"{summary.days_written} written, {summary.days_skipped} resumed, "
         f"in {summary.elapsed_s:.1f} s -> {summary.out_dir}"

@@ -24,6 +24,7 @@ from fxstore.features.definitions import FeatureDef, FeatureSet, Settings
 from fxstore.features.inputs import BarInputs
 from fxstore.features.registry import Params
 from fxstore.fxcache import FLAG_COLUMNS, MARKET_COLUMNS
+from fxstore.market.calendar import DEFAULT_CALENDAR
 
 __all__ = [
     "FeatureFrame",
@@ -455,7 +456,9 @@ def _compute_groups(
     return features, targets
 
 
-def compute_features(table: pa.Table, featureset: FeatureSet) -> FeatureFrame:
+def compute_features(
+    table: pa.Table, featureset: FeatureSet, *, calendar: str = DEFAULT_CALENDAR
+) -> FeatureFrame:
     """Compute `featureset` over a bar table.
 
     Parameters
@@ -465,6 +468,8 @@ def compute_features(table: pa.Table, featureset: FeatureSet) -> FeatureFrame:
         ``ts_close`` strictly increasing, with the bar store's columns.
     featureset
         The features, targets and settings.
+    calendar
+        The calendar of the bars' sessions (session phase; early closes are shorter).
 
     Returns
     -------
@@ -481,7 +486,7 @@ def compute_features(table: pa.Table, featureset: FeatureSet) -> FeatureFrame:
         target or market column) is not finite; the message names it and the bar.
     """
     settings = featureset.settings
-    bars = BarInputs(table, settings)
+    bars = BarInputs(table, settings, calendar=calendar)
     lo, tail = featureset.warmup_rows, featureset.max_target_horizon
     hi = bars.n - tail
     if hi <= lo:

@@ -20,7 +20,7 @@ from fxstore.errors import SchemaError
 from fxstore.features import kernels, returns
 from fxstore.features.definitions import Settings
 from fxstore.features.registry import N_LEVELS
-from fxstore.market.calendar import session_bounds_ns
+from fxstore.market.calendar import DEFAULT_CALENDAR, sessions
 
 __all__ = ["MIN_DURATION_NS", "REQUIRED_COLUMNS", "BarInputs"]
 
@@ -95,7 +95,10 @@ class BarInputs:
         strictly; the series is not continuous; a close is not a positive finite price.
     """
 
-    def __init__(self, table: pa.Table, settings: Settings) -> None:
+    def __init__(
+        self, table: pa.Table, settings: Settings, *, calendar: str = DEFAULT_CALENDAR
+    ) -> None:
+        self.calendar = calendar
         missing = [name for name in REQUIRED_COLUMNS if name not in table.column_names]
         if missing:
             raise SchemaError(
@@ -192,11 +195,13 @@ class BarInputs:
 
     @property
     def session_phase(self) -> npt.NDArray[np.float64]:
-        """Fraction of the CME session (17:00 CT on D-1 to 16:00 CT on D) elapsed at close."""
+        """Fraction of the CME session (17:00 CT on D-1 to 16:00 CT on D, or the early close)
+        elapsed at close."""
         if ("phase", 0) not in self._cache:
             first_bars = np.flatnonzero(self.session_start)
             days = self.trading_day[first_bars].astype(np.int64)
-            bounds = [session_bounds_ns(_EPOCH + dt.timedelta(days=int(d))) for d in days]
+            table = sessions(self.calendar)
+            bounds = [table.bounds(_EPOCH + dt.timedelta(days=int(d))) for d in days]
             open_ns = np.array([b[0] for b in bounds], dtype=np.int64)
             close_ns = np.array([b[1] for b in bounds], dtype=np.int64)
             phase = np.empty(self.n)

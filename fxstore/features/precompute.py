@@ -29,7 +29,7 @@ from fxstore.features.compute import FeatureFrame, compute_features
 from fxstore.features.definitions import FeatureSet, resolve_featureset
 from fxstore.features.inputs import REQUIRED_COLUMNS
 from fxstore.fxcache import FORMAT, ShardEntry, split_shards, write_shard
-from fxstore.market.calendar import trading_day_of
+from fxstore.market.master import calendar_of_symbol
 from fxstore.store import (
     atomic_write_json,
     bars_dir,
@@ -167,9 +167,17 @@ def read_bars(source: BarSource) -> pa.Table:
 
 
 def _bars_per_day(bars: pa.Table) -> float:
-    """Bars per distinct CME trading day, the days computed from ``ts_close``."""
-    days = trading_day_of(bars.column("ts_close").to_numpy())
+    """Bars per distinct CME trading day (the bars' ``trading_day``)."""
+    days = bars.column("trading_day").to_numpy()
     return float(bars.num_rows / (1 + int(np.count_nonzero(days[1:] != days[:-1]))))
+
+
+def _calendar(source: BarSource, config: FeatureConfig) -> str:
+    """The calendar the bars were cut by (their manifest's; the symbol's for older series)."""
+    recorded = source.manifest.get("calendar")
+    if isinstance(recorded, dict) and isinstance(recorded.get("name"), str):
+        return str(recorded["name"])
+    return calendar_of_symbol(config.symbol)
 
 
 def _stats(values: np.ndarray) -> dict[str, float]:
@@ -350,7 +358,7 @@ def precompute(config: FeatureConfig, store_root: Path) -> PrecomputeSummary:
         if existing is not None:  # another process finished it while we waited for the lock
             return _summary(out_dir, existing, started, up_to_date=True)
         bars = read_bars(source)
-        frame = compute_features(bars, featureset)
+        frame = compute_features(bars, featureset, calendar=_calendar(source, config))
         manifest_path(out_dir).unlink(missing_ok=True)  # incomplete until the new one is written
         shards = _write_shards(out_dir, frame, config)
         manifest = _manifest(config, featureset, source, frame, key, (_bars_per_day(bars), shards))

@@ -26,7 +26,14 @@ import databento_dbn
 from databento_dbn import InstrumentDefMsg
 
 from fxstore.errors import InvalidInputError, SchemaError
-from fxstore.market.calendar import MONTH_CODES, is_trading_day, third_friday
+from fxstore.market.calendar import (
+    CALENDARS,
+    DEFAULT_CALENDAR,
+    MONTH_CODES,
+    business_days_before,
+    is_business_day,
+    third_friday,
+)
 from fxstore.market.contracts import Contract, parse_outright, root_of_outright
 
 __all__ = [
@@ -34,6 +41,7 @@ __all__ = [
     "ContractFacts",
     "InstrumentMaster",
     "RootSpec",
+    "calendar_of_symbol",
     "contract_expiry",
     "last_trading_day",
     "read_definitions",
@@ -69,6 +77,11 @@ class RootSpec:
     is_deliverable: bool
     #: CME product group, for its trading hours: equity, fx, energy, metals, rates.
     group: Literal["equity", "fx", "energy", "metals", "rates"]
+
+    @property
+    def calendar(self) -> str:
+        """The pandas_market_calendars calendar of the root's Globex sessions."""
+        return CALENDARS[self.group]
 
     @property
     def tick_value(self) -> float:
@@ -127,15 +140,21 @@ def root_spec(root: str) -> RootSpec:
     return spec
 
 
+def calendar_of_symbol(symbol: str) -> str:
+    """The session calendar of a series keyed `symbol` ("ES.FUT", "ES", "ESH4"): its root's
+    product group's, or equity-index hours (:data:`DEFAULT_CALENDAR`) for a root fxstore's
+    table does not hold."""
+    root = symbol.split(".", 1)[0] if "." in symbol else (root_of_outright(symbol) or symbol)
+    spec = ROOTS.get(root)
+    return DEFAULT_CALENDAR if spec is None else spec.calendar
+
+
 # --- last trading days -------------------------------------------------------------------------
 
 
 def _business_days_before(day: dt.date, n: int) -> dt.date:
-    """The n-th trading day before `day` (n >= 1)."""
-    while n:
-        day -= dt.timedelta(days=1)
-        n -= is_trading_day(day)
-    return day
+    """The n-th CME business day (trade date) before `day` (n >= 1)."""
+    return business_days_before(day, n)
 
 
 def _last_business_day(year: int, month: int) -> dt.date:
@@ -152,7 +171,7 @@ def _crude(year: int, month: int, n: int) -> dt.date:
     day, else the business day before it)."""
     y, m = _month_before(year, month)
     anchor = dt.date(y, m, 25)
-    if not is_trading_day(anchor):
+    if not is_business_day(anchor):
         anchor = _business_days_before(anchor, 1)
     return _business_days_before(anchor, n)
 

@@ -22,7 +22,16 @@ Record conventions
   updates ('A', 'C', 'M') carry F_MBP; trades do not.
 * ts_recv strictly increases through a file (records of a packet 1 ns apart); all records
   of a packet share ts_event (< ts_recv by 10-45 us) and ts_in_delta (8-22 us).
-* ``sequence`` counts 1, 2, 3... per instrument per trading day; publisher_id 1 (GLBX.MDP3).
+* ``sequence`` counts 1, 2, 3... per trading day over the channel (every instrument of the
+  root shares one, as on CME's MDP channels); publisher_id 1 (GLBX.MDP3).
+* The calendar spread ticks in 0.05 (a fifth of its legs' 0.25), as CME's ES spreads do.
+* Sessions, holidays and early closes are those of :mod:`fxstore.market.calendar` (CME
+  Globex equity hours): no records on a holiday; an early-close session is shorter and
+  holds its hours' share of the day's records.
+* Each session starts with a pre-open in the maintenance window before its open: one-record
+  book packets ('A', F_LAST, no trade) in the 40 minutes before the open, with books up to
+  40 ticks away from where the session opens (the day-order purge and pre-open book
+  building of CME's 16:00-17:00 window); they belong to the trading day they precede.
 
 Examples
 --------

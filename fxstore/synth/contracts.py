@@ -58,6 +58,8 @@ NEXT_FLOOR: Final = 0.01
 SPREAD_BASE_SHARE: Final = 0.02
 SPREAD_ROLL_SHARE: Final = 0.08
 _QUARTERLY: Final = (3, 6, 9, 12)
+#: CME equity-index calendar spreads trade in a fifth of their legs' tick (ES 0.05, 0.25).
+SPREAD_TICKS_PER_TICK: Final = 5
 _DAYS_PER_QUARTER: Final = 365.25 / 4
 
 
@@ -84,6 +86,13 @@ class Instrument:
     def is_spread(self) -> bool:
         """Whether this is the front-next calendar spread."""
         return self.role == "spread"
+
+    def tick_fixed(self, outright_tick_fixed: int) -> int:
+        """The instrument's price increment, DBN fixed point: a calendar spread ticks
+        :data:`SPREAD_TICKS_PER_TICK` times finer than its legs (ES: 0.05 against 0.25)."""
+        return (
+            outright_tick_fixed // SPREAD_TICKS_PER_TICK if self.is_spread else outright_tick_fixed
+        )
 
 
 _ROLES: Final = ("front", "next", "deferred")

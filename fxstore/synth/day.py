@@ -20,11 +20,18 @@ import numpy.typing as npt
 from fxstore.config import SynthConfig
 from fxstore.ingest import MBP10_DTYPE, N_LEVELS
 from fxstore.market.calendar import CHICAGO, NS_PER_DAY, session_bounds_ns
-from fxstore.synth.book import init_book, new_books, record_views
+from fxstore.synth.book import Records, init_book, new_books, record_views
 from fxstore.synth.contracts import Instrument, instruments_on
-from fxstore.synth.events import DayConsts, DayState, Segment, advance_walk, fill_records
+from fxstore.synth.events import (
+    DayConsts,
+    DayState,
+    Segment,
+    advance_walk,
+    fill_pre_open,
+    fill_records,
+)
 from fxstore.synth.prices import SESSION_MINUTES, carry_multiplier, intensity_per_minute
-from fxstore.synth.rng import normal_at, stream_keys
+from fxstore.synth.rng import normal_at, stream_keys, uniform_at
 from fxstore.synth.signal import planted_strength
 
 __all__ = ["DayPlan", "DaySimulation", "DayVolume", "SegmentPlan", "plan_day"]
@@ -37,6 +44,13 @@ MAX_TICK_VOL_PER_RECORD: Final = 0.08
 _EDGE_NS: Final = 1_000_000
 _NS_PER_MINUTE: Final = 60_000_000_000
 _TAG_DAY: Final = 0xDA7
+_TAG_PRE_OPEN: Final = 0x9E0
+#: The pre-open: one-record packets per instrument in the maintenance window, from this
+#: long before the open until a minute before it (CME: day-order purge, pre-open book
+#: building), their books away from where the session opens by up to this many ticks.
+PRE_OPEN_NS: Final = 40 * 60_000_000_000
+PRE_OPEN_RECORDS_PER_INSTRUMENT: Final = 12
+PRE_OPEN_MAX_SHIFT_TICKS: Final = 40
 #: Planted-signal loading at strength 1: the signal then drives load²/(1+load²) = 80% of the
 #: fair value's variance over horizons beyond its half-life.
 _SIGNAL_GAIN: Final = 2.0
@@ -62,8 +76,17 @@ class DayPlan:
     instruments: tuple[Instrument, ...]
     open_ns: int
     close_ns: int
+    #: Records of the session (fewer on an early-close day: its missing hours' share).
     n_records: int
     segments: tuple[SegmentPlan, ...]
+    #: ts_recv of the pre-open records (before `open_ns`), ascending.
+    pre_open_ns: tuple[int, ...]
+
+    @property
+    def first_ns(self) -> int:
+        """ts_recv of the day's first record (its pre-open's)."""
+        return self.pre_open_ns[0] if self.pre_open_ns else self.open_ns
+
     #: Index fair value (points) at this day's open and at the next trading day's open.
     anchor: float
     anchor_next: float
@@ -119,7 +142,8 @@ def plan_day(config: SynthConfig, day: dt.date, anchor: float, anchor_next: floa
         after = [s / sum(after) for s in after]
         bounds = [(start, cutoff, shares), (cutoff, end, after)]
     masses = [_activity_between(open_ns, a, b) for a, b, _ in bounds]
-    counts = _split_records(config.events_per_day, masses)
+    n_records = _session_records(config.events_per_day, open_ns, close_ns)
+    counts = _split_records(n_records, masses)
     segments = tuple(
         SegmentPlan(a, b, n, tuple(s)) for (a, b, s), n in zip(bounds, counts, strict=True)
     )
@@ -128,11 +152,31 @@ def plan_day(config: SynthConfig, day: dt.date, anchor: float, anchor_next: floa
         instruments=instruments,
         open_ns=open_ns,
         close_ns=close_ns,
-        n_records=config.events_per_day,
+        n_records=n_records,
         segments=segments,
+        pre_open_ns=_pre_open_times(config, day, open_ns, len(instruments)),
         anchor=anchor,
         anchor_next=anchor_next,
     )
+
+
+def _session_records(events_per_day: int, open_ns: int, close_ns: int) -> int:
+    """A full session's records, or an early-close session's share of them (its activity)."""
+    full = float(np.sum(intensity_per_minute()))
+    if close_ns - open_ns >= SESSION_MINUTES * _NS_PER_MINUTE:
+        return events_per_day
+    share = _activity_between(open_ns, open_ns, close_ns) / full
+    return max(1_000, round(events_per_day * share))
+
+
+def _pre_open_times(config: SynthConfig, day: dt.date, open_ns: int, n: int) -> tuple[int, ...]:
+    """Sorted distinct ts_recv of the pre-open's records, in [open - PRE_OPEN_NS, open - 1 min)."""
+    key = stream_keys(config.seed, day.toordinal(), _TAG_PRE_OPEN, n_keys=1)[0]
+    count = PRE_OPEN_RECORDS_PER_INSTRUMENT * n
+    span = PRE_OPEN_NS - _NS_PER_MINUTE
+    offsets = np.sort([int(uniform_at(key, i) * span) for i in range(count)])
+    offsets += np.arange(count)  # distinct
+    return tuple(int(open_ns - PRE_OPEN_NS + o) for o in offsets)
 
 
 def _activity_cum(open_ns: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
@@ -189,6 +233,8 @@ class DaySimulation:
         self.signal_start = s0
         """The planted signal's value before the day's first record (see synth.signal)."""
         shares = np.array([i.share for i in plan.instruments])
+        ticks = np.array([i.tick_fixed(config.tick_fixed) for i in plan.instruments])
+        outright_ticks = ticks / config.tick_fixed  # 1 for outrights; a spread's is finer
         # sigma and kappa keep the variance per record at sigma_per_record² whatever the
         # strength: the signal's share grows, the total does not (and the bridge stays fair).
         consts = DayConsts(
@@ -202,10 +248,10 @@ class DaySimulation:
             key_fair=keys[0],
             key_signal=keys[1],
             key_event=keys[2],
-            tick_fixed=config.tick_fixed,
+            tick_fixed=ticks.astype(np.int64),
             instrument_id=np.array([i.instrument_id for i in plan.instruments], dtype=np.int64),
             beta=np.array([0.0 if i.is_spread else 1.0 for i in plan.instruments]),
-            offset=np.array([i.carry / tick for i in plan.instruments]),
+            offset=np.array([i.carry / tick for i in plan.instruments]) / outright_ticks,
             sweep_weight=np.sqrt(shares / shares.max()),
         )
         # The bridge: end the walk exactly at the next day's anchor (see fxstore.synth.events).
@@ -218,7 +264,7 @@ class DaySimulation:
             ints=np.array([0, plan.open_ns], dtype=np.int64),
             walk=np.array([0.0, s0]),
             ctr=np.zeros(1, dtype=np.int64),
-            seq=zeros.copy(),
+            seq=np.zeros(1, dtype=np.int64),
             volume=zeros.copy(),
             n_trades=zeros.copy(),
             n_records=zeros.copy(),
@@ -234,17 +280,36 @@ class DaySimulation:
 
         `buffer` is a C-contiguous MBP10_DTYPE array of at least 16 records; each slice is
         overwritten by the next one, so consume it before advancing. Slices end on packet
-        boundaries; ts_recv is strictly increasing across them.
+        boundaries; ts_recv is strictly increasing across them. The pre-open's records
+        (before the open) come first, in slices of their own.
         """
         if buffer.dtype != MBP10_DTYPE or len(buffer) < 16 or not buffer.flags.c_contiguous:
             raise ValueError("buffer must be a C-contiguous MBP10_DTYPE array of >= 16 records")
         rec = record_views(buffer)
+        yield from self._pre_open(buffer, rec)
         rec_start = 0
         for seg_plan in self._plan.segments:
             seg = _segment(self._plan, seg_plan, rec_start)
             while (n := fill_records(rec, self._books, self._day, seg, self._state)) > 0:
                 yield buffer[:n]
             rec_start = seg.rec_end
+
+    def _pre_open(
+        self, buffer: npt.NDArray[np.void], rec: Records
+    ) -> Iterator[npt.NDArray[np.void]]:
+        """The pre-open's records, in buffer-sized slices (see :func:`fill_pre_open`)."""
+        plan, day = self._plan, self._day
+        key = stream_keys(int(day.key_event), _TAG_PRE_OPEN, n_keys=1)[0]
+        scale = np.where(day.beta > 0, PRE_OPEN_MAX_SHIFT_TICKS, 4)  # spreads move little
+        draws = np.array([2.0 * uniform_at(key, j) - 1.0 for j in range(len(scale))])
+        # at least a tick away: a pre-open book never equals the one the session opens on
+        shift = (np.sign(draws) * (1 + np.round(np.abs(draws) * (scale - 1)))).astype(np.int64)
+        times = np.asarray(plan.pre_open_ns, dtype=np.int64)
+        for lo in range(0, len(times), len(buffer)):
+            n = fill_pre_open(
+                rec, self._books, day, self._state, times[lo : lo + len(buffer)], shift
+            )
+            yield buffer[:n]
 
     def signal_stream(self) -> tuple[np.uint64, float, float]:
         """(key, phi, s0) of the day's planted signal, to replay it (fxstore.synth.signal)."""

@@ -58,7 +58,7 @@ def _record(config: SynthConfig, instrument: Instrument, listed_ns: int) -> dbn.
         instrument_id=instrument.instrument_id,
         ts_event=listed_ns,
         ts_recv=listed_ns,
-        min_price_increment=config.tick_fixed,
+        min_price_increment=instrument.tick_fixed(config.tick_fixed),
         display_factor=_SCALE,
         raw_symbol=instrument.raw_symbol,
         asset=config.root,

@@ -49,7 +49,15 @@ from fxstore.synth.book import (
 )
 from fxstore.synth.rng import geometric, next_uniform, normal_at
 
-__all__ = ["MAX_PACKET", "DayConsts", "DayState", "Segment", "advance_walk", "fill_records"]
+__all__ = [
+    "MAX_PACKET",
+    "DayConsts",
+    "DayState",
+    "Segment",
+    "advance_walk",
+    "fill_pre_open",
+    "fill_records",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -81,11 +89,12 @@ class DayConsts(NamedTuple):
     key_fair: np.uint64
     key_signal: np.uint64
     key_event: np.uint64
-    tick_fixed: int
+    #: Per instrument: its price increment, DBN fixed point (a spread's is finer).
+    tick_fixed: npt.NDArray[np.int64]
     instrument_id: npt.NDArray[np.int64]
     #: 1.0 for outrights (they follow the index), 0.0 for spreads (the index cancels out).
     beta: npt.NDArray[np.float64]
-    #: Carry (outrights) or fair spread price (spreads), ticks.
+    #: Carry (outrights) or fair spread price (spreads), in the instrument's ticks.
     offset: npt.NDArray[np.float64]
     #: Scales the chance that a stale level is traded through rather than pulled: 1 for the
     #: most active contract; thin ones (deferred, early next) mostly requote by cancels.
@@ -115,8 +124,9 @@ class DayState(NamedTuple):
     walk: npt.NDArray[np.float64]
     #: Event random-stream counter, shape (1,).
     ctr: npt.NDArray[np.int64]
-    #: Per instrument: last sequence number, traded volume, trades, records.
+    #: The channel's last sequence number (one channel: every instrument shares it), shape (1,).
     seq: npt.NDArray[np.int64]
+    #: Per instrument: traded volume, trades, records.
     volume: npt.NDArray[np.int64]
     n_trades: npt.NDArray[np.int64]
     n_records: npt.NDArray[np.int64]
@@ -161,9 +171,9 @@ def _put(
     size: int,
     flags: int,
 ) -> None:
-    """Write one record of the current packet; ts_recv and the sequence step by one."""
-    st.seq[j] += 1
-    st.header[4] = st.seq[j]
+    """Write one record of the current packet; ts_recv and the channel's sequence step by one."""
+    st.seq[0] += 1
+    st.header[4] = st.seq[0]
     emit(rec, i, books, j, st.header, action, side_byte, depth, price, size, flags)
     st.header[2] += 1
     st.n_records[j] += 1
@@ -357,7 +367,7 @@ def _packet(
     st.header[1] = ts - in_delta - gateway
     st.header[2] = ts
     st.header[3] = in_delta
-    st.header[5] = day.tick_fixed
+    st.header[5] = day.tick_fixed[j]
     fair = day.beta[j] * (day.anchor + st.walk[0] + r * day.bridge_slope) + day.offset[j]
     target = int(np.floor(fair))
     bid_n, ask_n = books.nlev[j, BID], books.nlev[j, ASK]
@@ -369,6 +379,37 @@ def _packet(
     set_flags(rec, i + m - 1, F_LAST)
     st.ints[_LAST_TS] = ts + m - 1
     return m
+
+
+@njit
+def fill_pre_open(
+    rec: Records,
+    books: Books,
+    day: DayConsts,
+    st: DayState,
+    times: npt.NDArray[np.int64],
+    shift: npt.NDArray[np.int64],
+) -> int:
+    """Write the session's pre-open into `rec`: at each of `times` (ascending UTC ns, before
+    the open) one instrument, in turn, publishes its book shifted by `shift` ticks, in a
+    one-record packet ('A', F_LAST); no trade. The books are put back as they were: the
+    session opens on the book the day's kernels start from, as CME's opening does on
+    the book its pre-open built. Returns the records written."""
+    n_instruments = books.nlev.shape[0]
+    for j in range(n_instruments):
+        books.px[j] += shift[j]
+    for i in range(times.shape[0]):
+        j, side = i % n_instruments, (i // n_instruments) % 2
+        st.header[0] = day.instrument_id[j]
+        st.header[1] = times[i] - 20_000
+        st.header[2] = times[i]
+        st.header[3] = 10_000
+        st.header[5] = day.tick_fixed[j]
+        price, size = books.px[j, side, 0], books.sz[j, side, 0]
+        _put(rec, i, books, j, st, ACTION_ADD, SIDE_BYTE[side], 0, price, size, F_MBP | F_LAST)
+    for j in range(n_instruments):
+        books.px[j] -= shift[j]
+    return int(times.shape[0])
 
 
 @njit

@@ -78,10 +78,10 @@ class _TradingDayFiles:
     def start_day(self, plan: DayPlan) -> None:
         meta = mbp10_metadata(
             self._config.parent_symbol,
-            plan.open_ns,
+            plan.first_ns,
             plan.close_ns,
             list(plan.instruments),
-            utc_date_of(plan.open_ns),
+            utc_date_of(plan.first_ns),
             utc_date_of(plan.close_ns) + dt.timedelta(days=1),
         )
         path = self._out_dir / dbn_file_name(plan.trading_day)
@@ -121,10 +121,10 @@ class _UtcDayFiles:
     def _open(self, date: dt.date) -> DbnFileWriter:
         day_start = (date - dt.date(1970, 1, 1)).days * NS_PER_DAY
         day_end = day_start + NS_PER_DAY
-        touching = [p for p in self._plans if p.open_ns < day_end and p.close_ns > day_start]
+        touching = [p for p in self._plans if p.first_ns < day_end and p.close_ns > day_start]
         meta = mbp10_metadata(
             self._config.parent_symbol,
-            max(day_start, self._plans[0].open_ns),
+            max(day_start, self._plans[0].first_ns),
             min(day_end, self._plans[-1].close_ns),
             [inst for p in touching for inst in p.instruments],
             date,
@@ -241,7 +241,8 @@ def generate_market(
             signal.start_day()
             for records in sim.iter_chunks(buffer):
                 layout.write(records)
-                signal.observe(records)
+                if int(records["ts_recv"][0]) >= plan.open_ns:  # not the pre-open's chunks
+                    signal.observe(records)
             layout.end_day()
             signal.end_day(plan.trading_day, *sim.signal_stream())
             volumes.extend(sim.volumes())

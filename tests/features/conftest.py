@@ -12,7 +12,8 @@ from fxstore.features.precompute import precompute
 from fxstore.ingest.run.pipeline import ingest
 from tests.conftest import SynthMarket
 
-#: ~14 bars a day: 1,233 front-month bars from 2024-02-26 to 2024-06-28 (rolls 03-12, 06-18).
+#: ~13 bars a day: 1,207 front-month bars over 90 trading days from 2024-02-26 to 2024-06-28
+#: (Good Friday 2024 a short session; rolls 03-12, 06-18).
 INGEST = IngestConfig(symbol="ES.FUT", bars=BarConfig(target_bars_per_day=20))
 
 

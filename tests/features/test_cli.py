@@ -27,10 +27,10 @@ def test_precompute_then_up_to_date_then_force(store: Path, tmp_path: Path) -> N
     forced = CliRunner().invoke(cli, [*args, "--force", "--json"], catch_exceptions=False)
 
     assert first.exit_code == again.exit_code == forced.exit_code == 0
-    assert first.output.startswith("Precomputed 1 features and 3 targets over 1,233 bars")
+    assert first.output.startswith("Precomputed 1 features and 3 targets over 1,207 bars")
     assert again.output.startswith("Up to date: ")
     summary = json.loads(forced.output)
-    assert summary["up_to_date"] is False and summary["n_bars"] == 1233
+    assert summary["up_to_date"] is False and summary["n_bars"] == 1207
     assert summary["warmup_rows_dropped"] == 20 and summary["tail_rows_dropped"] == 16
 
 
@@ -44,11 +44,11 @@ def test_ls_and_info_show_bars_and_cache(cached_store: Path) -> None:
     )
 
     assert listing.exit_code == info.exit_code == info_json.exit_code == 0
-    assert f"ES.FUT  mbp10_front_month/{INGEST.bars.key}  1,233 bars, 89 days" in listing.output
+    assert f"ES.FUT  mbp10_front_month/{INGEST.bars.key}  1,207 bars, 90 days" in listing.output
     manifest = json.loads(info_json.output)
     assert f"ES.FUT  {manifest['featureset']['hash']}  " in listing.output
     assert info.output.startswith(f"ES.FUT fxcache {manifest['featureset']['hash']} (fxcache/1")
-    assert manifest["n_rows"] == 1233 - 216
+    assert manifest["n_rows"] == 1207 - 216
 
 
 def test_ls_empty_store_says_what_to_run(tmp_path: Path) -> None:

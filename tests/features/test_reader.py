@@ -179,7 +179,7 @@ def test_list_store_and_format_info_describe_bars_and_caches(cached_store: Path)
 
     (bars,) = listing.bars
     (cache,) = listing.caches
-    assert (bars.symbol, bars.instrument_key, bars.n_days) == ("ES.FUT", "mbp10_front_month", 89)
+    assert (bars.symbol, bars.instrument_key, bars.n_days) == ("ES.FUT", "mbp10_front_month", 90)
     assert (bars.first_day, bars.last_day) == ("2024-02-26", "2024-06-28")
     assert (cache.key, cache.n_rows, cache.n_features, cache.n_targets) == (
         manifest.key,

@@ -7,6 +7,7 @@ import numpy.typing as npt
 import pytest
 
 from fxstore.ingest.dbn.format import F_LAST, F_MBP, MBP10_DTYPE, N_LEVELS, UNDEF_PRICE
+from fxstore.market.calendar import session_bounds_ns
 from fxstore.synth.book import (
     ASK,
     BID,
@@ -19,6 +20,7 @@ from fxstore.synth.book import (
     remove_level,
 )
 from tests.synth.conftest import Market
+from tests.synth.dbn_io import file_day
 
 TICK = 250_000_000
 KEY = np.uint64(12345)
@@ -118,11 +120,17 @@ def test_records_book_never_crossed_or_locked(recs: npt.NDArray[np.void]) -> Non
     assert np.all(bid[both] < ask[both])
 
 
-def test_records_prices_on_tick_grid(recs: npt.NDArray[np.void]) -> None:
-    assert np.all(recs["price"] % TICK == 0)
-    for side in ("bid", "ask"):
-        px = _levels(recs, side, "px")
-        assert np.all(px[px != UNDEF_PRICE] % TICK == 0)
+def test_records_prices_on_tick_grid_spreads_on_a_fifth_of_it(
+    recs: npt.NDArray[np.void],
+) -> None:
+    is_spread = recs["instrument_id"] >= 1_000_000  # spread ids (see synth.contracts)
+    for rows, tick in ((~is_spread, TICK), (is_spread, TICK // 5)):
+        assert np.all(recs["price"][rows] % tick == 0)
+        for side in ("bid", "ask"):
+            px = _levels(recs[rows], side, "px")
+            assert np.all(px[px != UNDEF_PRICE] % tick == 0)
+    spread_px = recs["bid_px_00"][is_spread]
+    assert np.any(spread_px % TICK != 0)  # the finer tick is used, not only 0.25 multiples
 
 
 @pytest.mark.parametrize("side", ["bid", "ask"])
@@ -159,12 +167,11 @@ def test_records_ts_recv_strictly_increasing_and_after_ts_event(roll_market: Mar
         assert np.all(ts_recv - ts_event < 1_000_000)  # under a millisecond
 
 
-def test_records_sequence_steps_by_one_per_instrument(roll_market: Market) -> None:
-    for _, _, recs in roll_market.files:
-        order = np.argsort(recs["instrument_id"], kind="stable")
-        ids, seq = recs["instrument_id"][order], recs["sequence"][order].astype(np.int64)
-        same = ids[1:] == ids[:-1]
-        assert np.all(np.diff(seq)[same] == 1)
+def test_records_sequence_steps_by_one_over_the_channel(roll_market: Market) -> None:
+    for _, _, recs in roll_market.files:  # one file per trading day, several instruments
+        seq = recs["sequence"].astype(np.int64)
+        assert seq[0] == 1 and np.all(np.diff(seq) == 1)
+        assert len(np.unique(recs["instrument_id"])) > 1
 
 
 def test_records_trade_at_opposite_best_then_fill_record(recs: npt.NDArray[np.void]) -> None:
@@ -186,7 +193,8 @@ def test_records_trade_at_opposite_best_then_fill_record(recs: npt.NDArray[np.vo
 
 def test_records_trade_leaves_book_unchanged(roll_market: Market) -> None:
     names = [n for n in MBP10_DTYPE.names or () if n.startswith(("bid_", "ask_"))]
-    for _, _, recs in roll_market.files:
+    for path, _, recs in roll_market.files:
+        recs = recs[recs["ts_recv"] >= session_bounds_ns(file_day(path))[0]]  # not the pre-open
         by_inst = recs[np.argsort(recs["instrument_id"], kind="stable")]
         t = np.flatnonzero(by_inst["action"] == b"T")
         t = t[(t > 0) & (by_inst["instrument_id"][t - 1] == by_inst["instrument_id"][t])]

@@ -12,9 +12,10 @@ import pytest
 
 from fxstore.config import SynthConfig
 from fxstore.errors import InvalidInputError
-from fxstore.ingest.dbn.format import MBP10_DTYPE
+from fxstore.ingest.dbn.format import F_LAST, MBP10_DTYPE
 from fxstore.market.calendar import is_trading_day, session_bounds_ns, trading_day_of
 from fxstore.synth import generate_market
+from fxstore.synth.day import PRE_OPEN_NS
 from fxstore.synth.writer import DbnFileWriter
 from tests.synth.conftest import Market, make_market
 from tests.synth.dbn_io import file_day, read_dbn
@@ -51,7 +52,9 @@ def test_generate_market_metadata_header_is_parent_query(roll_market: Market) ->
             ("ES.FUT",),
         )
         assert meta.limit == 0 and not meta.ts_out
-        assert (meta.start, meta.end) == session_bounds_ns(file_day(path))
+        open_ns, close_ns = session_bounds_ns(file_day(path))
+        assert (meta.start, meta.end) == (int(recs["ts_recv"][0]), close_ns)
+        assert open_ns - PRE_OPEN_NS <= meta.start < open_ns  # the pre-open comes first
         mapped = {int(m.symbol) for m in meta.mappings}
         assert set(np.unique(recs["instrument_id"]).tolist()) <= mapped
 
@@ -90,23 +93,49 @@ def test_generate_market_databento_symbology_maps_every_record(roll_market: Mark
 # --- sessions ---------------------------------------------------------------------------
 
 
-def test_generate_market_records_inside_their_session(roll_market: Market) -> None:
+def test_generate_market_records_inside_their_session_after_a_pre_open(
+    roll_market: Market,
+) -> None:
     for path, _, recs in roll_market.files:
         day = file_day(path)
         open_ns, close_ns = session_bounds_ns(day)
         for field in ("ts_recv", "ts_event"):
             ts = recs[field].astype(np.int64)
-            assert ts.min() >= open_ns and ts.max() < close_ns, (path.name, field)
+            assert ts.min() >= open_ns - PRE_OPEN_NS and ts.max() < close_ns, (path.name, field)
         assert np.all(trading_day_of(recs["ts_recv"]) == np.datetime64(day))
+        pre = recs[recs["ts_recv"].astype(np.int64) < open_ns]
+        # one-record book packets of every instrument, no trade, books away from the open's
+        assert len(pre) == 12 * len(np.unique(recs["instrument_id"]))
+        assert set(pre["action"].tolist()) == {b"A"} and np.all(pre["flags"] & F_LAST)
+        first = recs[len(pre) :]
+        front = np.bincount(recs["instrument_id"] % 1_000_000).argmax()  # the busiest
+        assert (
+            pre["bid_px_00"][pre["instrument_id"] == front][-1]
+            != (first["bid_px_00"][first["instrument_id"] == front][0])
+        )
 
 
 def test_generate_market_over_holiday_skips_it(tmp_path: Path) -> None:
-    # Thu 2024-03-28, Good Friday, the weekend, Mon 2024-04-01 (session opens Sun 17:00 CT).
-    cfg = SynthConfig(start=dt.date(2024, 3, 28), end=dt.date(2024, 4, 1), **SMALL)
+    # Fri 2023-12-22, the weekend, Christmas (no session), Tue 2023-12-26 (opens Mon 17:00 CT)
+    cfg = SynthConfig(start=dt.date(2023, 12, 22), end=dt.date(2023, 12, 26), **SMALL)
     market = make_market(cfg, tmp_path)
-    assert [file_day(p) for p, _, _ in market.files] == [dt.date(2024, 3, 28), dt.date(2024, 4, 1)]
-    monday = market.files[1][2]["ts_recv"].astype(np.int64)
-    assert monday.min() >= session_bounds_ns(dt.date(2024, 4, 1))[0]
+    days = [file_day(p) for p, _, _ in market.files]
+    assert days == [dt.date(2023, 12, 22), dt.date(2023, 12, 26)]
+    tuesday = market.files[1][2]["ts_recv"].astype(np.int64)
+    assert tuesday.min() >= session_bounds_ns(dt.date(2023, 12, 26))[0] - PRE_OPEN_NS
+
+
+def test_generate_market_early_close_is_shorter_and_quieter(tmp_path: Path) -> None:
+    # Good Friday 2024: CME equity futures traded until 08:15 CT (payrolls day)
+    cfg = SynthConfig(start=dt.date(2024, 3, 28), end=dt.date(2024, 3, 29), **SMALL)
+    market = make_market(cfg, tmp_path)
+    _, (_, _, friday) = market.files
+    open_ns, close_ns = session_bounds_ns(dt.date(2024, 3, 29))
+
+    assert close_ns - open_ns == int(15.25 * 3600e9)
+    assert int(friday["ts_recv"].max()) < close_ns
+    session = friday[friday["ts_recv"].astype(np.int64) >= open_ns]
+    assert 1_000 <= len(session) < 0.6 * 3_000  # the overnight hours' share of a day
 
 
 def test_generate_market_activity_is_u_shaped(roll_market: Market) -> None:
@@ -210,7 +239,12 @@ def test_generate_market_reports_progress_and_summary(tmp_path: Path) -> None:
     cfg = SynthConfig(start=dt.date(2024, 6, 3), end=dt.date(2024, 6, 4), **SMALL)
     summary = generate_market(cfg, tmp_path, on_progress=seen.append)
     assert seen == [dt.date(2024, 6, 3), dt.date(2024, 6, 4)] == list(summary.trading_days)
-    assert summary.n_records == 2 * 3_000 == sum(len(read_dbn(p)[1]) for p in summary.files)
+    n_pre_open = sum(
+        int(np.count_nonzero(read_dbn(p)[1]["ts_recv"] < session_bounds_ns(d)[0]))
+        for p, d in zip(summary.files, summary.trading_days, strict=True)
+    )
+    assert summary.n_records == sum(len(read_dbn(p)[1]) for p in summary.files)
+    assert summary.n_records - n_pre_open == 2 * 3_000
     assert summary.elapsed_s > 0
 
 

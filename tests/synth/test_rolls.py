@@ -76,7 +76,7 @@ def test_roll_spread_trades_negative_on_grid(roll_market: Market) -> None:
     spread = recs[recs["instrument_id"] == SPREAD_H4M4]
     assert 0.005 < len(spread) / len(recs) < 0.1
     assert np.count_nonzero(spread["action"] == b"T") > 0
-    assert np.all(spread["price"] < 0) and np.all(spread["price"] % 250_000_000 == 0)
+    assert np.all(spread["price"] < 0) and np.all(spread["price"] % 50_000_000 == 0)
 
 
 def test_roll_deferred_gets_about_one_percent(roll_market: Market) -> None:

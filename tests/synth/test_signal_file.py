@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from fxstore.config import SynthConfig
+from fxstore.market.calendar import session_bounds_ns
 from fxstore.synth import generate_market
 from fxstore.synth.day import DayConsts
 from fxstore.synth.events import advance_walk
@@ -35,7 +36,7 @@ def test_signal_path_equals_the_kernels_walk() -> None:
         key_fair=np.uint64(1),
         key_signal=key,
         key_event=np.uint64(2),
-        tick_fixed=1,
+        tick_fixed=np.ones(1, dtype=np.int64),
         instrument_id=np.zeros(1, np.int64),
         beta=np.ones(1),
         offset=np.zeros(1),
@@ -56,6 +57,7 @@ def test_signal_file_samples_every_step_th_record(tmp_path: Path) -> None:
     config = _config(0.8)
     summary = generate_market(config, tmp_path)
     recs = read_dbn(summary.files[0])[1]
+    recs = recs[recs["ts_recv"] >= session_bounds_ns(DAY)[0]]  # the signal starts at the open
     step = config.signal_half_life // 20
 
     with np.load(tmp_path / signal_file_name(DAY), allow_pickle=False) as data:

@@ -30,6 +30,13 @@ Bar boundaries
     (threshold not reached; a time interval cut by the session close). Only bars with a trade
     are emitted: time intervals without trades are skipped, and records outside every bar
     (skipped intervals, a trade-less tail) count in no bar's ``n_events`` or OFI.
+Sessions
+    A bar opens at or after the session open and closes at or before the session close.
+    Records outside the session (the pre-open of the maintenance window, a weekend or a
+    holiday, which :mod:`fxstore.market.calendar` assigns to the next session) are in no bar
+    and count in no bar's ``n_events`` or OFI; the pre-open's last consistent book is the
+    one the session's first OFI is measured against, so the first bar starts from the book
+    the market opened on. Ingest counts them per day in the manifest (``n_out_of_session``).
 Timestamps
     ``ts_open`` / ``ts_close`` are the ``ts_recv`` of the bar's first and last record, so
     ``ts_open <= ts_close <= next ts_open`` (strict ``<`` whenever packets have distinct

@@ -36,6 +36,8 @@ class BarArrays:
     instrument_id: int | None
     #: 'T' records skipped as damaged (undefined price or size 0).
     n_damaged: int
+    #: Records outside the session (before its open or after its close): in no bar.
+    n_out_of_session: int
 
 
 class BarEngine:
@@ -145,4 +147,5 @@ class BarEngine:
             books=self._bars[2][:n].view(MBP10_DTYPE).reshape(n),
             instrument_id=None if known < 0 else known,
             n_damaged=int(st_i[stream.SI_N_DAMAGED]),
+            n_out_of_session=int(st_i[stream.SI_N_OUT]),
         )

@@ -170,30 +170,45 @@ def add_trade(
 
 
 @njit_inline
+def book_level(q: I64, lw: U32, j: int, k: int) -> tuple[Int, Int, Int, Int]:
+    """(bid, bid size, ask, ask size) at level k of record `j`. An empty level (UNDEF_PRICE)
+    is a bid below every price, an ask above every price, of size 0."""
+    q_col, lw_col = k * Q_LEVEL_STEP, k * L_LEVEL_STEP
+    bid, bid_qty = q[j, Q_BID_PX_00 + q_col], np.int64(lw[j, L_BID_SZ_00 + lw_col])
+    if bid == UNDEF_PRICE:
+        bid, bid_qty = -UNDEF_PRICE - 1, np.int64(0)
+    ask, ask_qty = q[j, Q_ASK_PX_00 + q_col], np.int64(lw[j, L_ASK_SZ_00 + lw_col])
+    if ask == UNDEF_PRICE:
+        ask_qty = np.int64(0)  # UNDEF_PRICE (INT64_MAX) is above every price already
+    return bid, bid_qty, ask, ask_qty
+
+
+@njit_inline
 def add_book(
     q: I64, lw: U32, j: int, prev: I64, has_prev: bool, acc_i: I64, acc_f: F64, row: int
 ) -> None:
     """Walk the consistent book of F_LAST record `j` into accumulator `row`.
 
     Counts the state as crossed when best bid >= best ask (both defined) and adds each
-    level's e_n (:func:`level_ofi`) against `prev`, the day's previous consistent state
-    (none for the day's first: `has_prev` false), which it then replaces. An empty level
-    (UNDEF_PRICE) is a bid below every price, an ask above every price, of size 0.
+    level's e_n (:func:`level_ofi`) against `prev`, the previous consistent state (none for
+    the day's first: `has_prev` false), which it then replaces.
     """
     best_bid, best_ask = q[j, Q_BID_PX_00], q[j, Q_ASK_PX_00]
     is_crossed = (best_bid != UNDEF_PRICE) & (best_ask != UNDEF_PRICE) & (best_bid >= best_ask)
     acc_i[row, BI_CROSSED] += np.int64(is_crossed)  # & not `and`: no branch, half the cost
     for k in range(N_LEVELS):
-        q_col, lw_col = k * Q_LEVEL_STEP, k * L_LEVEL_STEP
-        bid, bid_qty = q[j, Q_BID_PX_00 + q_col], np.int64(lw[j, L_BID_SZ_00 + lw_col])
-        if bid == UNDEF_PRICE:
-            bid, bid_qty = -UNDEF_PRICE - 1, np.int64(0)
-        ask, ask_qty = q[j, Q_ASK_PX_00 + q_col], np.int64(lw[j, L_ASK_SZ_00 + lw_col])
-        if ask == UNDEF_PRICE:
-            ask_qty = np.int64(0)  # UNDEF_PRICE (INT64_MAX) is above every price already
+        bid, bid_qty, ask, ask_qty = book_level(q, lw, j, k)
         e = level_ofi(bid, bid_qty, ask, ask_qty, prev, k)
         acc_f[row, BF_OFI + k] += e if has_prev else 0  # + 0 leaves a sum of integers as is
         prev[0, k], prev[1, k], prev[2, k], prev[3, k] = bid, bid_qty, ask, ask_qty
+
+
+@njit_inline
+def set_book(q: I64, lw: U32, j: int, prev: I64) -> None:
+    """Make F_LAST record `j`'s book the previous consistent state, counting nothing (a
+    pre-open record: it sets the book the session's first OFI is measured against)."""
+    for k in range(N_LEVELS):
+        prev[0, k], prev[1, k], prev[2, k], prev[3, k] = book_level(q, lw, j, k)
 
 
 @njit_inline

@@ -17,6 +17,10 @@ the records after that F_LAST (a packet still open) then move to the next bar. `
 sums those records from zero (it becomes the next bar as is) and ``ACC_AT_LAST`` holds the open
 row as it was at the F_LAST record (the bar to emit), taken when a tail starts.
 
+Records outside the session [open, close) of the day's BarParams are in no bar: a pre-open
+record (before the open: CME's maintenance window, a weekend, a holiday) only sets the book
+the session's first OFI is measured against; a record after the close changes nothing.
+
 Speed: the per-record helpers are inlined and do the least they can (a trade's fields are
 decoded only for action 'T' records, one in ten); record fields are read at constant columns.
 """
@@ -64,6 +68,7 @@ from fxstore.ingest.bars.kernels import (
     add_trade,
     clear,
     next_bar_rules,
+    set_book,
     sign_trade,
     trades_per_bar,
     update_bar_stats,
@@ -97,7 +102,10 @@ SI_LAST_INDEX, SI_LAST_INDEX_TS, SI_NEXT_INTERVAL_NS = 15, 16, 17
 # Why the open bar armed (a REASON_* code); whether |θ| reached the threshold before the bar
 # had its minimum trades (imbalance bars).
 SI_REASON, SI_HIT = 18, 19
-N_SI: Final = 20
+# Records outside the session (before its open: the pre-open; after its close), which are in
+# no bar; the last record inside it (the day's last bar ends there).
+SI_N_OUT, SI_END_INDEX, SI_END_TS = 20, 21, 22
+N_SI: Final = 23
 # float64 state: Σ v (plain); imbalance: recent trades, rules, EWMAs of b·v, (b·v)² and
 # (1 - alpha)^n_day (SF_FLOW..+3), EWMAs over bars (SF_BAR_STATS..+3).
 SF_TOTAL, SF_RECENT, SF_THRESHOLD, SF_MIN_TRADES, SF_MAX_TRADES = 0, 1, 2, 3, 4
@@ -264,6 +272,13 @@ def _update(chunk: Chunk, rows: I64, params: BarParams, state: State, acc: Acc, 
         j = rows[r]
         ts, flags, index = q[j, Q_TS_RECV], b[j, B_FLAGS], base + r
         is_last = (flags & FLAG_LAST) != 0
+        if (ts < params.session_open_ns) | (ts >= params.session_close_ns):  # out of session
+            st_i[SI_N_OUT] += 1
+            if (ts < params.session_open_ns) & is_last:  # the pre-open book: the session's
+                set_book(q, lw, j, prev)  # first OFI is measured against it
+                st_i[SI_HAS_BOOK], last_row = 1, j
+            continue
+        st_i[SI_END_INDEX], st_i[SI_END_TS] = index, ts
         in_tail = is_time & (not is_last)  # time bars: a packet still open may move on
         if is_time & (ts >= st_i[SI_NEXT_INTERVAL_NS]):  # no division per record
             _end_interval(ts, b, last_row, state, params, acc, bars)
@@ -355,7 +370,8 @@ def update_bars(
 
 @njit
 def finish_bars(params: BarParams, state: State, acc: Acc, bars: Bars) -> None:
-    """Close the day: the open bar, if it holds a trade, ends at the day's last record.
+    """Close the day: the open bar, if it holds a trade, ends at the day's last record
+    inside the session.
 
     Its book is the day's last consistent one; it is partial when its own rule had not closed
     it (not armed, or a time interval cut by the session close). Arguments as in
@@ -373,5 +389,5 @@ def finish_bars(params: BarParams, state: State, acc: Acc, bars: Bars) -> None:
     reason = REASON_PARTIAL if is_partial else st_i[SI_REASON]
     if (params.rule == RULE_TIME) & (not is_partial):
         reason = REASON_INTERVAL
-    end = (st_i[SI_N_SEEN] - 1, st_i[SI_LAST_TS])
+    end = (st_i[SI_END_INDEX], st_i[SI_END_TS])  # the last record inside the session
     _emit(acc, ACC_OPEN, st_i, end, _rules(st_f), reason, last_book, bars)

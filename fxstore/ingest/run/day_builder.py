@@ -31,7 +31,6 @@ from fxstore.ingest.run.fragments import FragmentSource
 from fxstore.ingest.run.plan import IngestPlan
 from fxstore.ingest.select.activity import DaySplitter, count_by_instrument
 from fxstore.ingest.select.front_month import symbols_listed
-from fxstore.market.calendar import session_bounds_ns
 from fxstore.market.contracts import parse_outright
 from fxstore.market.master import contract_expiry
 
@@ -85,6 +84,9 @@ class DayResult:
     bars: dict[int, pa.Table] = field(default_factory=dict)
     #: Instruments whose bars were built (with or without bars).
     built: set[int] = field(default_factory=set)
+    #: instrument_id → (records, traded volume) outside the session: its pre-open (the
+    #: maintenance window, a weekend or a holiday) and post-close; in no bar.
+    out_of_session: dict[int, tuple[int, int]] = field(default_factory=dict)
     #: Worker mode: the day's files in the parts folder, by instrument id (front month) or
     #: ALL_INSTRUMENTS; a built instrument with no bars has none.
     parts: dict[int, DayFile] | None = None
@@ -151,7 +153,7 @@ def selection_chooser(selection: InstrumentSelection, root: str | None) -> Choos
 
 
 def _start_builder(day: DayResult, instrument_id: int, plan: IngestPlan) -> BarBuilder:
-    open_ns, close_ns = session_bounds_ns(day.day)
+    open_ns, close_ns = plan.sessions.bounds(day.day)
     contract = day.listed.get(instrument_id, f"id{instrument_id}")
     return BarBuilder(
         plan.bars_for(contract, day.day),
@@ -187,6 +189,20 @@ def _write_parts(day: DayResult, parts_dir: Path, metadata: dict[bytes, bytes], 
     day.bars.clear()
 
 
+def _count_out_of_session(day: DayResult, run: np.ndarray, plan: IngestPlan) -> None:
+    """Count `run`'s records outside the session: before its open (the pre-open) and after
+    its close (a weekend's post-close); a run is sorted by ts_recv."""
+    open_ns, close_ns = plan.sessions.bounds(day.day)
+    ts = run["ts_recv"]
+    if not len(ts) or (int(ts[0]) >= open_ns and int(ts[-1]) < close_ns):
+        return
+    n_pre, n_in = (int(i) for i in np.searchsorted(ts, np.array([open_ns, close_ns], np.uint64)))
+    for part in (run[:n_pre], run[n_in:]):
+        for key, (n, v) in count_by_instrument(part).items():
+            old = day.out_of_session.get(key, (0, 0))
+            day.out_of_session[key] = (old[0] + n, old[1] + v)
+
+
 def _iter_days(
     source: RecordSource,
     task: GroupTask,
@@ -203,7 +219,7 @@ def _iter_days(
     current: DayResult | None = None
     wanted: set[int] | None = None
     builders: dict[int, BarBuilder] = {}
-    splitter = DaySplitter()
+    splitter = DaySplitter(task.plan.sessions)
     for chunk in source.iter_chunks(chunk_records=task.plan.chunk_records):
         for day, run in splitter.split(chunk.records):
             if current is None or day != current.day:
@@ -217,8 +233,9 @@ def _iter_days(
                         f"{chunk.path}: holds records of trading day {day}, outside the span "
                         "its metadata header declares; re-run with --workers 1."
                     )
-                current = DayResult(day, symbols_listed(source.symbology, day))
+                current = DayResult(day, symbols_listed(source.symbology, day, task.plan.sessions))
                 wanted = chooser(day, current.listed)
+            _count_out_of_session(current, run, task.plan)
             counts = count_by_instrument(run)
             for key, (n, v) in counts.items():
                 old = current.activity.get(key, (0, 0))

@@ -74,10 +74,12 @@ class DayWriter:
                 built = self.rebuild(day.day, key)
             contract = "" if key is None else day.listed.get(key, "")
             kept = 0 if key is None else day.activity.get(key, (0, 0))[0]
+            outside = [(0, 0) if key is None else day.out_of_session.get(key, (0, 0))]
         else:
             key, built = ALL_INSTRUMENTS, day
             contract = ",".join(sorted({day.listed.get(i, "?") for i in day.built}))
             kept = sum(day.activity.get(i, (0, 0))[0] for i in day.built)
+            outside = [day.out_of_session.get(i, (0, 0)) for i in day.built]
         path = self.out_dir / day_file_name(day.day)
         written = self._place(built, key, path)
         for other, part in (day.parts or {}).items():
@@ -89,9 +91,13 @@ class DayWriter:
             "n_bars": 0 if written is None else written.n_bars,
             "n_records": sum(n for n, _ in day.activity.values()),
             "n_kept": kept,
+            # the kept records outside the session (pre-open, post-close): in no bar
+            "n_out_of_session": sum(n for n, _ in outside),
             "activity": {str(i): list(nv) for i, nv in sorted(day.activity.items())},
             "listed": {str(i): s for i, s in sorted(day.listed.items())},
         }
+        if any(v for _, v in outside):
+            entry["volume_out_of_session"] = sum(v for _, v in outside)
         if written is None:
             path.unlink(missing_ok=True)  # a stale file of an earlier config or input
         else:

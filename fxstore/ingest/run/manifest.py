@@ -27,7 +27,7 @@ from fxstore.ingest.dbn.reader import DbnFile
 from fxstore.ingest.run.day_writer import DayWriter, Json
 from fxstore.ingest.run.plan import IngestPlan
 from fxstore.ingest.select.front_month import RollEntry
-from fxstore.market.calendar import trading_day_of
+from fxstore.market.calendar import NS_PER_HOUR, Sessions
 from fxstore.store import (
     atomic_write_json,
     file_sha256,
@@ -51,6 +51,8 @@ __all__ = [
 
 #: Imbalance bars per day further than this factor from the target are reported.
 _TARGET_FACTOR: Final = 1.5
+#: A Globex session of 17:00-16:00 Chicago; shorter ones are early closes.
+_REGULAR_SESSION_HOURS: Final = 23.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,7 +133,7 @@ def write_manifest(
     inputs, and the trading day their last record fell on, as incomplete.
     """
     config = writer.plan.config
-    cut = _truncated_json(truncated or {})
+    cut = _truncated_json(truncated or {}, writer.plan.sessions)
     for entry in writer.entries:
         names = [n for n, c in cut.items() if c["last_trading_day"] == entry["trading_day"]]
         if names:
@@ -146,6 +148,7 @@ def write_manifest(
             "config": config.to_json(),
             "bar_key": config.bars.key,
             "bar_rule": _bar_rule(config),
+            "calendar": _calendar_json(writer.plan, writer.entries),
             "inputs": [
                 {"name": n, "size": s, "sha256": h} | ({"truncated": cut[n]} if n in cut else {})
                 for n, s, h in inputs
@@ -202,10 +205,27 @@ def summary_from_manifest(out_dir: Path, manifest: Json, started: float) -> Inge
     )
 
 
-def _truncated_json(truncated: Mapping[str, list[int]]) -> dict[str, Json]:
+def _calendar_json(plan: IngestPlan, entries: Sequence[Json]) -> Json:
+    """Which sessions the bars were cut by, and the short sessions among the series' days
+    (early closes: their imbalance bars aim at the target over the shorter session)."""
+    table = plan.sessions
+    early: Json = {}
+    for entry in entries:
+        day = dt.date.fromisoformat(str(entry["trading_day"]))
+        hours = table.length_ns(day) / NS_PER_HOUR
+        if hours < _REGULAR_SESSION_HOURS:
+            early[day.isoformat()] = round(hours, 2)
+    return {
+        "name": plan.calendar,
+        "source": "pandas_market_calendars",
+        "early_closes_session_hours": early,
+    }
+
+
+def _truncated_json(truncated: Mapping[str, list[int]], table: Sessions) -> dict[str, Json]:
     out: dict[str, Json] = {}
     for name, (dropped, kept, last_ts) in truncated.items():
-        day = trading_day_of(np.array([last_ts], dtype=np.int64))[0] if last_ts >= 0 else None
+        day = table.trading_day_of(np.array([last_ts], dtype=np.int64))[0] if last_ts >= 0 else None
         out[name] = {
             "dropped_bytes": int(dropped),
             "records_kept": int(kept),

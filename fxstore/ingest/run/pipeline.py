@@ -63,7 +63,7 @@ from fxstore.ingest.run.pool import start_worker_server, worker_context
 from fxstore.ingest.run.progress import PROGRESS, ProgressLog, load_progress
 from fxstore.ingest.run.resplit import SPLIT_DIR, build_split_groups, can_split
 from fxstore.ingest.select.coverage import check_selection, describe_roots
-from fxstore.market.calendar import is_trading_day, trading_day_of
+from fxstore.market.calendar import Sessions, sessions
 from fxstore.store import LOCK, key_lock, os_errors
 
 __all__ = ["ingest", "plan_groups"]
@@ -71,27 +71,29 @@ __all__ = ["ingest", "plan_groups"]
 logger = logging.getLogger(__name__)
 
 
-def _file_days(file: DbnFile) -> tuple[dt.date, dt.date] | None:
+def _file_days(file: DbnFile, table: Sessions) -> tuple[dt.date, dt.date] | None:
     """First and last trading day a file's records can belong to (None: no records)."""
     if file.first_ts_recv is None:
         return None
     end = file.metadata.end
-    last_ts = max(file.first_ts_recv, end - 1) if end is not None else 2**63 - 1
-    first, last = trading_day_of(np.array([file.first_ts_recv, last_ts], dtype=np.int64))
+    last_ts = max(file.first_ts_recv, end - 1) if end is not None else int(table.close_ns[-1]) - 1
+    first, last = table.trading_day_of(np.array([file.first_ts_recv, last_ts], dtype=np.int64))
     return first.item(), last.item()
 
 
-def plan_groups(files: Sequence[DbnFile]) -> list[list[DbnFile]]:
-    """Split files (in ts_recv order) into groups that share no trading day.
+def plan_groups(files: Sequence[DbnFile], table: Sessions | None = None) -> list[list[DbnFile]]:
+    """Split files (in ts_recv order) into groups that share no trading day (of `table`,
+    default equity-index hours).
 
     A file's days run from its first record's to its metadata end's; files whose day spans
     touch are grouped, so a session split over two files (Databento's UTC-day batches) is
     built by one worker.
     """
+    table = table if table is not None else sessions()
     groups: list[list[DbnFile]] = []
     last_day: dt.date | None = None
     for file in files:
-        span = _file_days(file)
+        span = _file_days(file, table)
         if span is None:
             continue
         if groups and last_day is not None and span[0] <= last_day:
@@ -253,18 +255,18 @@ def ingest(
         done = {} if config.force else load_progress(out_dir, fingerprint)
         _remove_scratch(out_dir)  # a killed run's candidates and fragments
         writer = DayWriter(out_dir, plan)
-        groups = plan_groups(source.files)
+        groups = plan_groups(source.files, plan.sessions)
         if config.workers > 1 and len(groups) == 1 and len(groups[0]) == 1:
             logger.info(
                 "one multi-day file: its trading days are built on one core, not %d",
                 config.workers,
             )
         if on_start is not None:
-            on_start(_count_trading_days(groups))
+            on_start(_count_trading_days(groups, plan.sessions))
         tasks = []
         for group in groups:
-            span = [_file_days(f) for f in group]
-            days = {d for s in span if s for d in _days_between(*s)}
+            span = [_file_days(f, plan.sessions) for f in group]
+            days = {d for s in span if s for d in plan.sessions.between(*s)}
             task = GroupTask(
                 paths=tuple(f.path for f in group),
                 days=frozenset(days) if len(groups) > 1 else None,
@@ -335,19 +337,15 @@ def _remove_scratch(out_dir: Path) -> None:
         shutil.rmtree(out_dir / scratch, ignore_errors=True)
 
 
-def _count_trading_days(groups: Sequence[Sequence[DbnFile]]) -> int:
+def _count_trading_days(groups: Sequence[Sequence[DbnFile]], table: Sessions) -> int:
     """Trading days the groups' files may hold (for a progress bar)."""
     days: set[dt.date] = set()
     for group in groups:
         for file in group:
-            span = _file_days(file)
+            span = _file_days(file, table)
             if span is not None:
-                days.update(d for d in _days_between(*span) if is_trading_day(d))
+                days.update(table.between(*span))
     return len(days)
-
-
-def _days_between(first: dt.date, last: dt.date) -> list[dt.date]:
-    return [first + dt.timedelta(days=i) for i in range((last - first).days + 1)]
 
 
 def _build_all(

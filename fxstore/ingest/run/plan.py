@@ -18,8 +18,9 @@ from pathlib import Path
 
 from fxstore.config import BarConfig, IngestConfig, InstrumentSelection
 from fxstore.errors import InvalidInputError
+from fxstore.market.calendar import DEFAULT_CALENDAR, Sessions, sessions
 from fxstore.market.contracts import root_of_parent
-from fxstore.market.master import InstrumentMaster, root_spec
+from fxstore.market.master import InstrumentMaster, calendar_of_symbol, root_spec
 from fxstore.store import bars_dir
 
 __all__ = ["IngestPlan", "expand_definitions", "plan_ingest"]
@@ -39,6 +40,14 @@ class IngestPlan:
     #: Contract facts (multiplier, tick size, expiry) by raw symbol: definition records of
     #: the inputs and --definitions first, fxstore's table of CME roots second.
     master: InstrumentMaster = field(default_factory=InstrumentMaster)
+    #: The calendar of the product's Globex sessions (pandas_market_calendars name): which
+    #: trading day each record belongs to, and when each session opens and closes.
+    calendar: str = DEFAULT_CALENDAR
+
+    @property
+    def sessions(self) -> Sessions:
+        """The session table of :attr:`calendar` (built once per process)."""
+        return sessions(self.calendar)
 
     @property
     def symbol(self) -> str:
@@ -98,7 +107,10 @@ def plan_ingest(config: IngestConfig, definitions: Sequence[Path] = ()) -> Inges
     master = InstrumentMaster.from_files(definitions)
     if root is not None and config.bars.multiplier is None and not master.knows_root(root):
         root_spec(root)  # raises, naming --definitions
-    return IngestPlan(config=config, selection=selection, root=root, master=master)
+    calendar = calendar_of_symbol(config.symbol)
+    return IngestPlan(
+        config=config, selection=selection, root=root, master=master, calendar=calendar
+    )
 
 
 def expand_definitions(paths: Sequence[Path]) -> list[Path]:

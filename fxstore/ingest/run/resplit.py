@@ -39,6 +39,7 @@ from fxstore.ingest.dbn.reader import DbnFile, open_dbn
 from fxstore.ingest.dbn.symbology import Symbology
 from fxstore.ingest.run.day_builder import DayResult, GroupResult, GroupTask, build_group
 from fxstore.ingest.select.activity import DaySplitter
+from fxstore.market.calendar import DEFAULT_CALENDAR, sessions
 
 __all__ = ["SPLIT_DIR", "SplitResult", "build_split_groups", "can_split", "split_file"]
 
@@ -55,6 +56,8 @@ class SplitTask:
     index: int
     split_dir: Path
     chunk_records: int
+    #: The calendar whose trading days the file is split by (see IngestPlan.calendar).
+    calendar: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +96,7 @@ def split_file(task: SplitTask) -> SplitResult:
     """Stream one file and append each trading day's records to its fragment (worker side)."""
     started = time.perf_counter()
     source = open_dbn([task.path])
-    splitter = DaySplitter()
+    splitter = DaySplitter(sessions(task.calendar))
     handles: dict[dt.date, BinaryIO] = {}
     first_ts: int | None = None
     last_ts: int | None = None
@@ -196,12 +199,14 @@ def build_split_groups(
     groups = [_Group(r) for r in remotes]
     files = [(g, p) for g in groups for p in g.remote.paths]
     chunk_records = remotes[0].plan.chunk_records if remotes else 1
+    calendar = remotes[0].plan.calendar if remotes else DEFAULT_CALENDAR
     emitted = 0
     try:
         for lo in range(0, len(files), workers):
             window = files[lo : lo + workers]
             tasks = [
-                SplitTask(p, lo + i, split_dir, chunk_records) for i, (_, p) in enumerate(window)
+                SplitTask(p, lo + i, split_dir, chunk_records, calendar)
+                for i, (_, p) in enumerate(window)
             ]
             for (group, _), split in zip(window, pool.map(split_file, tasks), strict=True):
                 group.ok = group.ok and _consistent([*group.splits[-1:], split])

@@ -19,8 +19,9 @@ from fxstore.ingest.dbn.reader import DbnSource, open_dbn
 from fxstore.ingest.run.plan import expand_definitions
 from fxstore.ingest.select.activity import ActivityCounter
 from fxstore.ingest.select.front_month import RollEntry, select_front_month, symbols_listed
+from fxstore.market.calendar import sessions
 from fxstore.market.contracts import root_of_parent
-from fxstore.market.master import InstrumentMaster
+from fxstore.market.master import InstrumentMaster, calendar_of_symbol
 
 __all__ = ["InstrumentDay", "ScanReport", "scan_dbn"]
 
@@ -255,7 +256,8 @@ def scan_dbn(
     root = root_of_parent(symbol) if symbol else _infer_root(source)
     if on_start is not None:
         on_start(len(source.files))
-    counter = ActivityCounter()
+    table = sessions(calendar_of_symbol(root or ""))
+    counter = ActivityCounter(table)
     n_records, first, last, current = 0, None, None, None
     for chunk in source.iter_chunks():
         if on_progress is not None and current is not None and chunk.path != current:
@@ -270,7 +272,7 @@ def scan_dbn(
         on_progress(current)
     activity = counter.result()
     days = activity.days
-    listed = {day: symbols_listed(source.symbology, day) for day in days}
+    listed = {day: symbols_listed(source.symbology, day, table) for day in days}
     schedule: list[RollEntry] = []
     if root is not None and days:
         try:

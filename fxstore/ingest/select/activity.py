@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from fxstore._jit import njit
-from fxstore.market.calendar import session_bounds_ns, trading_day_of
+from fxstore.market.calendar import Sessions, sessions
 
 __all__ = [
     "ActivityCounter",
@@ -74,29 +74,27 @@ def _count_run_any(
     return ids, n_records, volume
 
 
-def _to_date(day: np.datetime64) -> dt.date:
-    value = day.astype("datetime64[D]").item()
-    assert isinstance(value, dt.date)
-    return value
-
-
 class DaySplitter:
     """Splits record chunks (in ts_recv order) into runs of one CME trading day.
 
-    It remembers the last trading day's UTC span [17:00 Chicago on D-1, 17:00 on D), so a
-    chunk inside it costs two comparisons instead of time-zone arithmetic.
+    A trading day's records are its pre-open, its session and its post-close
+    (:meth:`~fxstore.market.calendar.Sessions.span`). The
+    splitter remembers the last day's span, so a chunk inside it costs two comparisons.
+
+    Parameters
+    ----------
+    table
+        The session table of the product's calendar; default: equity-index hours.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, table: Sessions | None = None) -> None:
+        self._sessions = table if table is not None else sessions()
         self._day: dt.date | None = None
         self._lo = 0
         self._hi = 0
 
     def _span_of(self, ts_ns: int) -> None:
-        day = _to_date(trading_day_of(np.array([ts_ns], dtype=np.uint64))[0])
-        self._day = day
-        self._lo = session_bounds_ns(day)[0]
-        self._hi = session_bounds_ns(day + dt.timedelta(days=1))[0]
+        self._day, self._lo, self._hi = self._sessions.span_of(ts_ns)
 
     def split(
         self, records: npt.NDArray[np.void]
@@ -118,13 +116,13 @@ class DaySplitter:
 
 
 def iter_day_runs(
-    records: npt.NDArray[np.void],
+    records: npt.NDArray[np.void], table: Sessions | None = None
 ) -> Iterator[tuple[dt.date, npt.NDArray[np.void]]]:
     """Split `records` (sorted by ts_recv) into runs of one trading day: (day, records view).
 
     For a stream of chunks, keep one :class:`DaySplitter` instead: it caches the day's span.
     """
-    yield from DaySplitter().split(records)
+    yield from DaySplitter(table).split(records)
 
 
 def take_records(
@@ -178,9 +176,9 @@ class DailyActivity:
 class ActivityCounter:
     """Accumulates :class:`DailyActivity` from MBP-10 record chunks."""
 
-    def __init__(self) -> None:
+    def __init__(self, table: Sessions | None = None) -> None:
         self._rows: dict[tuple[dt.date, int], list[int]] = {}
-        self._splitter = DaySplitter()
+        self._splitter = DaySplitter(table)
 
     def update(self, records: npt.NDArray[np.void]) -> None:
         """Count `records` (MBP10_DTYPE, sorted by ts_recv) into the running totals."""

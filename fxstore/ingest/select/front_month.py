@@ -26,7 +26,7 @@ from fxstore.ingest.select.activity import (
     count_by_instrument,
     take_records,
 )
-from fxstore.market.calendar import session_bounds_ns
+from fxstore.market.calendar import Sessions, sessions
 from fxstore.market.contracts import Contract, parse_outright
 from fxstore.market.master import contract_expiry
 
@@ -61,13 +61,16 @@ class RollEntry:
         return self.reason in ("volume", "expired")
 
 
-def symbols_listed(symbology: Symbology, day: dt.date) -> dict[int, str]:
+def symbols_listed(
+    symbology: Symbology, day: dt.date, table: Sessions | None = None
+) -> dict[int, str]:
     """instrument_id → raw symbol of every instrument the symbology lists during trading day `day`.
 
-    A mapping counts when its validity overlaps the session (17:00 Chicago on D-1 to 16:00
-    on D); where several do, the one that started last wins.
+    A mapping counts when its validity overlaps the session (of `table`, default equity-index
+    hours: 17:00 Chicago on D-1 to 16:00 on D); where several do, the one that started last
+    wins.
     """
-    open_ns, close_ns = session_bounds_ns(day)
+    open_ns, close_ns = (table or sessions()).bounds(day)
     listed: dict[int, str] = {}
     for instrument_id in symbology.instrument_ids():
         spans = [
@@ -215,6 +218,7 @@ def iter_selected(
     root: str | None = None,
     symbols_on: Callable[[dt.date], Mapping[int, str]] | None = None,
     selector: FrontMonthSelector | None = None,
+    table: Sessions | None = None,
 ) -> Iterator[tuple[dt.date, npt.NDArray[np.void]]]:
     """Keep the records `selection` asks for, split by trading day, in one streaming pass.
 
@@ -228,6 +232,8 @@ def iter_selected(
         Front-month only: the product root, the symbology (trading day → instrument_id →
         raw symbol of every instrument listed that day) and optionally the selector whose
         ``schedule`` the caller reads afterwards.
+    table
+        The product's session table (trading days); default: equity-index hours.
 
     Yields
     ------
@@ -237,7 +243,7 @@ def iter_selected(
     """
     if selection.mode != "front-month":
         wanted = selection.instrument_id
-        splitter = DaySplitter()
+        splitter = DaySplitter(table)
         for chunk in chunks:
             for day, run in splitter.split(chunk):
                 kept = run if wanted is None else take_records(run, run["instrument_id"] == wanted)
@@ -247,18 +253,19 @@ def iter_selected(
     if symbols_on is None or (root is None and selector is None):
         raise ValueError("front-month selection needs root and symbols_on")
     selector = selector or FrontMonthSelector(root or "")
-    yield from _iter_front_month(chunks, selector, symbols_on)
+    yield from _iter_front_month(chunks, selector, symbols_on, table)
 
 
 def _iter_front_month(
     chunks: Iterable[npt.NDArray[np.void]],
     selector: FrontMonthSelector,
     symbols_on: Callable[[dt.date], Mapping[int, str]],
+    table: Sessions | None,
 ) -> Iterator[tuple[dt.date, npt.NDArray[np.void]]]:
     current_day: dt.date | None = None
     chosen: int | None = None
     volume: dict[int, int] = {}
-    splitter = DaySplitter()
+    splitter = DaySplitter(table)
     for chunk in chunks:
         for day, run in splitter.split(chunk):
             if day != current_day:

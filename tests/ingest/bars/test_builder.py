@@ -34,6 +34,7 @@ from tests.ingest._books import (
     quote,
     random_day,
     set_level,
+    to_fixed,
     trade,
     trade_records,
 )
@@ -972,3 +973,56 @@ def test_build_bars_without_a_multiplier_raises_naming_the_master() -> None:
 
     with pytest.raises(InvalidInputError, match=r"`multiplier` is unset.*InstrumentMaster"):
         _build(records, BarConfig())
+
+
+# --- sessions: records outside [open, close) are in no bar -------------------------------------
+
+
+def _shifted(records: Records, ns: int) -> Records:
+    out = records.copy()
+    out["ts_recv"] = out["ts_recv"].astype(np.int64) + ns
+    out["ts_event"] = out["ts_recv"]
+    return out
+
+
+@pytest.mark.parametrize(
+    "config",
+    [BarConfig("tick", threshold=40, multiplier=50.0), _imbalance_config("tick_imbalance")],
+)
+def test_build_bars_pre_open_records_are_in_no_bar_but_set_the_first_ofi(
+    config: BarConfig,
+) -> None:
+    session = _shifted(random_day(np.random.default_rng(3), 2000, p_flag=0.0), 0)
+    pre_open = random_day(np.random.default_rng(4), 200, p_flag=0.0)
+    # the maintenance window: an hour before the open, a book of another price, a stray print
+    pre_open = _shifted(pre_open[:50], -3600 * SECOND)
+    pre_open["bid_px_00"] -= to_fixed(11.0)
+    pre_open["ask_px_00"] -= to_fixed(11.0)
+    both = np.concatenate([pre_open, session])
+
+    with_pre = _build(both, config)
+    alone = _build(session, config)
+
+    assert min(_column(with_pre, "ts_open")) >= OPEN
+    assert _column(with_pre, "volume") == _column(alone, "volume")
+    assert _column(with_pre, "n_events") == _column(alone, "n_events")
+    # the first OFI is measured against the pre-open book, not against nothing
+    assert _column(with_pre, "ofi_00")[1:] == _column(alone, "ofi_00")[1:]
+    assert _column(with_pre, "ofi_00")[0] != _column(alone, "ofi_00")[0]
+    unchanged = [c for c in BAR_SCHEMA.names if not c.startswith("ofi_")]
+    assert with_pre.select(unchanged).equals(alone.select(unchanged))
+
+
+def test_build_bars_records_after_the_close_change_no_bar() -> None:
+    config = BarConfig("tick", threshold=40, multiplier=50.0)
+    session = random_day(np.random.default_rng(5), 2000, p_flag=0.0)
+    close_ns = int(session["ts_recv"][-1]) + 1
+    after = _shifted(random_day(np.random.default_rng(6), 300, p_flag=0.0), 0)
+    after["ts_recv"] = close_ns + np.arange(len(after), dtype=np.int64) * SECOND
+    after["bid_px_00"] -= to_fixed(11.0)  # the next session's pre-open book
+
+    with_after = _build(np.concatenate([session, after]), config, close_ns=close_ns)
+    alone = _build(session, config, close_ns=close_ns)
+
+    assert with_after.equals(alone)
+    assert max(_column(with_after, "ts_close")) < close_ns

@@ -66,7 +66,7 @@ def test_ingest_manifest_records_the_bar_rule_and_close_reasons_per_day(
 
     config = IngestConfig(symbol="ES.FUT", bars=BarConfig(target_bars_per_day=20))
 
-    with pytest.warns(FxStoreWarning, match="12.7 bars per trading day"):  # a small market
+    with pytest.warns(FxStoreWarning, match="10.3 bars per trading day"):  # a small market
         summary = ingest(config, days, tmp_path)
 
     manifest = json.loads((summary.out_dir / "manifest.json").read_text())

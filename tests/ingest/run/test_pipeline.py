@@ -22,7 +22,7 @@ from fxstore.ingest.run.manifest import IngestSummary
 from fxstore.ingest.run.pipeline import ingest, plan_groups
 from fxstore.ingest.run.plan import plan_ingest
 from fxstore.ingest.run.scan import scan_dbn
-from fxstore.market.calendar import session_bounds_ns
+from fxstore.market.calendar import session_bounds_ns, sessions
 from fxstore.market.contracts import parse_outright
 from tests.conftest import SynthMarket
 
@@ -71,6 +71,34 @@ def test_ingest_bars_never_span_a_session(front_run: IngestSummary) -> None:
         assert bars["ts_open"].min() >= open_ns
         assert bars["ts_close"].max() < close_ns
         assert (bars["ts_open"][1:] >= bars["ts_close"][:-1]).all()
+
+
+def test_ingest_out_of_session_records_are_counted_and_in_no_bar(
+    front_run: IngestSummary, two_roll_market: SynthMarket
+) -> None:
+    manifest = json.loads((front_run.out_dir / "manifest.json").read_text())
+    table = sessions(manifest["calendar"]["name"])
+
+    assert manifest["calendar"]["name"] == "CME Globex Equity"
+    assert manifest["calendar"]["early_closes_session_hours"] == {
+        "2024-03-29": 15.25,  # Good Friday 2024: 08:15 CT
+        "2024-05-27": 19.0,  # Memorial Day: 12:00 CT
+        "2024-06-19": 19.0,  # Juneteenth
+    }
+    for day in manifest["days"]:
+        assert table.is_trading_day(dt.date.fromisoformat(day["trading_day"]))
+        assert day["n_out_of_session"] == 12  # the kept contract's pre-open packets (synth)
+        assert "volume_out_of_session" not in day  # no trade outside a session
+    for entry in manifest["roll_schedule"]:
+        assert table.is_trading_day(dt.date.fromisoformat(entry["trading_day"]))
+
+
+def test_scan_lists_no_holiday_or_weekend_as_a_trading_day(two_roll_market: SynthMarket) -> None:
+    result = scan_dbn([two_roll_market.folder], symbol="ES.FUT")
+
+    days = {row.trading_day for row in result.activity}
+    assert days == set(two_roll_market.summary.trading_days)
+    assert all(d.weekday() < 5 for d in days) and dt.date(2024, 3, 29) in days
 
 
 def test_ingest_manifest_records_inputs_config_and_days(

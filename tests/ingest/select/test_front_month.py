@@ -9,6 +9,7 @@ from fxstore.errors import NoFrontMonthError
 from fxstore.ingest.dbn.format import MBP10_DTYPE
 from fxstore.ingest.select.activity import ActivityCounter, DailyActivity
 from fxstore.ingest.select.front_month import select_front_month
+from fxstore.market.calendar import session_bounds_ns
 
 SYMBOLS = {1: "ESH4", 2: "ESM4", 3: "ESU4", 4: "ESH4-ESM4", 5: "MESH4", 6: "ESXH4"}
 
@@ -133,9 +134,10 @@ def test_select_front_month_without_outrights_raises() -> None:
 
 def test_activity_counter_counts_records_and_traded_volume_per_day() -> None:
     records = np.zeros(6, dtype=MBP10_DTYPE)
-    # 2024-03-11 session opens 2024-03-10 22:00 UTC; two records before, four after.
-    open_ns = 1_710_108_000_000_000_000
-    records["ts_recv"] = open_ns + np.array([-2, -1, 0, 1, 2, 3]) * 1_000_000
+    # the 2024-03-11 session closes 2024-03-11 21:00 UTC: two records before, four at or
+    # after it (the 2024-03-12 session's pre-open, then its session)
+    close_ns = session_bounds_ns(dt.date(2024, 3, 11))[1]
+    records["ts_recv"] = close_ns + np.array([-2, -1, 0, 1, 2, 3]) * 1_000_000
     records["instrument_id"] = [1, 1, 1, 2, 1, 2]
     records["action"] = [b"T", b"A", b"T", b"T", b"C", b"A"]
     records["size"] = [3, 7, 4, 5, 6, 9]
@@ -145,5 +147,5 @@ def test_activity_counter_counts_records_and_traded_volume_per_day() -> None:
     counter.update(records[3:])
     activity = counter.result()
 
-    assert activity.on(dt.date(2024, 3, 10)) == {1: (2, 3)}
-    assert activity.on(dt.date(2024, 3, 11)) == {1: (2, 4), 2: (2, 5)}
+    assert activity.on(dt.date(2024, 3, 11)) == {1: (2, 3)}
+    assert activity.on(dt.date(2024, 3, 12)) == {1: (2, 4), 2: (2, 5)}
