@@ -209,7 +209,9 @@ def synth_options(func: F) -> F:
             type=float,
             default=default_of(SynthConfig, "signal_strength"),
             show_default=True,
-            help="Planted signal: how strongly order flow predicts the next move (0 = none, 1).",
+            help="Planted signal strength in [0, 1]: how strongly a latent factor tilts "
+            "order flow and the next moves (0 = none). Strength 1 is an information "
+            "coefficient of about 0.38, 0.25 about 0.10; prefer --signal-ic, in IC units.",
         ),
         click.option(
             "--root",

@@ -84,7 +84,7 @@ def run_synth(config: SynthConfig, out_dir: Path, quiet: bool) -> SynthSummary:
     default=None,
     help="Planted signal as an information coefficient: the correlation of the signal at a "
     "bar's close with the next bar's return (default ingest bars). Real order-flow signals: "
-    "0.02-0.1. In place of --signal (strength 1 is an IC of about 0.58).",
+    "0.02-0.1. The signal persists for about ten bars (half-life). In place of --signal.",
 )
 @click.option(
     "--split",

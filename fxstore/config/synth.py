@@ -43,15 +43,17 @@ class SynthConfig:
     """Strength in [0, 1] of the planted signal: a latent AR(1) factor that tilts trade
     aggressor sides and the next fair-value moves, so signed flow predicts the next return.
     0 makes the price a martingale that flow cannot predict. In information-coefficient
-    units (see `signal_ic`) strength 1 is an IC of about 0.58, 0.5 about 0.38, 0.1 about
-    0.085: far above any real market's."""
+    units (see `signal_ic`), with the default half-life, strength 1 is an IC of about 0.38,
+    0.5 about 0.20, 0.25 about 0.10 and 0.1 about 0.04."""
 
     signal_ic: float | None = None
     """The planted signal's information coefficient, in place of `signal_strength`: the
-    correlation between the signal at a bar's close and the next bar's return, for bars of
-    the default ingest (about 100 a day). Realistic order-flow signals at these horizons
-    have ICs of 0.02-0.1; an IC of 0.05 over ~100 bars a day is already a strong edge before
-    costs. None: `signal_strength` decides. Set one of the two, not both."""
+    correlation between the signal at a bar's close and the next bar's return (the
+    default target horizon, one bar), for bars of the default ingest (about 75 a day on
+    this market, some 18 minutes each on average). Realistic order-flow signals at these
+    horizons have ICs of 0.02-0.1. The signal persists (`signal_half_life_events`), so
+    its IC over several bars is higher (about 2x over four bars). None:
+    `signal_strength` decides. Set one of the two, not both."""
 
     root: str = "ES"
     """CME product root (1-4 upper-case letters or digits); the parent symbol is
@@ -77,8 +79,12 @@ class SynthConfig:
     contracts trade higher, so a roll jumps by about this much."""
 
     signal_half_life_events: int = 0
-    """Half-life of the planted signal in records; 0 picks events_per_day // 100 (about
-    14 minutes of an average session)."""
+    """Half-life of the planted signal in records; 0 picks events_per_day // 10: about ten
+    bars of the default ingest's target size (100 a day), some 2.3 hours of an average
+    session. A signal that lasts several bars is what makes an edge of a realistic IC
+    tradable after costs: positions are held for many bars, so one round trip's spread and
+    fees are paid for by many bars of expected gain (a signal that decays within a bar
+    flips the position every few bars, and its costs exceed its edge)."""
 
     compression_level: int = 3
     """zstd level of the .dbn.zst files (1-22)."""
@@ -137,4 +143,4 @@ class SynthConfig:
     @property
     def signal_half_life(self) -> int:
         """Half-life of the planted signal in records (`signal_half_life_events` or auto)."""
-        return self.signal_half_life_events or max(10, self.events_per_day // 100)
+        return self.signal_half_life_events or max(10, self.events_per_day // 10)

@@ -32,7 +32,7 @@ from fxstore.synth.events import (
 )
 from fxstore.synth.prices import SESSION_MINUTES, carry_multiplier, intensity_per_minute
 from fxstore.synth.rng import normal_at, stream_keys, uniform_at
-from fxstore.synth.signal import planted_strength
+from fxstore.synth.signal import bridge_terms, planted_strength
 
 __all__ = ["DayPlan", "DaySimulation", "DayVolume", "SegmentPlan", "plan_day"]
 
@@ -241,6 +241,7 @@ class DaySimulation:
             n_records=plan.n_records,
             anchor=plan.anchor / tick,
             bridge_slope=0.0,
+            signal_shift=0.0,
             sigma=sigma_per_record(config) / math.sqrt(1.0 + load * load),
             kappa=load * math.sqrt((1.0 - phi) / (1.0 + phi)),
             phi=phi,
@@ -257,8 +258,9 @@ class DaySimulation:
         # The bridge: end the walk exactly at the next day's anchor (see fxstore.synth.events).
         walk = np.array([0.0, s0])
         advance_walk(walk, 0, plan.n_records, consts)
-        slope = ((plan.anchor_next - plan.anchor) / tick - walk[0]) / plan.n_records
-        self._day = consts._replace(bridge_slope=slope)
+        gap = (plan.anchor_next - plan.anchor) / tick - walk[0]
+        shift, slope = bridge_terms(gap, plan.n_records, consts.sigma, consts.kappa, phi)
+        self._day = consts._replace(bridge_slope=slope, signal_shift=shift)
         zeros = np.zeros(n_instruments, dtype=np.int64)
         self._state = DayState(
             ints=np.array([0, plan.open_ns], dtype=np.int64),
@@ -311,9 +313,9 @@ class DaySimulation:
             )
             yield buffer[:n]
 
-    def signal_stream(self) -> tuple[np.uint64, float, float]:
-        """(key, phi, s0) of the day's planted signal, to replay it (fxstore.synth.signal)."""
-        return self._day.key_signal, self._day.phi, self.signal_start
+    def signal_stream(self) -> tuple[np.uint64, float, float, float]:
+        """(key, phi, s0, shift) of the day's planted signal, to replay it (synth.signal)."""
+        return self._day.key_signal, self._day.phi, self.signal_start, self._day.signal_shift
 
     def volumes(self) -> tuple[DayVolume, ...]:
         """Per instrument of the day: volume, trades and records made so far."""

@@ -2,10 +2,13 @@
 
 Time inside a day is counted in records ``r = 0 .. n_records``. The index fair value is
 
-    F(r) = anchor + X(r) + r * bridge_slope,   X(r+1) = X(r) + sigma * (e_r + kappa * s_r)
+    F(r) = anchor + X(r) + r * bridge_slope,   X(r+1) = X(r) + sigma * (e_r + kappa * s'_r)
 
-with ``e_r`` white noise and ``s`` the planted AR(1) signal (unit variance). The bridge slope
-``(anchor_next - anchor - X(n)) / n`` ends the day exactly at the next day's anchor. Each
+with ``e_r`` white noise, ``s`` the planted AR(1) signal (unit variance) and
+``s' = s + signal_shift``. The bridge (slope and shift, :func:`fxstore.synth.signal.bridge_terms`)
+ends the day exactly at the next day's anchor, and shares the correction between the signal
+and the drift as conditioning on the end point would, so it never takes the signal's
+moves back (no day-scale reversal a policy could trade). Each
 packet picks one instrument (by its share in the current segment) whose target book is a
 1-tick market at ``floor(beta * F + offset)``:
 
@@ -82,6 +85,8 @@ class DayConsts(NamedTuple):
     n_records: int
     anchor: float
     bridge_slope: float
+    #: Added to the planted signal all day (its part of the bridge; 0 without a signal).
+    signal_shift: float
     sigma: float
     kappa: float
     phi: float
@@ -140,7 +145,7 @@ def advance_walk(walk: npt.NDArray[np.float64], r0: int, m: int, day: DayConsts)
     x, s = walk[0], walk[1]
     c = np.sqrt(1.0 - day.phi * day.phi)
     for r in range(r0, r0 + m):
-        x += day.sigma * (normal_at(day.key_fair, r) + day.kappa * s)
+        x += day.sigma * (normal_at(day.key_fair, r) + day.kappa * (s + day.signal_shift))
         s = day.phi * s + c * normal_at(day.key_signal, r)
     walk[0] = x
     walk[1] = s
@@ -333,7 +338,7 @@ def _noise(
     u = next_uniform(day.key_event, st.ctr, 0)
     side = BID if next_uniform(day.key_event, st.ctr, 0) < 0.5 else ASK
     if u < _P_TRADE:
-        tilt = day.bias * day.beta[j] * np.tanh(1.5 * st.walk[1])
+        tilt = day.bias * day.beta[j] * np.tanh(1.5 * (st.walk[1] + day.signal_shift))
         rest = ASK if next_uniform(day.key_event, st.ctr, 0) < 0.5 * (1.0 + tilt) else BID
         size = books.sz[j, rest, 0]
         if cap >= 2 and size > 1:

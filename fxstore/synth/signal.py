@@ -31,6 +31,7 @@ from fxstore.synth.rng import normal_at
 __all__ = [
     "SIGNAL_FILE_SUFFIX",
     "SignalLog",
+    "bridge_terms",
     "planted_ic",
     "planted_strength",
     "signal_file_name",
@@ -43,7 +44,7 @@ logger = logging.getLogger(__name__)
 #: Suffix of the side files, after ``glbx-mdp3-YYYYMMDD``.
 SIGNAL_FILE_SUFFIX: Final = ".planted-signal.npz"
 #: Samples per signal half-life: the oracle's signal is at most this share of a half-life old.
-SAMPLES_PER_HALF_LIFE: Final = 20
+SAMPLES_PER_HALF_LIFE: Final = 100
 
 
 def signal_file_name(day: dt.date) -> str:
@@ -90,16 +91,42 @@ class SignalLog:
         self._ts.append(np.array(records["ts_recv"][first :: self._step], dtype=np.int64))
         self._seen += len(records)
 
-    def end_day(self, day: dt.date, key: np.uint64, phi: float, s0: float) -> Path:
-        """Replay the day's signal and write its side file (atomically)."""
+    def end_day(
+        self, day: dt.date, key: np.uint64, phi: float, s0: float, shift: float = 0.0
+    ) -> Path:
+        """Replay the day's signal (plus its bridge `shift`) and write its side file."""
         from fxstore.store import atomic_path
 
-        signal = signal_path(key, phi, s0, self._seen, self._step)
+        signal = signal_path(key, phi, s0, self._seen, self._step) + shift
         ts = np.concatenate(self._ts) if self._ts else np.empty(0, np.int64)
         path = self._out_dir / signal_file_name(day)
         with atomic_path(path) as tmp, open(tmp, "wb") as fh:
             np.savez(fh, ts_recv=ts[: len(signal)], signal=signal.astype(np.float32))
         return path
+
+
+def bridge_terms(
+    gap: float, n_records: int, sigma: float, kappa: float, phi: float
+) -> tuple[float, float]:
+    """The day's bridge: (signal shift, slope per record) that close a `gap` (ticks).
+
+    The free walk X over the day's n records ends `gap` ticks short of the next day's
+    anchor. Conditioning the Gaussian pair (X, s) on the end point (Matheron's rule) moves
+    each by its covariance with X(n) over Var X(n) times the gap: X by about r / n of it,
+    and the signal by ``b = sigma kappa S / Var X(n)``, ``S = (1 + phi) / (1 - phi)`` (the
+    signal's covariance with X(n) away from the day's ends, used all day). The shifted
+    signal then carries ``n sigma kappa b`` of the gap through its drift and the slope the
+    rest, so the day still ends exactly at the anchor. A bridge of the drift alone (the
+    slope ``gap / n``) would take a persistent signal's moves back over the day: a
+    day-scale reversal that a policy could trade and real prices do not have.
+    """
+    if kappa == 0.0:
+        return 0.0, gap / n_records
+    n = float(n_records)
+    carried = (1.0 + phi) / (1.0 - phi)
+    v_n = n * carried - 2.0 * phi * (1.0 - phi**n_records) / (1.0 - phi) ** 2
+    shift = gap * sigma * kappa * carried / (sigma * sigma * (n + kappa * kappa * v_n))
+    return shift, (gap - n * sigma * kappa * shift) / n
 
 
 def planted_ic(strength: float, *, half_life_records: int, bar_records: float) -> float:
@@ -124,15 +151,17 @@ def planted_ic(strength: float, *, half_life_records: int, bar_records: float) -
     return float(kappa * carried / math.sqrt(m + kappa * kappa * v_m))
 
 
-#: Bars a trading day under the default ingest settings (BarConfig.target_bars_per_day).
-DEFAULT_BARS_PER_DAY: Final = 100.0
+#: Bars a trading day that the default ingest makes of this market: its dollar-imbalance
+#: bars aim at 100 (BarConfig.target_bars_per_day) but land at about 70-77 a day here
+#: (69.5 and 76.3 measured on the demo's market), so the IC is calibrated for bars of 75.
+DEFAULT_BARS_PER_DAY: Final = 75.0
 
 
 def planted_strength(config: SynthConfig) -> float:
     """The strength the day kernels use: `signal_strength`, or the one of `signal_ic`.
 
-    `signal_ic` is calibrated for bars of ``events_per_day / 100`` records, the size of the
-    default ingest's imbalance bars (about 100 a day).
+    `signal_ic` is calibrated for bars of ``events_per_day / 75`` records, the size of the
+    default ingest's imbalance bars on this market (:data:`DEFAULT_BARS_PER_DAY`).
     """
     if config.signal_ic is None:
         return config.signal_strength

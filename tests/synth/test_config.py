@@ -70,5 +70,5 @@ def test_synth_config_defaults_derive_tick_and_half_life() -> None:
     assert (config.events_per_day, config.seed, config.signal_strength) == (200_000, 7, 0.0)
     assert (config.root, config.split) == ("ES", "trading-day")
     assert config.tick_fixed == 250_000_000
-    assert config.signal_half_life == 2_000
+    assert config.signal_half_life == 20_000
     assert SynthConfig(start=START, end=END, signal_half_life_events=50).signal_half_life == 50

@@ -45,6 +45,7 @@ def _flow_return_corr(strength: float, out_dir: Path) -> tuple[float, int]:
         events_per_day=50_000,
         seed=11,
         signal_strength=strength,
+        signal_half_life_events=500,  # the next short window's move shows it in small days
     )
     pairs = [_flow_and_next_move(read_dbn(p)[1]) for p in generate_market(cfg, out_dir).files]
     xs, ys = zip(*pairs, strict=True)

@@ -13,14 +13,22 @@ from fxstore.market.calendar import session_bounds_ns
 from fxstore.synth import generate_market
 from fxstore.synth.day import DayConsts
 from fxstore.synth.events import advance_walk
-from fxstore.synth.signal import signal_file_name, signal_path
+from fxstore.synth.signal import SAMPLES_PER_HALF_LIFE, signal_file_name, signal_path
 from tests.synth.dbn_io import read_dbn
 
 DAY = dt.date(2024, 5, 6)
 
 
 def _config(strength: float) -> SynthConfig:
-    return SynthConfig(start=DAY, end=DAY, events_per_day=50_000, seed=11, signal_strength=strength)
+    # a half-life of 500 records: 300-record moves show the signal within one small day
+    return SynthConfig(
+        start=DAY,
+        end=DAY,
+        events_per_day=50_000,
+        seed=11,
+        signal_strength=strength,
+        signal_half_life_events=500,
+    )
 
 
 def test_signal_path_equals_the_kernels_walk() -> None:
@@ -29,6 +37,7 @@ def test_signal_path_equals_the_kernels_walk() -> None:
         n_records=1000,
         anchor=0.0,
         bridge_slope=0.0,
+        signal_shift=0.0,
         sigma=1.0,
         kappa=0.0,
         phi=phi,
@@ -58,7 +67,7 @@ def test_signal_file_samples_every_step_th_record(tmp_path: Path) -> None:
     summary = generate_market(config, tmp_path)
     recs = read_dbn(summary.files[0])[1]
     recs = recs[recs["ts_recv"] >= session_bounds_ns(DAY)[0]]  # the signal starts at the open
-    step = config.signal_half_life // 20
+    step = config.signal_half_life // SAMPLES_PER_HALF_LIFE
 
     with np.load(tmp_path / signal_file_name(DAY), allow_pickle=False) as data:
         ts, signal = data["ts_recv"], data["signal"]
@@ -75,6 +84,8 @@ def test_signal_file_predicts_the_next_mid_move_only_with_a_signal(
     recs = read_dbn(summary.files[0])[1]
     with np.load(tmp_path / signal_file_name(DAY), allow_pickle=False) as data:
         ts, signal = data["ts_recv"], data["signal"].astype(np.float64)
+    # every 5th sample: a 20th of a half-life apart
+    ts, signal = ts[::5], signal[::5]
     front = np.bincount(recs["instrument_id"]).argmax()
     r = recs[recs["instrument_id"] == front]
     mid = (r["bid_px_00"].astype(np.float64) + r["ask_px_00"]) / 2e9

@@ -1,7 +1,7 @@
 """--signal-ic: the planted signal's information coefficient is what was asked for.
 
 The IC is the correlation between the signal just after a bar's close and the fair value's
-move over the next bar (bars of events_per_day / 100 records, the default ingest's size).
+move over the next bar (bars of events_per_day / 75 records, the default ingest's size here).
 Measured on the generator's own fair-value kernel (fxstore.synth.events.advance_walk, with
 the day constants DaySimulation builds) over 250,000 bars, so the sampling error (about
 1/sqrt(n) = 0.002) is well inside the ±20% asked of an IC of 0.02. The DBN-level check
@@ -21,7 +21,13 @@ from fxstore.config import SynthConfig
 from fxstore.errors import InvalidInputError
 from fxstore.synth.day import DaySimulation, plan_day
 from fxstore.synth.events import advance_walk
-from fxstore.synth.signal import planted_ic, planted_strength, strength_for_ic
+from fxstore.synth.signal import (
+    DEFAULT_BARS_PER_DAY,
+    SAMPLES_PER_HALF_LIFE,
+    planted_ic,
+    planted_strength,
+    strength_for_ic,
+)
 
 DAY = dt.date(2024, 5, 6)
 N_BARS = 250_000
@@ -30,7 +36,7 @@ N_BARS = 250_000
 def _kernel_ic(config: SynthConfig) -> float:
     sim = DaySimulation(config, plan_day(config, DAY, 4700.0, 4700.0))
     consts = sim._day  # the constants the day's kernels run with
-    m = config.events_per_day // 100
+    m = round(config.events_per_day / DEFAULT_BARS_PER_DAY)
     walk = np.array([0.0, sim.signal_start])
     signal, move = np.empty(N_BARS), np.empty(N_BARS)
     for i in range(N_BARS):
@@ -85,7 +91,12 @@ def test_signal_ic_dbn_measured_from_the_book_is_near_the_model(tmp_path: Path) 
         start=DAY, end=DAY + dt.timedelta(days=13), events_per_day=200_000, seed=5, signal_ic=0.3
     )
     summary = generate_market(config, tmp_path)
-    k = 20  # side-file samples (every half-life / 20 records) per bar (half-life records)
+    # side-file samples (every half-life / SAMPLES_PER_HALF_LIFE records) per bar
+    k = round(
+        config.events_per_day
+        / DEFAULT_BARS_PER_DAY
+        / (config.signal_half_life // SAMPLES_PER_HALF_LIFE)
+    )
     xs, ys = [], []
     for path, day in zip(summary.files, summary.trading_days, strict=True):
         recs = read_dbn(path)[1]

@@ -155,3 +155,26 @@ def test_linear_without_signal_is_not_significant_out_of_sample(seed: int) -> No
 
     # a leak of test rows into the fit would make this near-certain (PSR -> 1)
     assert not result.metrics.psr_daily > 0.95
+
+
+def test_training_rows_are_moves_over_the_horizon_within_one_contract() -> None:
+    from fxstore.train.linear import _training_rows
+
+    market = signal_market()
+    is_roll = np.zeros(market.n_rows, dtype=bool)
+    is_roll[10] = True  # row 10 opens a new contract
+    market = Market(
+        features=market.features,
+        close=market.close,
+        half_spread=market.half_spread,
+        is_roll=is_roll,
+        trading_day=market.trading_day,
+        feature_names=market.feature_names,
+        bars_per_day=market.bars_per_day,
+    )
+
+    rows, target = _training_rows(market, 0, 20, 4)
+
+    # rows 6..9 would reach across the roll at 10; 16..19 past the window's end
+    assert rows.tolist() == [0, 1, 2, 3, 4, 5, 10, 11, 12, 13, 14, 15]
+    np.testing.assert_array_equal(target, market.close[rows + 4] - market.close[rows])
