@@ -56,6 +56,7 @@ __all__ = [
     "list_fxcache_keys",
     "list_fxcache_symbols",
     "list_runs",
+    "list_temps",
     "manifest_field",
     "manifest_path",
     "matches_manifest",
@@ -188,12 +189,17 @@ def _create_temp(path: Path) -> Path:
         return tmp
 
 
+def list_temps(folder: Path) -> list[Path]:
+    """The temporary files of atomic writes in `folder` (not below it), sorted."""
+    return sorted(p for p in folder.glob(".*.tmp") if _TEMP_RE.fullmatch(p.name) and p.is_file())
+
+
 def remove_stale_temps(folder: Path) -> list[Path]:
     """Delete the temporary files a killed write left in `folder` (not below it); return them.
 
     Call it only while no other process writes into `folder` (holding its :func:`key_lock`).
     """
-    stale = [p for p in folder.glob(".*.tmp") if _TEMP_RE.fullmatch(p.name) and p.is_file()]
+    stale = list_temps(folder)
     with os_errors(folder, "clean up"):
         for tmp in stale:
             tmp.unlink(missing_ok=True)

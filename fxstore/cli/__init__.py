@@ -23,7 +23,7 @@ from typing import TextIO
 import click
 
 from fxstore import __version__
-from fxstore.cli import data, demo, features, train
+from fxstore.cli import data, demo, features, train, verify
 from fxstore.cli._options import CONTEXT_SETTINGS
 from fxstore.errors import FxStoreError, FxStoreWarning
 
@@ -96,6 +96,7 @@ for _command in (
     features.info,
     train.backtest,
     train.train,
+    verify.verify,
 ):
     cli.add_command(_command)
 

@@ -22,8 +22,9 @@ parameterises definitions (``fxstore precompute --features FILE``)::
 
 The fxcache key is :meth:`FeatureSet.hash`: 16 hex digits of the SHA-256 of the canonical
 JSON of :meth:`FeatureSet.definition` (names, kinds, every parameter, settings, the
-definitions' version and each kind's version, and the bar series it is computed from), so
-changing any of them writes to a new key and old and new shards never mix.
+definitions' version and each kind's version, and the bar series it is computed from: its
+keys and the SHA-256 of its manifest), so changing any of them, or re-ingesting other data,
+writes to a new key and old and new shards never mix.
 """
 
 from __future__ import annotations
@@ -223,20 +224,33 @@ class FeatureSet:
         """Bars the longest target looks ahead (the trailing bars without it are dropped)."""
         return max((d.spec.lookahead(d.params) for d in self.targets), default=0)
 
-    def definition(self, *, instrument_key: str, bar_key: str) -> dict[str, object]:
-        """The canonical JSON data the hash covers: versions, settings, definitions, source."""
+    def definition(
+        self, *, instrument_key: str, bar_key: str, bars_sha256: str
+    ) -> dict[str, object]:
+        """The canonical JSON data the hash covers: versions, settings, definitions, source.
+
+        The source is the bar series (its keys) and its identity: `bars_sha256`, the SHA-256
+        of the bar manifest the features are computed from, so other bars under the same
+        keys (a re-ingest of other data) never share a cache key.
+        """
         return {
             "version": DEFINITIONS_VERSION,
             "settings": self.settings.to_json(),
             "features": [d.to_json() for d in self.features],
             "targets": [d.to_json() for d in self.targets],
-            "bars": {"instrument_key": instrument_key, "bar_key": bar_key},
+            "bars": {
+                "instrument_key": instrument_key,
+                "bar_key": bar_key,
+                "manifest_sha256": bars_sha256,
+            },
         }
 
-    def hash(self, *, instrument_key: str, bar_key: str) -> str:
+    def hash(self, *, instrument_key: str, bar_key: str, bars_sha256: str) -> str:
         """16 hex digits of the SHA-256 of the canonical :meth:`definition` (the fxcache key)."""
         blob = json.dumps(
-            self.definition(instrument_key=instrument_key, bar_key=bar_key),
+            self.definition(
+                instrument_key=instrument_key, bar_key=bar_key, bars_sha256=bars_sha256
+            ),
             sort_keys=True,
             separators=(",", ":"),
         )

@@ -5,7 +5,8 @@ manifest's SHA-256), computes the feature set (:func:`~fxstore.features.compute.
 and writes ``fxcache/<SYMBOL>/<featureset-hash>/`` (:mod:`fxstore.fxcache`): the old manifest is
 removed first, shards are written atomically, stale shards deleted, and the manifest written
 last, so a reader never sees old and new shards mixed. A lock file serialises two writers of
-one key; a run whose bars (manifest checksum), feature set (the key) and sharding are unchanged
+one key. The key covers the feature set and the bar series (its keys and manifest checksum),
+so other bars never share a cache: a run whose bars, feature set and sharding are unchanged
 does nothing unless ``force``.
 """
 
@@ -231,7 +232,11 @@ def _manifest(
     extra: tuple[float, list[ShardEntry]],
 ) -> Json:
     bars_per_day, shards = extra
-    definition = featureset.definition(instrument_key=source.instrument_key, bar_key=source.bar_key)
+    definition = featureset.definition(
+        instrument_key=source.instrument_key,
+        bar_key=source.bar_key,
+        bars_sha256=source.manifest_sha256,
+    )
     return {
         "format": FORMAT,
         "symbol": config.symbol,
@@ -346,7 +351,11 @@ def precompute(config: FeatureConfig, store_root: Path) -> PrecomputeSummary:
     started = time.perf_counter()
     featureset = resolve_featureset(config.features)
     source = resolve_bars(store_root, config)
-    key = featureset.hash(instrument_key=source.instrument_key, bar_key=source.bar_key)
+    key = featureset.hash(
+        instrument_key=source.instrument_key,
+        bar_key=source.bar_key,
+        bars_sha256=source.manifest_sha256,
+    )
     out_dir = fxcache_dir(store_root, config.symbol, key)
     # Up to date needs no lock: a read-only store (or a teammate's) is read as it is.
     existing = None if config.force else _existing(out_dir, source, config)

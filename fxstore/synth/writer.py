@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import os
+import secrets
 from pathlib import Path
 from types import TracebackType
 from typing import BinaryIO, Final
@@ -88,12 +89,17 @@ class DbnFileWriter:
     def __init__(self, path: Path, metadata: DbnMetadata, level: int) -> None:
         self.path = path
         self.n_records = 0
-        self._tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        self._file: BinaryIO = open(self._tmp, "wb")  # noqa: SIM115 - closed by commit/abort
-        # with a frame checksum, as Databento's encoder writes: a garbled block is then named
-        compressor = zstandard.ZstdCompressor(level=level, write_checksum=True)
-        self._zst = compressor.stream_writer(self._file, closefd=False)
-        self._zst.write(encode_metadata(metadata))
+        # the store's temp name (.NAME.XXXXXXXX.tmp), which its cleanup recognises
+        self._tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+        self._file: BinaryIO = open(self._tmp, "xb")  # noqa: SIM115 - closed by commit/abort
+        try:
+            # with a frame checksum, as Databento's encoder writes: a garbled block is named
+            compressor = zstandard.ZstdCompressor(level=level, write_checksum=True)
+            self._zst = compressor.stream_writer(self._file, closefd=False)
+            self._zst.write(encode_metadata(metadata))
+        except BaseException:
+            self.abort()
+            raise
 
     def write(self, records: npt.NDArray[np.void]) -> None:
         """Append `records` (MBP10_DTYPE, C-contiguous) to the stream."""
@@ -101,12 +107,17 @@ class DbnFileWriter:
         self.n_records += len(records)
 
     def commit(self) -> Path:
-        """Finish the zstd frame, fsync, and rename the file into place."""
-        self._zst.close()  # type: ignore[no-untyped-call]  # ends the frame; keeps the file
-        self._file.flush()
-        os.fsync(self._file.fileno())
-        self._file.close()
-        os.replace(self._tmp, self.path)
+        """Finish the zstd frame, fsync, and rename the file into place (on failure the
+        temporary file is removed)."""
+        try:
+            self._zst.close()  # type: ignore[no-untyped-call]  # ends the frame; keeps the file
+            self._file.flush()
+            os.fsync(self._file.fileno())
+            self._file.close()
+            os.replace(self._tmp, self.path)
+        except BaseException:
+            self.abort()
+            raise
         fsync_dir(self.path.parent)
         logger.info("wrote %s (%d records)", self.path.name, self.n_records)
         return self.path

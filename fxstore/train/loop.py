@@ -51,6 +51,7 @@ from fxstore.train.memory import check_host_memory
 from fxstore.train.metrics import sharpe_per_bar, to_host
 from fxstore.train.policy import greedy_positions
 from fxstore.train.replay import NStepAccumulator, PrioritizedReplay
+from fxstore.train.resume import check_resumed_cache
 from fxstore.train.runs import RunFolder
 from fxstore.train.seeds import agent_policies, seed_notes
 from fxstore.train.significance import SharpeSignificance
@@ -383,6 +384,8 @@ def train(
     resume
         Run id under ``runs/`` to continue: finished folds are kept, the fold in progress
         continues from its last checkpoint, and the result equals an uninterrupted run.
+        Refused when the fxstore version, the settings, the built-in profile or the fxcache
+        changed since the run started (:mod:`fxstore.train.resume`).
     on_progress
         Called with a :class:`Progress` every few steps (the CLI's display).
 
@@ -395,14 +398,18 @@ def train(
     Raises
     ------
     SymbolNotFoundError, InvalidInputError
-        No fxcache for the symbol, too few days for one fold, a bad checkpoint.
+        No fxcache for the symbol, too few days for one fold, a bad checkpoint, a resume
+        whose inputs changed.
     TrainingDivergedError
         A loss, gradient or weight stopped being finite (the message names step and tensor).
     """
     resumed = RunFolder.resume(root, resume) if resume is not None else None
-    if resumed is not None:
-        config = resumed.read_config()
+    plan = resumed.plan_resume(root) if resumed is not None else None
+    if plan is not None:  # every input unchanged; the settings pinned to the run's cache
+        config = plan.config
     cache = open_cache(root, config.symbol, config.featureset, config.device)
+    if resumed is not None and plan is not None:
+        check_resumed_cache(resumed.run_id, plan, cache)
     market = cache.market
     sizes = resumed.read_sizes() if resumed is not None else _resolve_sizes(config, market)
     if market.xp is np:  # on a GPU the device is sized by _resolve_sizes

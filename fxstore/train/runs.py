@@ -2,7 +2,8 @@
 
 Layout (``runs/<run-id>/``, DESIGN.md "Store layout")::
 
-    config.json                 the full TrainConfig, resolved sizes, input facts, version
+    config.json                 the full TrainConfig, resolved sizes, the fxcache read, version
+                                and checksums of settings and profile (checked on resume)
     fold00/evals.json           validation evaluations (step, loss, Sharpe), the policy kept
     fold00/checkpoint.npz       while the fold learns: everything needed to resume it
     fold00/evals-seed1.json     the same for each extra seed (``seeds`` > 1), and
@@ -27,7 +28,6 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-from fxstore import __version__
 from fxstore.config import TrainConfig
 from fxstore.errors import InvalidInputError
 from fxstore.store import (
@@ -45,7 +45,7 @@ from fxstore.store import (
 from fxstore.train.backtest import FoldResult, fold_result
 from fxstore.train.data import CachedMarket
 from fxstore.train.plots import plot_equity
-from fxstore.train.profiles import config_from_json
+from fxstore.train.resume import ResumePlan, plan_resume, run_inputs
 from fxstore.train.walkforward import Fold
 
 __all__ = ["RunFolder"]
@@ -125,7 +125,7 @@ class RunFolder:
                     "config": config.to_json(),
                     "resolved": dict(sizes),
                     "fxcache": cache.to_json(config.symbol),
-                    "fxstore_version": __version__,
+                    **run_inputs(config, cache),
                 },
             )
         except BaseException:
@@ -133,9 +133,11 @@ class RunFolder:
                 self.path.rmdir()  # only if empty: nothing but this run's own folder
             raise
 
-    def read_config(self) -> TrainConfig:
-        data = read_json(self.path / _CONFIG)
-        return config_from_json(data.get("config"), where=str(self.path / _CONFIG))
+    def plan_resume(self, root: Path) -> ResumePlan:
+        """The run's settings, once every input it depends on is found unchanged
+        (:func:`~fxstore.train.resume.plan_resume`)."""
+        where = self.path / _CONFIG
+        return plan_resume(self.run_id, read_json(where), where, root)
 
     def read_sizes(self) -> dict[str, int]:
         """The sizes the run resolved when it started (n_envs, batch_size, replay_size)."""

@@ -19,7 +19,11 @@ from fxstore.features.definitions import (
     parse_featureset,
 )
 
-SOURCE = {"instrument_key": "mbp10_front_month", "bar_key": "dib-b100-946dfb62"}
+SOURCE = {
+    "instrument_key": "mbp10_front_month",
+    "bar_key": "dib-b100-946dfb62",
+    "bars_sha256": "0" * 64,
+}
 
 
 def _hash(featureset: FeatureSet, **source: str) -> str:
@@ -59,9 +63,15 @@ def test_hash_is_16_lowercase_hex_and_stable_for_equal_sets() -> None:
 
 def test_hash_of_a_fixed_set_is_pinned() -> None:
     # The hash names the fxcache folder: a change here orphans every cache already built, so
-    # it must come with a DEFINITIONS_VERSION or kind version bump (and this literal updated).
-    assert _hash(_small()) == "f2c722da8e925cd2"
-    assert _hash(_small(), bar_key="dib-b200-00000000") != "f2c722da8e925cd2"
+    # it must come with a DEFINITIONS_VERSION or kind version bump, or a change of what the
+    # key covers (and this literal updated).
+    assert _hash(_small()) == "34df9049ab50b312"
+    assert _hash(_small(), bar_key="dib-b200-00000000") != "34df9049ab50b312"
+
+
+def test_hash_differs_for_other_bars_under_the_same_keys() -> None:
+    # a re-ingest of other data keeps the series' keys; only its manifest differs
+    assert _hash(_small(), bars_sha256="1" * 64) != _hash(_small())
 
 
 @pytest.mark.parametrize(

@@ -70,14 +70,15 @@ def test_manifest_records_featureset_source_and_normalisation(cached_store: Path
     featureset = manifest["featureset"]
     source = manifest["source"]
 
-    definition = default_featureset().definition(
-        instrument_key="mbp10_front_month", bar_key=INGEST.bars.key
-    )
-    assert featureset == {"hash": out_dir.name, **json.loads(json.dumps(definition))}
-    assert out_dir.name == default_featureset().hash(
-        instrument_key="mbp10_front_month", bar_key=INGEST.bars.key
-    )
     bars_dir = cached_store / source["bars_dir"]
+    bars = {
+        "instrument_key": "mbp10_front_month",
+        "bar_key": INGEST.bars.key,
+        "bars_sha256": file_sha256(bars_dir / "manifest.json"),
+    }
+    definition = default_featureset().definition(**bars)
+    assert featureset == {"hash": out_dir.name, **json.loads(json.dumps(definition))}
+    assert out_dir.name == default_featureset().hash(**bars)
     assert source["bar_key"] == INGEST.bars.key
     assert source["manifest_sha256"] == file_sha256(bars_dir / "manifest.json")
     norm = manifest["normalisation"]
@@ -159,8 +160,9 @@ def test_precompute_new_featureset_writes_new_key_and_keeps_old(store: Path) -> 
     assert {p.name: p.read_bytes() for p in old.out_dir.iterdir()} == old_bytes
 
 
-def test_precompute_changed_bars_recomputes_same_key(store: Path) -> None:
+def test_precompute_changed_bars_writes_a_new_key_and_keeps_the_old_cache(store: Path) -> None:
     first = precompute(FeatureConfig(features=SMALL), store)
+    old_bytes = {p.name: p.read_bytes() for p in first.out_dir.iterdir()}
     bars_manifest = resolve_bars(store, FeatureConfig()).folder / "manifest.json"
     data = json.loads(bars_manifest.read_text())
     data["days"] = data["days"][:-5]  # as if ingest had stopped five days earlier
@@ -168,8 +170,9 @@ def test_precompute_changed_bars_recomputes_same_key(store: Path) -> None:
 
     second = precompute(FeatureConfig(features=SMALL), store)
 
-    assert second.key == first.key and not second.up_to_date
+    assert second.key != first.key and not second.up_to_date
     assert second.n_bars < first.n_bars
+    assert {p.name: p.read_bytes() for p in first.out_dir.iterdir()} == old_bytes
 
 
 def test_precompute_shard_by_year_replaces_month_shards(store: Path) -> None:

@@ -16,6 +16,7 @@ import numpy.typing as npt
 from fxstore.ingest.dbn.format import MBP10_DTYPE
 from fxstore.ingest.dbn.merge import Mbp10Chunk
 from fxstore.ingest.dbn.symbology import Symbology
+from fxstore.store import os_errors
 
 __all__ = ["FragmentSource"]
 
@@ -36,9 +37,10 @@ class FragmentSource:
     def iter_chunks(self, *, chunk_records: int) -> Iterator[Mbp10Chunk]:
         """The day's records in file order, at most `chunk_records` at a time."""
         for fragment, origin in self._fragments:
-            if fragment.stat().st_size == 0:
-                continue
-            mapped = np.memmap(fragment, dtype=MBP10_DTYPE, mode="r")  # paged in as read
+            with os_errors(fragment, "read"):
+                if fragment.stat().st_size == 0:
+                    continue
+                mapped = np.memmap(fragment, dtype=MBP10_DTYPE, mode="r")  # paged in as read
             records: npt.NDArray[np.void] = mapped.view(np.ndarray)
             self.n_records += len(records)
             for start in range(0, len(records), chunk_records):

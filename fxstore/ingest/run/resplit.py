@@ -40,6 +40,7 @@ from fxstore.ingest.dbn.symbology import Symbology
 from fxstore.ingest.run.day_builder import DayResult, GroupResult, GroupTask, build_group
 from fxstore.ingest.select.activity import DaySplitter
 from fxstore.market.calendar import DEFAULT_CALENDAR, sessions
+from fxstore.store import os_errors
 
 __all__ = ["SPLIT_DIR", "SplitResult", "build_split_groups", "can_split", "split_file"]
 
@@ -110,10 +111,14 @@ def split_file(task: SplitTask) -> SplitResult:
             for day, run in splitter.split(records):
                 if day not in handles:
                     folder = task.split_dir / day.isoformat()
-                    folder.mkdir(parents=True, exist_ok=True)
                     paths[day] = folder / f"{task.index:06d}.rec"
-                    handles[day] = stack.enter_context(open(paths[day], "wb"))
-                handles[day].write(np.ascontiguousarray(run).data)
+                    with os_errors(paths[day], "write"):
+                        folder.mkdir(parents=True, exist_ok=True)
+                        handles[day] = stack.enter_context(open(paths[day], "wb"))
+                # flushed here, so a full disk is met inside os_errors, not when closing
+                with os_errors(paths[day], "write"):
+                    handles[day].write(np.ascontiguousarray(run).data)
+                    handles[day].flush()
     stats = source.stats
     return SplitResult(
         path=task.path,

@@ -11,6 +11,7 @@ and :class:`~fxstore.config.WalkForwardConfig`. Keys left out keep their default
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import tomllib
 from collections.abc import Callable, Mapping
 from importlib import resources
@@ -23,7 +24,7 @@ from fxstore.errors import FxStoreError, InvalidInputError
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
-__all__ = ["PROFILES", "config_from_json", "load_profile", "replace_settings"]
+__all__ = ["PROFILES", "config_from_json", "load_profile", "profile_sha256", "replace_settings"]
 
 PROFILES: Final = ("smoke", "default", "production")
 _SECTIONS: Final[dict[str, type]] = {
@@ -84,6 +85,18 @@ def config_from_json(data: object, *, where: str) -> TrainConfig:
     return _build(TrainConfig, {**top, **parts}, where, "the top level")
 
 
+def _builtin_text(profile: str) -> str:
+    return resources.files(__name__).joinpath(f"{profile}.toml").read_text()
+
+
+def profile_sha256(profile: str) -> str | None:
+    """SHA-256 of built-in `profile`'s TOML text; None for another name (a file's stem: the
+    run's ``config.json`` holds every setting it gave)."""
+    if profile not in PROFILES:
+        return None
+    return hashlib.sha256(_builtin_text(profile).encode()).hexdigest()
+
+
 def load_profile(profile: str) -> TrainConfig:
     """The TrainConfig of a built-in profile name or of a TOML file path.
 
@@ -93,7 +106,7 @@ def load_profile(profile: str) -> TrainConfig:
         No such profile or file, bad TOML, an unknown key or an invalid value.
     """
     if profile in PROFILES:
-        text = resources.files(__name__).joinpath(f"{profile}.toml").read_text()
+        text = _builtin_text(profile)
         where = f"profile {profile!r}"
     else:
         path = Path(profile)

@@ -1,0 +1,226 @@
+"""fxstore verify: the store against its manifests; --repair rebuilds only what is derivable."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from fxstore.cli import cli
+from fxstore.config import BarConfig, FeatureConfig, IngestConfig
+from fxstore.verify import verify_store
+from tests.conftest import SynthMarket
+
+_INGEST = IngestConfig(symbol="ES.FUT", bars=BarConfig(target_bars_per_day=20), workers=1)
+
+
+@pytest.fixture(scope="module")
+def clean(two_roll_market: SynthMarket, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Bars and the default fxcache of the two-roll market (never modified)."""
+    from fxstore.features.precompute import precompute
+    from fxstore.ingest.run.pipeline import ingest
+
+    root = tmp_path_factory.mktemp("verify_store")
+    ingest(_INGEST, [two_roll_market.folder], root)
+    precompute(FeatureConfig(), root)
+    return root
+
+
+@pytest.fixture
+def store(clean: Path, tmp_path: Path) -> Path:
+    root = tmp_path / "store"
+    shutil.copytree(clean, root)
+    return root
+
+
+def _series(root: Path) -> Path:
+    (folder,) = (root / "bars" / "ES.FUT" / "mbp10_front_month").iterdir()
+    return folder
+
+
+def _cache(root: Path) -> Path:
+    (folder,) = (root / "fxcache" / "ES.FUT").iterdir()
+    return folder
+
+
+def _flip_byte(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def _lines(root: Path, *args: str) -> tuple[int, list[str]]:
+    result = CliRunner().invoke(cli, ["verify", "--store", str(root), *args])
+    return result.exit_code, result.output.strip().splitlines()
+
+
+def test_verify_clean_store_finds_no_problem(store: Path) -> None:
+    code, lines = _lines(store)
+
+    assert code == 0
+    assert len(lines) == 1
+    assert lines[0].startswith("Verified 1 bar series and 1 fxcaches (")
+    assert lines[0].endswith(f" files) in {store}: no problems.")
+
+
+def test_verify_damaged_shard_is_reported_and_exit_1(store: Path) -> None:
+    shard = _cache(store) / "2024-04.arrow"
+    _flip_byte(shard)
+
+    code, lines = _lines(store)
+
+    assert code == 1
+    assert lines[0] == (
+        f"{shard}: SHA-256 differs from its manifest's (damaged or replaced); rebuild it with "
+        "`fxstore precompute --force` (or `fxstore verify --repair`)."
+    )
+    assert lines[1].endswith(": 1 problems, 0 repaired, 1 left.")
+
+
+@pytest.mark.parametrize("damage", ["flip", "delete", "truncate"])
+def test_verify_repair_rebuilds_a_damaged_shard_byte_for_byte(
+    store: Path, clean: Path, damage: str
+) -> None:
+    shard = _cache(store) / "2024-04.arrow"
+    if damage == "flip":
+        _flip_byte(shard)
+    elif damage == "delete":
+        shard.unlink()
+    else:
+        shard.write_bytes(shard.read_bytes()[:100])
+
+    report = verify_store(store, repair=True)
+
+    assert [p.is_repaired for p in report.problems] == [True]
+    assert report.problems[0].action == "rebuilt by precompute from its bars"
+    assert shard.read_bytes() == (_cache(clean) / "2024-04.arrow").read_bytes()
+    assert verify_store(store).problems == ()
+
+
+def test_verify_repair_leaves_a_damaged_day_file_and_says_how_to_rebuild(store: Path) -> None:
+    day = sorted(_series(store).glob("*.parquet"))[10]
+    _flip_byte(day)
+    damaged = day.read_bytes()
+
+    code, lines = _lines(store, "--repair")
+
+    assert code == 1
+    assert lines[0] == (
+        f"{day}: SHA-256 differs from its manifest's (damaged or replaced); rebuild the series "
+        "from its DBN files with `fxstore ingest ... --force` (the inputs are not in the store, "
+        "so verify cannot)."
+    )
+    assert day.read_bytes() == damaged
+
+
+def test_verify_repair_will_not_rebuild_a_cache_from_damaged_bars(store: Path) -> None:
+    _flip_byte(sorted(_series(store).glob("*.parquet"))[10])
+    shard = _cache(store) / "2024-04.arrow"
+    _flip_byte(shard)
+
+    report = verify_store(store, repair=True)
+
+    (problem,) = [p for p in report.problems if p.path == shard]
+    assert not problem.is_repaired
+    assert problem.action == f"cannot rebuild it: its bars {_series(store)} are damaged or gone"
+
+
+def test_verify_repair_will_not_rebuild_a_cache_of_other_bars(store: Path) -> None:
+    manifest = _series(store) / "manifest.json"
+    data = json.loads(manifest.read_text())
+    data["days"] = data["days"][:-5]  # re-ingested: other bars under the same keys
+    manifest.write_text(json.dumps(data))
+    shard = _cache(store) / "2024-04.arrow"
+    _flip_byte(shard)
+    before = sorted(p.name for p in (store / "fxcache" / "ES.FUT").iterdir())
+
+    report = verify_store(store, repair=True)
+
+    (problem,) = [p for p in report.problems if p.path == shard]
+    assert not problem.is_repaired
+    assert "are not the ones it was built from" in problem.action
+    assert sorted(p.name for p in (store / "fxcache" / "ES.FUT").iterdir()) == before
+
+
+def test_verify_repair_removes_temp_files_only_of_fxstores_pattern(store: Path) -> None:
+    temp = _series(store) / ".2024-03-01.parquet.0a1b2c3d.tmp"
+    temp.write_bytes(b"partial")
+    other = _series(store) / ".notes.tmp"
+    other.write_bytes(b"mine")
+
+    assert [p.path for p in verify_store(store).problems] == [temp]
+    report = verify_store(store, repair=True)
+
+    assert [(p.path, p.is_repaired) for p in report.problems] == [(temp, True)]
+    assert not temp.exists() and other.read_bytes() == b"mine"
+
+
+def test_verify_unlisted_data_file_is_reported_and_never_deleted(store: Path) -> None:
+    stray = _cache(store) / "2023-12.arrow"
+    stray.write_bytes(b"not listed")
+
+    code, lines = _lines(store, "--repair")
+
+    assert code == 1
+    assert lines[0] == (
+        f"{stray}: looks like data but its manifest does not list it; left as it is (it may be "
+        "good data): move it aside if it is not yours."
+    )
+    assert stray.read_bytes() == b"not listed"
+
+
+def test_verify_wrong_size_shard_names_both_sizes(store: Path) -> None:
+    shard = _cache(store) / "2024-05.arrow"
+    size = shard.stat().st_size
+    shard.write_bytes(shard.read_bytes() + b"x")
+
+    (problem,) = verify_store(store).problems
+
+    assert problem.what == f"is {size + 1} bytes, its manifest says {size}"
+
+
+def test_verify_manifest_entry_outside_the_series_is_reported(store: Path) -> None:
+    manifest = _series(store) / "manifest.json"
+    data = json.loads(manifest.read_text())
+    day = next(d for d in data["days"] if "file" in d)
+    day["file"] = "../../../../outside.parquet"
+    manifest.write_text(json.dumps(data))
+
+    problems = verify_store(store).problems
+
+    assert any(
+        p.path == manifest and "'../../../../outside.parquet' is not a file inside" in p.what
+        for p in problems
+    )
+
+
+def test_verify_link_out_of_the_store_is_reported(store: Path, tmp_path: Path) -> None:
+    shard = _cache(store) / "2024-04.arrow"
+    outside = tmp_path / "outside.arrow"
+    shutil.move(shard, outside)
+    shard.symlink_to(outside)
+
+    (problem,) = verify_store(store).problems
+
+    assert problem.what == f"leads outside the store (to {outside.resolve()})"
+
+
+def test_verify_unfinished_build_is_reported(store: Path) -> None:
+    folder = store / "fxcache" / "ES.FUT" / "0123456789abcdef"
+    folder.mkdir()
+
+    (problem,) = verify_store(store).problems
+
+    assert (problem.path, problem.what) == (folder, "an unfinished build (no manifest)")
+
+
+def test_verify_symbol_checks_only_that_symbol(store: Path) -> None:
+    _flip_byte(_cache(store) / "2024-04.arrow")
+
+    code, lines = _lines(store, "NQ.FUT")
+
+    assert code == 0
+    assert lines == [f"Verified 0 bar series and 0 fxcaches (0 files) in {store}: no problems."]
