@@ -25,7 +25,7 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal
@@ -60,12 +60,14 @@ __all__ = [
     "ShardBy",
     "ShardEntry",
     "column_dtypes",
+    "describe_truncated",
     "find_folder",
     "open_shard",
     "read_entry",
     "read_manifest",
     "read_shard",
     "split_shards",
+    "truncated_inputs",
     "verify_sha256",
     "write_shard",
 ]
@@ -295,6 +297,27 @@ def _fixed(columns: object, group: str, expected: tuple[str, ...], where: Path) 
             f"{where}: columns.{group} must be {list(expected)}, was {list(names)}; {REDO}."
         )
     return names
+
+
+def truncated_inputs(manifest: Mapping[str, object]) -> list[dict[str, object]]:
+    """The truncated DBN inputs a cache's bars were built from (its ``source`` records them:
+    name, dropped_bytes, records_kept, last_trading_day); empty when none were."""
+    source = manifest.get("source")
+    found = source.get("truncated_inputs") if isinstance(source, Mapping) else None
+    if not isinstance(found, Sequence) or isinstance(found, str):
+        return []
+    return [dict(e) for e in found if isinstance(e, Mapping)]
+
+
+def describe_truncated(where: str, inputs: Sequence[Mapping[str, object]]) -> str:
+    """The warning about a cache (or series) built from truncated inputs."""
+    days = sorted({str(e.get("last_trading_day")) for e in inputs})
+    names = ", ".join(str(e.get("name")) for e in inputs[:3]) + (" …" if len(inputs) > 3 else "")
+    return (
+        f"{where}: built from {len(inputs)} truncated input file(s) ({names}): trading "
+        f"day(s) {', '.join(days)} are incomplete; download them again, then re-run "
+        "`fxstore ingest --force` and `fxstore precompute`."
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,7 +11,7 @@ from typing import Any, Final
 
 from fxstore.errors import FxStoreError
 from fxstore.features.reader import FeatureStore
-from fxstore.fxcache import FxCacheManifest
+from fxstore.fxcache import FxCacheManifest, describe_truncated, truncated_inputs
 from fxstore.store import (
     bars_dir,
     fxcache_dir,
@@ -185,6 +185,9 @@ def format_info(manifest: FxCacheManifest) -> str:
         f"tail dropped {data.get('tail_rows_dropped')}), {len(manifest.shards)} shards",
         f"  settings: {json.dumps(featureset.get('settings'), sort_keys=True)}",
     ]
+    truncated = truncated_inputs(data)
+    if truncated:
+        lines.append("  warning:  " + describe_truncated("its bars", truncated))
     for group, prefix in (("features", "f_"), ("targets", "target_")):
         definitions = featureset.get(group, [])
         lines.append(f"  {group} ({len(definitions)}):")

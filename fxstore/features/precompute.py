@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -25,11 +26,18 @@ import pyarrow.parquet as pq
 
 from fxstore import __version__
 from fxstore.config import FeatureConfig
-from fxstore.errors import InvalidInputError, SchemaError, SymbolNotFoundError
+from fxstore.errors import FxStoreWarning, InvalidInputError, SchemaError, SymbolNotFoundError
 from fxstore.features.compute import FeatureFrame, compute_features
 from fxstore.features.definitions import FeatureSet, resolve_featureset
 from fxstore.features.inputs import REQUIRED_COLUMNS
-from fxstore.fxcache import FORMAT, ShardEntry, split_shards, write_shard
+from fxstore.fxcache import (
+    FORMAT,
+    ShardEntry,
+    describe_truncated,
+    split_shards,
+    truncated_inputs,
+    write_shard,
+)
 from fxstore.market.master import calendar_of_symbol
 from fxstore.store import (
     atomic_write_json,
@@ -85,6 +93,8 @@ class PrecomputeSummary:
     elapsed_s: float
     #: True when bars and feature set were unchanged and nothing was written.
     up_to_date: bool
+    #: Truncated DBN inputs the bars were built from (their last days are incomplete).
+    n_truncated_inputs: int = 0
 
     def format_text(self) -> str:
         """One line saying what was done (``fxstore precompute``)."""
@@ -95,6 +105,11 @@ class PrecomputeSummary:
             f"{self.n_bars:,} bars ({self.bars_per_day:.1f}/day): {self.n_rows:,} rows kept, "
             f"{self.warmup_rows_dropped} warm-up and {self.tail_rows_dropped} trailing bars "
             f"dropped, {self.n_shards} shards, in {self.elapsed_s:.1f} s -> {self.out_dir}"
+            + (
+                f"; built from {self.n_truncated_inputs} truncated input(s), see the warning"
+                if self.n_truncated_inputs
+                else ""
+            )
         )
 
 
@@ -252,6 +267,7 @@ def _manifest(
             "instrument_key": source.instrument_key,
             "bar_key": source.bar_key,
             "manifest_sha256": source.manifest_sha256,
+            "truncated_inputs": _truncated(source),
         },
         "bars_per_day": bars_per_day,
         "n_bars": frame.n_bars,
@@ -290,9 +306,22 @@ def _existing(out_dir: Path, source: BarSource, config: FeatureConfig) -> Json |
     return manifest if shards and complete else None
 
 
+def _truncated(source: BarSource) -> list[Json]:
+    """The bar manifest's truncated inputs (see ``ingest``'s manifest), for the cache's."""
+    found = []
+    for entry in source.manifest.get("inputs") or []:
+        cut = entry.get("truncated") if isinstance(entry, dict) else None
+        if isinstance(cut, dict):
+            found.append({"name": entry.get("name"), **cut})
+    return found
+
+
 def _summary(out_dir: Path, manifest: Json, started: float, up_to_date: bool) -> PrecomputeSummary:
     where = manifest_path(out_dir)
     columns = manifest_field(manifest, "columns", dict, where)
+    truncated = truncated_inputs(manifest)
+    if truncated:
+        warnings.warn(FxStoreWarning(describe_truncated(str(out_dir), truncated)), stacklevel=3)
     return PrecomputeSummary(
         out_dir=out_dir,
         key=out_dir.name,
@@ -306,6 +335,7 @@ def _summary(out_dir: Path, manifest: Json, started: float, up_to_date: bool) ->
         bars_per_day=manifest_field(manifest, "bars_per_day", float, where),
         elapsed_s=time.perf_counter() - started,
         up_to_date=up_to_date,
+        n_truncated_inputs=len(truncated),
     )
 
 

@@ -9,6 +9,7 @@ manifest checksum and longest target horizon.
 from __future__ import annotations
 
 import logging
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -16,8 +17,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from fxstore.errors import InvalidInputError
-from fxstore.fxcache import REDO
+from fxstore.errors import FxStoreWarning, InvalidInputError
+from fxstore.fxcache import REDO, describe_truncated, truncated_inputs
 from fxstore.store import file_sha256, manifest_path
 
 if TYPE_CHECKING:
@@ -73,6 +74,9 @@ def open_cache(
         market = market_from_view(view)
         manifest, folder = view.manifest, view.folder
         ts_close = np.concatenate([to_host(p) for p in view.columns["ts_close"]])
+    truncated = truncated_inputs(manifest)
+    if truncated:
+        warnings.warn(FxStoreWarning(describe_truncated(str(folder), truncated)), stacklevel=2)
     definition = manifest.get("featureset")
     key = definition.get("hash") if isinstance(definition, dict) else None
     horizon = manifest.get("max_target_horizon_bars")

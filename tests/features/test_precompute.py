@@ -278,3 +278,39 @@ def test_precompute_without_manifest_rewrites_incomplete_cache(store: Path) -> N
 
     assert not second.up_to_date and (second.out_dir / "manifest.json").is_file()
     assert fxcache_dir(store, "ES.FUT", second.key) == second.out_dir
+
+
+def test_precompute_of_bars_from_a_truncated_input_records_and_warns_everywhere(
+    store: Path,
+) -> None:
+    from fxstore.errors import FxStoreWarning
+    from fxstore.features.catalog import format_info
+    from fxstore.features.reader import FeatureStore
+    from fxstore.train.data import open_cache
+
+    bars_manifest = next((store / "bars").rglob("manifest.json"))
+    data = json.loads(bars_manifest.read_text())
+    cut = {"dropped_bytes": 268, "records_kept": 5_000, "last_trading_day": "2024-03-04"}
+    data["inputs"][3]["truncated"] = cut  # as ingest records a download that stopped short
+    bars_manifest.write_text(json.dumps(data))
+    name = data["inputs"][3]["name"]
+
+    with pytest.warns(FxStoreWarning, match=rf"1 truncated input file\(s\) \({name}\).*2024-03-04"):
+        summary = precompute(FeatureConfig(), store)
+    with pytest.warns(FxStoreWarning, match="truncated"):
+        again = precompute(FeatureConfig(), store)  # every later run says it again
+    with pytest.warns(FxStoreWarning, match="2024-03-04 are incomplete"):
+        open_cache(store, "ES.FUT", summary.key, "cpu")  # and training
+
+    manifest = json.loads(manifest_path(summary.out_dir).read_text())
+    assert manifest["source"]["truncated_inputs"] == [{"name": name, **cut}]
+    assert summary.n_truncated_inputs == 1 and again.up_to_date
+    assert "built from 1 truncated input(s)" in summary.format_text()
+    info = format_info(FeatureStore(store).manifest("ES.FUT", summary.key))
+    assert "warning:  its bars: built from 1 truncated input file(s)" in info
+
+
+def test_precompute_of_complete_inputs_records_none(cached_store: Path) -> None:
+    manifest = json.loads(next((cached_store / "fxcache").rglob("manifest.json")).read_text())
+
+    assert manifest["source"]["truncated_inputs"] == []
