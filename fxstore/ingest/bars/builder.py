@@ -155,6 +155,10 @@ class BarBuilder:
         The session bounds, int64 ns UTC (:func:`~fxstore.market.calendar.session_bounds_ns`):
         time bars are aligned to the open; imbalance bars aim at
         ``config.target_bars_per_day`` bars over the session's length.
+    price_range
+        The contract's plausible prices, points (:func:`~fxstore.market.plausible.
+        plausible_range`): each bar counts its book states and trades outside them in
+        ``n_implausible_px``. None: any price is plausible.
 
     Raises
     ------
@@ -179,6 +183,7 @@ class BarBuilder:
         instrument_id: int | None = None,
         session_open_ns: int,
         session_close_ns: int,
+        price_range: tuple[float, float] | None = None,
     ) -> None:
         _validate_session(session_open_ns, session_close_ns)
         if not contract:
@@ -192,6 +197,7 @@ class BarBuilder:
             instrument_id=instrument_id,
             session_open_ns=session_open_ns,
             session_close_ns=session_close_ns,
+            price_range=price_range,
         )
         self._where = "BarBuilder.update"
 
@@ -300,6 +306,7 @@ def build_bars(
     contract: str,
     session_open_ns: int,
     session_close_ns: int,
+    price_range: tuple[float, float] | None = None,
 ) -> pa.Table:
     """Build the bars of one instrument over one trading day.
 
@@ -321,6 +328,8 @@ def build_bars(
         The session bounds, int64 ns UTC (:func:`~fxstore.market.calendar.session_bounds_ns`):
         time bars are aligned to the open; imbalance bars aim at
         ``config.target_bars_per_day`` bars over the session's length.
+    price_range
+        The contract's plausible prices, points (see :class:`BarBuilder`).
 
     Returns
     -------
@@ -348,6 +357,7 @@ def build_bars(
         contract=contract,
         session_open_ns=session_open_ns,
         session_close_ns=session_close_ns,
+        price_range=price_range,
     )
     builder._where = "build_bars"
     builder.update(records)

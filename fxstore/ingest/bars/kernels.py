@@ -67,7 +67,9 @@ BI_VOLUME, BI_BUY, BI_SELL, BI_TRADES, BI_TICK_RULE = 9, 10, 11, 12, 13
 BI_BAD_TS_RECV, BI_MAYBE_BAD_BOOK, BI_CROSSED, BI_HAS_BOOK, BI_PARTIAL = 14, 15, 16, 17, 18
 #: Why the bar closed: a REASON_* code of :mod:`fxstore.ingest.bars.params`.
 BI_REASON: Final = 19
-N_BI: Final = 20
+#: Book states (best bid or ask) and trades priced outside the contract's plausible range.
+BI_IMPLAUSIBLE: Final = 20
+N_BI: Final = 21
 #: Σ price·size (fixed point × contracts), θ = Σ b·v, threshold, OFI per level (N_LEVELS),
 #: then the bar's trade limits (imbalance bars; inf: none).
 BF_NOTIONAL, BF_IMBALANCE, BF_THRESHOLD, BF_OFI = 0, 1, 2, 3
@@ -201,6 +203,12 @@ def add_book(
         e = level_ofi(bid, bid_qty, ask, ask_qty, prev, k)
         acc_f[row, BF_OFI + k] += e if has_prev else 0  # + 0 leaves a sum of integers as is
         prev[0, k], prev[1, k], prev[2, k], prev[3, k] = bid, bid_qty, ask, ask_qty
+
+
+@njit_inline
+def is_implausible(px: Int, lo: Int, hi: Int) -> bool:
+    """Whether a defined price (not UNDEF_PRICE) lies outside [lo, hi]."""
+    return bool((px != UNDEF_PRICE) & ((px < lo) | (px > hi)))
 
 
 @njit_inline

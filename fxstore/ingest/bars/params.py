@@ -80,6 +80,9 @@ class BarParams(NamedTuple):
     #: EWMA weights over bars (E0[T]) and over trades (E0[b·v] and its variance).
     alpha_bars: float
     alpha_trades: float
+    #: Plausible prices, fixed point: a book state or trade outside [lo, hi] is counted.
+    price_lo: int
+    price_hi: int
 
 
 def _rule(config: BarConfig) -> tuple[int, int]:
@@ -96,8 +99,14 @@ def _rule(config: BarConfig) -> tuple[int, int]:
     return rule, WEIGHT_SIZE  # volume bars, and the signed volume of time bars
 
 
-def bar_params(config: BarConfig, session_open_ns: int, session_close_ns: int) -> BarParams:
-    """The kernels' parameters for one instrument-day of session [open, close) ns UTC.
+def bar_params(
+    config: BarConfig,
+    session_open_ns: int,
+    session_close_ns: int,
+    price_range: tuple[float, float] | None = None,
+) -> BarParams:
+    """The kernels' parameters for one instrument-day of session [open, close) ns UTC, with
+    the contract's plausible prices (points; None: any price).
 
     Raises
     ------
@@ -126,4 +135,11 @@ def bar_params(config: BarConfig, session_open_ns: int, session_close_ns: int) -
         band=float(config.band),
         alpha_bars=2.0 / (config.ewma_span_bars + 1.0),
         alpha_trades=2.0 / (config.ewma_span_trades + 1.0),
+        price_lo=_fixed(price_range[0]) if price_range else -(2**63) + 1,
+        price_hi=_fixed(price_range[1]) if price_range else 2**63 - 2,
     )
+
+
+def _fixed(points: float) -> int:
+    """Points to DBN fixed point, clipped inside int64 (UNDEF_PRICE stays out of range)."""
+    return int(max(-(2**63) + 1, min(2**63 - 2, round(points * FIXED_PRICE_SCALE))))

@@ -45,6 +45,7 @@ from fxstore.ingest.bars.kernels import (
     BI_END,
     BI_EVENTS,
     BI_HAS_BOOK,
+    BI_IMPLAUSIBLE,
     BI_PARTIAL,
     BI_REASON,
     BI_START,
@@ -55,6 +56,8 @@ from fxstore.ingest.bars.kernels import (
     I64,
     L_INSTRUMENT_ID,
     L_SIZE,
+    Q_ASK_PX_00,
+    Q_BID_PX_00,
     Q_PRICE,
     Q_TS_RECV,
     SIDE_ASK,
@@ -67,6 +70,7 @@ from fxstore.ingest.bars.kernels import (
     add_record,
     add_trade,
     clear,
+    is_implausible,
     next_bar_rules,
     set_book,
     sign_trade,
@@ -290,10 +294,13 @@ def _update(chunk: Chunk, rows: I64, params: BarParams, state: State, acc: Acc, 
         if b[j, B_ACTION] == ACTION_TRADE:
             is_trade, px, qty, sign, aggressor, weight = _read_trade(q, lw, b, j, st_i, params)
             signed = float(sign) * weight
+            bad_px = np.int64(is_trade & is_implausible(px, params.price_lo, params.price_hi))
             if is_trade:
                 add_trade(acc_i, acc_f, ACC_OPEN, px, qty, sign, aggressor, signed)
+                acc_i[ACC_OPEN, BI_IMPLAUSIBLE] += bad_px
             if is_trade & in_tail:
                 add_trade(acc_i, acc_f, ACC_TAIL, px, qty, sign, aggressor, signed)
+                acc_i[ACC_TAIL, BI_IMPLAUSIBLE] += bad_px
             if is_trade & (rule == RULE_PLAIN):  # armed once Σ v reaches the threshold
                 st_f[SF_TOTAL] += weight
                 st_i[SI_ARMED] |= st_f[SF_TOTAL] >= st_f[SF_THRESHOLD]
@@ -301,6 +308,11 @@ def _update(chunk: Chunk, rows: I64, params: BarParams, state: State, acc: Acc, 
                 _imbalance_trade(st_i, st_f, ts, signed, acc, params)
         if is_last:
             add_book(q, lw, j, prev, st_i[SI_HAS_BOOK] != 0, acc_i, acc_f, ACC_OPEN)
+            lo, hi = params.price_lo, params.price_hi
+            bad_book = is_implausible(q[j, Q_BID_PX_00], lo, hi) | is_implausible(
+                q[j, Q_ASK_PX_00], lo, hi
+            )
+            acc_i[ACC_OPEN, BI_IMPLAUSIBLE] += np.int64(bad_book)
             st_i[SI_HAS_BOOK], last_row = 1, j
         if is_time & is_last:
             clear(acc_i, acc_f, ACC_TAIL)

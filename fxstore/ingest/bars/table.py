@@ -60,6 +60,7 @@ BAR_SCHEMA: Final = pa.schema(
         _field("n_bad_ts_recv", pa.int64()),
         _field("n_maybe_bad_book", pa.int64()),
         _field("has_maybe_bad_book", pa.bool_()),
+        _field("n_implausible_px", pa.int64()),
     ]
 )
 
@@ -78,6 +79,7 @@ def _trade_columns(bars: BarArrays, multiplier: float) -> dict[str, np.ndarray]:
         "n_tick_rule": kernels.BI_TICK_RULE,
         "n_bad_ts_recv": kernels.BI_BAD_TS_RECV,
         "n_maybe_bad_book": kernels.BI_MAYBE_BAD_BOOK,
+        "n_implausible_px": kernels.BI_IMPLAUSIBLE,
     }
     prices = ("open", "high", "low", "close")
     first_price = kernels.BI_OPEN

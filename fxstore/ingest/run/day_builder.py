@@ -33,6 +33,7 @@ from fxstore.ingest.select.activity import DaySplitter, count_by_instrument
 from fxstore.ingest.select.front_month import symbols_listed
 from fxstore.market.contracts import parse_outright
 from fxstore.market.master import contract_expiry
+from fxstore.market.plausible import plausible_range
 
 #: Instrument ids to keep on a day, given the symbols listed that day; None keeps all.
 Chooser = Callable[[dt.date, dict[int, str]], set[int] | None]
@@ -155,6 +156,7 @@ def selection_chooser(selection: InstrumentSelection, root: str | None) -> Choos
 def _start_builder(day: DayResult, instrument_id: int, plan: IngestPlan) -> BarBuilder:
     open_ns, close_ns = plan.sessions.bounds(day.day)
     contract = day.listed.get(instrument_id, f"id{instrument_id}")
+    lo, hi, _ = plausible_range(contract)
     return BarBuilder(
         plan.bars_for(contract, day.day),
         trading_day=day.day,
@@ -162,6 +164,7 @@ def _start_builder(day: DayResult, instrument_id: int, plan: IngestPlan) -> BarB
         instrument_id=instrument_id,
         session_open_ns=open_ns,
         session_close_ns=close_ns,
+        price_range=(lo, hi),
     )
 
 

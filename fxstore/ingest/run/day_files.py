@@ -35,7 +35,13 @@ __all__ = [
 #: Folder (inside a bar-key folder) where workers leave candidate day files for the parent.
 PARTS_DIR: Final = ".parts"
 #: Per-day data-quality counts summed from the bars (DESIGN: counted, never dropped).
-_QUALITY_SUMS: Final = ("n_bad_ts_recv", "n_maybe_bad_book", "n_crossed", "n_tick_rule")
+_QUALITY_SUMS: Final = (
+    "n_bad_ts_recv",
+    "n_maybe_bad_book",
+    "n_crossed",
+    "n_tick_rule",
+    "n_implausible_px",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,11 +83,16 @@ def _quality(table: pa.Table) -> dict[str, int | dict[str, int]]:
         name: int(pc.sum(table[name]).as_py() or 0) for name in _QUALITY_SUMS
     }
     bad_book = int(pc.sum(table["has_maybe_bad_book"]).as_py() or 0)
+    implausible = int(pc.sum(pc.greater(table["n_implausible_px"], 0)).as_py() or 0)
     counts = pc.value_counts(table["close_reason"]).to_pylist()
     reasons = {
         str(c["values"]): int(c["counts"]) for c in sorted(counts, key=lambda c: c["values"])
     }
-    return sums | {"n_bars_maybe_bad_book": bad_book, "close_reasons": reasons}
+    return sums | {
+        "n_bars_maybe_bad_book": bad_book,
+        "n_bars_implausible_px": implausible,
+        "close_reasons": reasons,
+    }
 
 
 def write_day_file(table: pa.Table, path: Path, metadata: dict[bytes, bytes]) -> DayFile:

@@ -28,6 +28,7 @@ from fxstore.ingest.run.day_writer import DayWriter, Json
 from fxstore.ingest.run.plan import IngestPlan
 from fxstore.ingest.select.front_month import RollEntry
 from fxstore.market.calendar import NS_PER_HOUR, Sessions
+from fxstore.market.plausible import plausible_range
 from fxstore.store import (
     atomic_write_json,
     file_sha256,
@@ -45,6 +46,7 @@ __all__ = [
     "summary_from_manifest",
     "up_to_date_manifest",
     "warn_if_target_missed",
+    "warn_implausible",
     "warn_truncated",
     "write_manifest",
 ]
@@ -264,12 +266,14 @@ def contract_facts(plan: IngestPlan, entries: Sequence[Json]) -> Json:
 
 
 def _facts_json(plan: IngestPlan, symbol: str, day: dt.date) -> Json:
+    lo, hi, range_source = plausible_range(symbol)
+    plausible = {"plausible_px": [lo, hi], "plausible_px_source": range_source}
     if plan.bars.multiplier is not None:
-        return {"multiplier": plan.bars.multiplier, "source": "option"}
+        return {"multiplier": plan.bars.multiplier, "source": "option"} | plausible
     multiplier, source, known = plan.master.resolve(symbol, day)
     if known is None:  # a spread fxstore cannot parse: its legs gave the multiplier
-        return {"multiplier": multiplier, "source": source}
-    return known.to_json() | {"multiplier": multiplier, "multiplier_source": source}
+        return {"multiplier": multiplier, "source": source} | plausible
+    return known.to_json() | {"multiplier": multiplier, "multiplier_source": source} | plausible
 
 
 def _bar_rule(config: IngestConfig) -> Json:
@@ -295,6 +299,27 @@ def _bar_rule(config: IngestConfig) -> Json:
     else:
         rule |= {"threshold": bars.threshold}
     return rule
+
+
+def warn_implausible(plan: IngestPlan, entries: Sequence[Json]) -> None:
+    """Warn when book states or trades were priced outside their contract's plausible range."""
+    days = [e for e in entries if int(e.get("n_implausible_px", 0))]
+    if not days:
+        return
+    n = sum(int(e["n_implausible_px"]) for e in days)
+    n_bars = sum(int(e.get("n_bars_implausible_px", 0)) for e in days)
+    contracts = sorted({str(e.get("contract")) for e in days})
+    lo, hi, source = plausible_range(contracts[0].split(",")[0])
+    warnings.warn(
+        FxStoreWarning(
+            f"{plan.symbol}: {n:,} book states or trades priced outside the plausible range "
+            f"of {', '.join(contracts[:3])} ([{lo:g}, {hi:g}] points, {source}) in {n_bars:,} "
+            f"bars on {len(days)} trading day(s), first {days[0]['trading_day']}: damaged "
+            "records or a wrong price scale; the bars count them in n_implausible_px (filter "
+            "them out, or check the inputs)."
+        ),
+        stacklevel=2,
+    )
 
 
 def warn_if_target_missed(plan: IngestPlan, entries: Sequence[Json]) -> None:

@@ -55,6 +55,7 @@ from fxstore.ingest.run.manifest import (
     summary_from_manifest,
     up_to_date_manifest,
     warn_if_target_missed,
+    warn_implausible,
     write_manifest,
 )
 from fxstore.ingest.run.manifest import fingerprint as series_fingerprint
@@ -291,6 +292,7 @@ def ingest(
             )
         write_manifest(out_dir, writer, inputs, fingerprint, definitions, truncated)
         warn_if_target_missed(plan, writer.entries)
+        warn_implausible(plan, writer.entries)
         (out_dir / PROGRESS).unlink(missing_ok=True)
     n_bars = sum(int(str(e["n_bars"])) for e in writer.entries)
     n_days = sum(1 for e in writer.entries if int(str(e["n_bars"])) > 0)

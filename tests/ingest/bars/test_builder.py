@@ -1026,3 +1026,27 @@ def test_build_bars_records_after_the_close_change_no_bar() -> None:
 
     assert with_after.equals(alone)
     assert max(_column(with_after, "ts_close")) < close_ns
+
+
+def test_build_bars_counts_book_states_and_trades_outside_the_plausible_range() -> None:
+    config = BarConfig("tick", threshold=3, multiplier=50.0)
+    first = [quote(0), trade(1, "B", 5000.0), trade(2, "A", 4999.75), trade(3, "B", 5000.0)]
+    second = [quote(4), trade(5, "B", 5.58e9), trade(6, "A", 4999.75), trade(7, "B", 5000.0)]
+    records = make_records([*first, *second])
+    records["ask_px_00"][4] = to_fixed(-8.57e9)  # an absurd book, as seen on real data
+
+    plain = _build(records, config)
+    flagged = build_bars(
+        records,
+        config,
+        trading_day=DAY,
+        contract="ESH4",
+        session_open_ns=OPEN,
+        session_close_ns=CLOSE,
+        price_range=(100.0, 100_000.0),
+    )
+
+    assert _column(plain, "n_implausible_px") == [0, 0]
+    # bar 1: the book at record 4 and the trade at 5.58e9
+    assert _column(flagged, "n_implausible_px") == [0, 2]
+    assert flagged.drop(["n_implausible_px"]).equals(plain.drop(["n_implausible_px"]))

@@ -9,7 +9,7 @@ import pytest
 from fxstore.config import BarConfig, IngestConfig
 from fxstore.errors import FxStoreWarning
 from fxstore.ingest import ingest, open_dbn
-from fxstore.ingest.run.manifest import warn_if_target_missed
+from fxstore.ingest.run.manifest import warn_if_target_missed, warn_implausible
 from fxstore.ingest.run.plan import plan_ingest
 from tests.conftest import SynthMarket
 
@@ -105,3 +105,24 @@ def test_ingest_truncated_input_is_recorded_and_warned_about_on_every_run(
     with pytest.warns(FxStoreWarning, match=rf"input {cut.name} was truncated .* incomplete"):
         again = ingest(config, [cut], tmp_path / "store")
     assert again.up_to_date
+
+
+def test_warn_implausible_names_the_count_range_bars_and_first_day() -> None:
+    plan = plan_ingest(IngestConfig(symbol="ES.FUT"))
+    entries = [
+        {"trading_day": "2024-01-02", "contract": "ESH4", "n_bars": 90},
+        {"trading_day": "2024-01-03", "contract": "ESH4", "n_bars": 90, "n_implausible_px": 3,
+         "n_bars_implausible_px": 2},
+    ]  # fmt: skip
+
+    with pytest.warns(FxStoreWarning) as caught:
+        warn_implausible(plan, entries)
+
+    (message,) = [str(w.message) for w in caught]
+    assert message.startswith("ES.FUT: 3 book states or trades priced outside the plausible")
+    assert "[100, 100000] points, builtin) in 2 bars on 1 trading day(s), first 2024-01-03" in (
+        message
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        warn_implausible(plan, entries[:1])  # nothing outside: no warning
