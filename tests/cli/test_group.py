@@ -11,7 +11,18 @@ from click.testing import CliRunner
 
 from fxstore.cli import cli
 
-COMMANDS = ("backtest", "demo", "info", "ingest", "ls", "precompute", "scan", "synth", "train")
+COMMANDS = (
+    "backtest",
+    "demo",
+    "gc",
+    "info",
+    "ingest",
+    "ls",
+    "precompute",
+    "scan",
+    "synth",
+    "train",
+)
 
 
 def test_cli_registers_every_command() -> None:
