@@ -787,7 +787,7 @@ def delete_bar_versions(series: Path, numbers: Sequence[int]) -> list[Path]:
     if gone:
         current = next(v.version for v in versions if v.is_current)
         _write_series(series, [v for v in versions if v.version not in numbers], current)
-    gone += list_orphan_bar_folders(series)
+    gone += [p for p in list_orphan_bar_folders(series) if p not in gone]
     with os_errors(series, "delete a version in"):
         for folder in gone:
             shutil.rmtree(folder)

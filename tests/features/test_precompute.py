@@ -77,8 +77,8 @@ def test_manifest_records_featureset_source_and_normalisation(cached_store: Path
         instrument_key="mbp10_front_month", bar_key=INGEST.bars.key
     )
     bars_dir = cached_store / source["bars_dir"]
-    assert source["bar_key"] == INGEST.bars.key
-    assert source["manifest_sha256"] == file_sha256(bars_dir / "manifest.json")
+    assert source["bar_key"] == INGEST.bars.key and source["bar_version"] == 1
+    assert source["manifest_sha256"] == file_sha256(bars_dir / "v0001" / "manifest.json")
     norm = manifest["normalisation"]
     assert norm["vol_normaliser"]["window_bars"] == 200
     assert set(norm["columns"]) == {
@@ -257,7 +257,7 @@ def test_precompute_unknown_bars_raise_listing_known(
 
 
 def test_precompute_two_bar_keys_needs_a_choice(store: Path) -> None:
-    folder = resolve_bars(store, FeatureConfig()).folder
+    folder = resolve_bars(store, FeatureConfig()).folder.parent  # the series, not its version
     (folder.parent / "dib-b50-00000000").mkdir()
     (folder.parent / "dib-b50-00000000" / "manifest.json").write_text("{}")
 
