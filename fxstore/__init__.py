@@ -54,7 +54,9 @@ def open(root: str | os.PathLike[str]) -> FeatureStore:  # shadows builtins.open
     -------
     FeatureStore
         ``list_symbols()``, ``list_featuresets(symbol)``, ``manifest(symbol)``,
-        ``read(symbol, start=, end=, columns=)`` (pyarrow Table) and ``read_polars(...)``.
+        ``read(symbol, start=, end=, columns=)`` (pyarrow Table) and ``read_polars(...)``;
+        the bars: ``read_bars(symbol, version=, as_of=, start=, end=)`` and
+        ``list_bar_versions(symbol)``.
 
     Examples
     --------

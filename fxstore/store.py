@@ -2,7 +2,8 @@
 
 This is the only module that knows the on-disk layout (DESIGN.md, "Store layout")::
 
-    <root>/bars/<SYMBOL>/<instrument-key>/<bar-key>/<YYYY-MM-DD>.parquet + manifest.json
+    <root>/bars/<SYMBOL>/<instrument-key>/<bar-key>/manifest.json        the series: its versions
+    <root>/bars/<SYMBOL>/<instrument-key>/<bar-key>/v<NNNN>/<YYYY-MM-DD>.parquet + manifest.json
     <root>/fxcache/<SYMBOL>/<featureset-hash>/<shard>.arrow             + manifest.json
     <root>/runs/<run-id>/[fold<NN>/]
     <root>/synth/<SYMBOL>/                                               built-in market (DBN)
@@ -13,6 +14,14 @@ the root, and a file name read from a manifest is resolved inside the manifest's
 fsynced and renamed into place: a killed run leaves no partial file visible, and the next
 writer of that folder removes the temporary file it left (:func:`remove_stale_temps`).
 
+A bar series is versioned (ArcticDB's versions are the model): each build writes its day
+files and manifest into a new version folder ``v<NNNN>`` beside the current one and switches
+the series to it by rewriting the series manifest (the list of committed versions) in one
+atomic rename (:func:`commit_bar_version`). Readers reach a version only through that list,
+so a killed build leaves the previous version complete and readable; its folder is resumed
+by the next build. A series of fxstore before versions (day files and their manifest directly
+in the bar-key folder) reads as version 1 and is moved into ``v0001`` by the next commit.
+
 Every OSError of these helpers (disk full, read-only, no permission, name too long, a file
 where a folder should be) becomes a :class:`~fxstore.errors.StoreAccessError` that names the
 path and what to do (:func:`os_errors`). Files follow the umask (0644 under the usual 022).
@@ -21,6 +30,7 @@ path and what to do (:func:`os_errors`). Files follow the umask (0644 under the 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import errno
 import fcntl
@@ -30,31 +40,41 @@ import logging
 import os
 import re
 import secrets
-from collections.abc import Callable, Iterator, Mapping
+import shutil
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Final, TypeVar, cast
 
-from fxstore.errors import InvalidInputError, SchemaError, StoreAccessError
+from fxstore.errors import InvalidInputError, SchemaError, StoreAccessError, SymbolNotFoundError
 
 __all__ = [
     "DEFAULT_ROOT",
     "LOCK",
     "MANIFEST",
+    "SERIES_FORMAT",
+    "BarVersion",
     "atomic_path",
     "atomic_write_bytes",
     "atomic_write_json",
     "atomic_write_stream",
     "bars_dir",
     "bars_relpath",
+    "commit_bar_version",
     "create_run_dir",
+    "delete_bar_versions",
+    "discard_bar_stage",
     "file_sha256",
+    "find_bar_version",
     "fold_dir",
     "fsync_dir",
     "fxcache_dir",
     "key_lock",
     "list_bar_series",
+    "list_bar_versions",
     "list_fxcache_keys",
     "list_fxcache_symbols",
+    "list_orphan_bar_folders",
     "list_runs",
     "list_temps",
     "manifest_field",
@@ -66,6 +86,7 @@ __all__ = [
     "resolve_manifest_file",
     "run_dir",
     "runs_dir",
+    "stage_bar_version",
     "store_access_error",
     "synth_dir",
     "validate_key",
@@ -487,3 +508,293 @@ def list_bar_series(root: Path, symbol: str | None = None) -> list[tuple[str, st
         bar_dir = manifest.parent
         found.append((bar_dir.parent.parent.name, bar_dir.parent.name, bar_dir.name))
     return sorted(found)
+
+
+# --- versions of a bar series ---------------------------------------------------------------
+
+#: The ``format`` of a bar series' manifest (its committed versions).
+SERIES_FORMAT: Final = "fxstore-bar-series/1"
+_DAMAGED: Final = "the manifest is damaged or was edited: re-run `fxstore ingest --force`"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class BarVersion:
+    """One committed version of a bar series (ArcticDB's ``VersionedItem``)."""
+
+    #: 1, 2, ...: a later build has a higher number; numbers are never reused.
+    version: int
+    #: When the build was committed: ns since the epoch, UTC (strictly increasing).
+    committed_ns: int
+    #: SHA-256 of the version's manifest: the identity of its bars.
+    manifest_sha256: str
+    #: The folder holding the version's ``manifest.json`` and day files.
+    folder: Path
+    is_current: bool
+
+    @property
+    def manifest(self) -> Path:
+        """The version's manifest (the ingest manifest of its day files)."""
+        return self.folder / MANIFEST
+
+    @property
+    def committed_at(self) -> str:
+        """The commit time as ISO 8601 UTC, to the microsecond."""
+        stamp = dt.datetime.fromtimestamp(self.committed_ns // 1000 / 1e6, dt.UTC)
+        return stamp.isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def _version_dir(series: Path, version: int) -> Path:
+    """``v<NNNN>``: the folder of `version` in the bar-series folder `series`."""
+    return series / f"v{version:04d}"
+
+
+def _series_manifest(series: Path) -> dict[str, object] | None:
+    path = manifest_path(series)
+    with os_errors(path, "read"):
+        if not path.is_file():
+            return None
+    return read_json(path)
+
+
+def _legacy_version(series: Path, is_current: bool = True) -> BarVersion:
+    """A series of fxstore before versions (day files beside its manifest): version 1."""
+    path = manifest_path(series)
+    with os_errors(path, "read"):
+        committed_ns = path.stat().st_mtime_ns
+    return BarVersion(1, committed_ns, file_sha256(path), series, is_current)
+
+
+def list_bar_versions(series: Path) -> list[BarVersion]:
+    """The committed versions of the bar series in folder `series`, oldest first.
+
+    Empty when nothing was ever committed there. A series written before versions existed
+    is one version, 1, read where it lies.
+
+    Raises
+    ------
+    SchemaError
+        The series manifest is malformed (the message names the file and the field).
+    """
+    data = _series_manifest(series)
+    if data is None:
+        return []
+    if "versions" not in data and data.get("format") != SERIES_FORMAT:
+        return [_legacy_version(series)]
+    where = manifest_path(series)
+    current = manifest_field(data, "current", int, where)
+    versions = []
+    for entry in manifest_field(data, "versions", list, where):
+        if not isinstance(entry, dict):
+            raise SchemaError(
+                f"{where}: every entry of `versions` must be a JSON object; {_DAMAGED}."
+            )
+        number = manifest_field(entry, "version", int, where)
+        versions.append(
+            BarVersion(
+                number,
+                manifest_field(entry, "committed_ns", int, where),
+                manifest_field(entry, "manifest_sha256", str, where),
+                _version_dir(series, number),
+                number == current,
+            )
+        )
+    numbers = [v.version for v in versions]
+    if numbers != sorted(set(numbers)) or not numbers or numbers[0] < 1 or current not in numbers:
+        raise SchemaError(
+            f"{where}: `versions` must be increasing version numbers from 1 that hold "
+            f"`current` ({current}), were {numbers}; {_DAMAGED}."
+        )
+    return versions
+
+
+def find_bar_version(
+    series: Path, *, version: int | None = None, as_of_ns: int | None = None
+) -> BarVersion:
+    """The version of the bar series `series` to read: the current one by default.
+
+    Parameters
+    ----------
+    version
+        That version number.
+    as_of_ns
+        The version that was current at this time (ns since the epoch, UTC): the last one
+        committed at or before it.
+
+    Raises
+    ------
+    SymbolNotFoundError
+        Nothing committed, no such version or none committed by `as_of_ns` (lists them).
+    InvalidInputError
+        Both `version` and `as_of_ns` given.
+    """
+    if version is not None and as_of_ns is not None:
+        raise InvalidInputError("give `version` or `as_of`, not both.")
+    versions = list_bar_versions(series)
+    if not versions:
+        raise SymbolNotFoundError(f"{series}: no committed bars; run `fxstore ingest` first.")
+    known = ", ".join(f"{v.version} ({v.committed_at})" for v in versions)
+    if version is not None:
+        found = [v for v in versions if v.version == version]
+        if not found:
+            raise SymbolNotFoundError(f"{series}: no version {version}; it has {known}.")
+        return found[0]
+    if as_of_ns is not None:
+        found = [v for v in versions if v.committed_ns <= as_of_ns]
+        if not found:
+            raise SymbolNotFoundError(
+                f"{series}: no version was committed by the `as_of` time; it has {known}."
+            )
+        return found[-1]
+    return next(v for v in versions if v.is_current)
+
+
+def stage_bar_version(series: Path) -> Path:
+    """The folder of the next version of `series`, created: where a build writes.
+
+    The folder of a killed build is the same folder (the next number after the current
+    version's), so a re-run can resume it; its temporary files are removed. Hold the
+    series' :func:`key_lock`.
+    """
+    versions = list_bar_versions(series)
+    folder = _version_dir(series, versions[-1].version + 1 if versions else 1)
+    with os_errors(folder, "create"):
+        folder.mkdir(parents=True, exist_ok=True)
+    remove_stale_temps(folder)
+    return folder
+
+
+def discard_bar_stage(folder: Path) -> None:
+    """Delete the uncommitted version folder `folder` (of :func:`stage_bar_version`).
+
+    Raises
+    ------
+    InvalidInputError
+        `folder` is a committed version: it is never deleted here.
+    """
+    series = folder.parent
+    if any(v.folder == folder for v in list_bar_versions(series)) or folder == series:
+        raise InvalidInputError(f"{folder} is a committed version of {series}; not deleting it.")
+    with os_errors(folder, "delete"):
+        if folder.exists():
+            shutil.rmtree(folder)
+
+
+def _write_series(series: Path, versions: Sequence[BarVersion], current: int) -> None:
+    """Commit the list of versions: one atomic rename of the series manifest."""
+    entries = [
+        {
+            "version": v.version,
+            "committed_ns": v.committed_ns,
+            "committed_at": v.committed_at,
+            "manifest_sha256": v.manifest_sha256,
+        }
+        for v in versions
+    ]
+    data = {"format": SERIES_FORMAT, "current": current, "versions": entries}
+    atomic_write_json(manifest_path(series), data)
+
+
+def _migrate_legacy(series: Path) -> tuple[BarVersion, list[Path]]:
+    """Copy a series of fxstore before versions into ``v0001`` (hard links where the file
+    system allows); return version 1 there and the old files to delete once committed.
+
+    Its manifest is copied byte for byte, so its SHA-256 (what fxcaches recorded) is kept.
+    Until the commit the old layout is untouched: a killed migration is done again.
+    """
+    legacy = _legacy_version(series, is_current=False)
+    data = read_json(legacy.manifest)
+    target = _version_dir(series, 1)
+    old: list[Path] = []
+    with os_errors(target, "write"):
+        shutil.rmtree(target, ignore_errors=True)  # a killed migration's half
+        target.mkdir()
+        days = data.get("days")
+        for day in days if isinstance(days, list) else []:
+            name = str(day.get("file", "")) if isinstance(day, dict) else ""
+            if not name:
+                continue
+            if os.path.basename(name) != name:
+                raise SchemaError(
+                    f"{legacy.manifest}: file entry {name!r} is no file name; {_DAMAGED}."
+                )
+            source = resolve_manifest_file(legacy.manifest, name)
+            with contextlib.suppress(FileNotFoundError):  # already missing: v1 stays damaged
+                try:
+                    os.link(source, target / name)
+                except OSError:
+                    shutil.copy2(source, target / name)  # keeps the mtime the manifest trusts
+                old.append(source)
+    atomic_write_bytes(target / MANIFEST, legacy.manifest.read_bytes())
+    return dataclasses.replace(legacy, folder=target), old
+
+
+def commit_bar_version(series: Path, folder: Path) -> BarVersion:
+    """Make the finished build in `folder` (its manifest written) the current version.
+
+    One atomic rename of the series manifest: until it, readers see the previous version;
+    after it, the new one. A series of fxstore before versions is moved into ``v0001``
+    first. Hold the series' :func:`key_lock`.
+    """
+    versions = list_bar_versions(series)
+    old: list[Path] = []
+    if versions and versions[0].folder == series:
+        migrated, old = _migrate_legacy(series)
+        versions = [migrated]
+    number = versions[-1].version + 1 if versions else 1
+    if folder != _version_dir(series, number):
+        raise InvalidInputError(f"{folder} is not the next version of {series}; re-run ingest.")
+    now = time.time_ns()
+    committed_ns = max(now, versions[-1].committed_ns + 1) if versions else now
+    new = BarVersion(number, committed_ns, file_sha256(folder / MANIFEST), folder, True)
+    past = [dataclasses.replace(v, is_current=False) for v in versions]
+    _write_series(series, [*past, new], number)
+    with os_errors(series, "clean up"):
+        for path in old:  # the layout before versions: v0001 holds them now
+            path.unlink(missing_ok=True)
+    logger.info("committed version %d of %s", number, series)
+    return new
+
+
+def list_orphan_bar_folders(series: Path) -> list[Path]:
+    """Version folders below the current version that no committed version names (a
+    deletion that was killed): nothing references them."""
+    versions = list_bar_versions(series)
+    if not versions:
+        return []
+    named = {v.folder for v in versions}
+    last = versions[-1].version
+    return sorted(
+        p
+        for p in series.glob("v[0-9][0-9][0-9][0-9]*")
+        if p.is_dir() and p.name[1:].isdigit() and int(p.name[1:]) <= last and p not in named
+    )
+
+
+def delete_bar_versions(series: Path, numbers: Sequence[int]) -> list[Path]:
+    """Delete versions `numbers` of `series` (never the current one) and orphan folders;
+    return the folders deleted. The series manifest drops them first (one atomic commit),
+    then their folders go. Hold the series' :func:`key_lock`.
+
+    Raises
+    ------
+    InvalidInputError
+        One of `numbers` is the current version.
+    SymbolNotFoundError
+        One of `numbers` is no committed version.
+    """
+    versions = list_bar_versions(series)
+    by_number = {v.version: v for v in versions}
+    for number in numbers:
+        if number not in by_number:
+            raise SymbolNotFoundError(f"{series}: no version {number}; it has {sorted(by_number)}.")
+        if by_number[number].is_current:
+            raise InvalidInputError(f"{series}: version {number} is current; it is never deleted.")
+    gone = [by_number[n].folder for n in sorted(set(numbers))]
+    if gone:
+        current = next(v.version for v in versions if v.is_current)
+        _write_series(series, [v for v in versions if v.version not in numbers], current)
+    gone += [p for p in list_orphan_bar_folders(series) if p not in gone]
+    with os_errors(series, "delete a version in"):
+        for folder in gone:
+            shutil.rmtree(folder)
+    return gone

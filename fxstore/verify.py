@@ -26,10 +26,13 @@ from fxstore.errors import FxStoreError
 from fxstore.fxcache import FxCacheManifest, read_manifest
 from fxstore.store import (
     MANIFEST,
+    BarVersion,
     bars_dir,
     file_sha256,
     key_lock,
     list_bar_series,
+    list_bar_versions,
+    list_orphan_bar_folders,
     list_temps,
     manifest_path,
     read_json,
@@ -46,6 +49,7 @@ _REINGEST: Final = (
     "rebuild the series from its DBN files with `fxstore ingest ... --force` (the inputs are "
     "not in the store, so verify cannot)"
 )
+_FINISH_INGEST: Final = "re-run the same `fxstore ingest` to finish it"
 _KEEP: Final = "left as it is (it may be good data): move it aside if it is not yours"
 
 
@@ -191,18 +195,45 @@ def _bar_entries(data: dict[str, object]) -> list[tuple[object, object, object]]
 
 
 def _verify_series(tally: _Tally, root: Path, folder: Path, *, repair: bool) -> bool:
-    """Check one bar series; True when every day file is intact."""
+    """Check one bar series, every committed version of it; True when all are intact."""
     _check_temps(tally, folder, repair=repair, has_lock=True)
     try:
-        data = read_json(manifest_path(folder))
+        versions = list_bar_versions(folder)
     except FxStoreError as err:
         tally.add(manifest_path(folder), f"cannot be read ({err})", _REINGEST)
         return False
+    intact = True
+    for version in versions:
+        intact &= _verify_version(tally, root, folder, version, repair=repair)
+    last = versions[-1].version if versions else 0
+    for staged in sorted(folder.glob("v[0-9][0-9][0-9][0-9]*")):
+        if staged.is_dir() and staged.name[1:].isdigit() and int(staged.name[1:]) > last:
+            tally.add(staged, "an unfinished build (not committed)", _FINISH_INGEST)
+    for orphan in list_orphan_bar_folders(folder):
+        tally.add(orphan, "a version no manifest names (a killed gc)", "`fxstore gc` removes it")
+    return intact
+
+
+def _verify_version(
+    tally: _Tally, root: Path, series: Path, version: BarVersion, *, repair: bool
+) -> bool:
+    """Check one committed version: its manifest is the one committed, its day files listed."""
+    if version.folder != series:  # v0001/ ...; a series from before versions lies in place
+        _check_temps(tally, version.folder, repair=repair, has_lock=True)
+    try:
+        data = read_json(version.manifest)
+    except FxStoreError as err:
+        tally.add(version.manifest, f"cannot be read ({err})", _REINGEST)
+        return False
+    committed = file_sha256(version.manifest) == version.manifest_sha256
+    if not committed:
+        tally.add(version.manifest, "is not the manifest its version committed", _REINGEST)
     if not isinstance(data.get("days"), list):
-        tally.add(manifest_path(folder), "field `days` is missing or not a list", _REINGEST)
+        tally.add(version.manifest, "field `days` is missing or not a list", _REINGEST)
         return False
     entries = _bar_entries(data)
-    return _check_listed(tally, root, manifest_path(folder), entries, "*.parquet", _REINGEST)
+    listed = _check_listed(tally, root, version.manifest, entries, "*.parquet", _REINGEST)
+    return committed and listed
 
 
 def _iter_unfinished(root: Path, symbol: str | None) -> Iterator[tuple[Path, str]]:
@@ -248,7 +279,11 @@ def _repair_cache(root: Path, cache: FxCacheManifest, intact: dict[Path, bool]) 
         return False, "cannot rebuild it: its manifest does not say how it was made"
     if not intact.get(bars, False):
         return False, f"cannot rebuild it: its bars {bars} are damaged or gone"
-    key = featureset.hash(instrument_key=ik, bar_key=bk, bars_sha256=file_sha256(bars / MANIFEST))
+    current = [v for v in list_bar_versions(bars) if v.is_current]
+    if not current:
+        return False, f"cannot rebuild it: its bars {bars} are damaged or gone"
+    bars_sha256 = file_sha256(current[0].manifest)
+    key = featureset.hash(instrument_key=ik, bar_key=bk, bars_sha256=bars_sha256)
     if key != cache.key:
         return False, (
             f"cannot rebuild it: the bars in {bars} are not the ones it was built from; "

@@ -1,25 +1,34 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
 
-from fxstore.errors import InvalidInputError, SchemaError
+from fxstore.errors import InvalidInputError, SchemaError, SymbolNotFoundError
 from fxstore.store import (
     atomic_path,
     atomic_write_json,
     bars_dir,
     bars_relpath,
+    commit_bar_version,
+    delete_bar_versions,
+    discard_bar_stage,
+    file_sha256,
+    find_bar_version,
     fold_dir,
     fxcache_dir,
+    list_bar_versions,
     list_fxcache_keys,
     list_fxcache_symbols,
+    list_orphan_bar_folders,
     list_runs,
     manifest_path,
     read_json,
     resolve_manifest_file,
     run_dir,
+    stage_bar_version,
     validate_key,
 )
 
@@ -118,3 +127,169 @@ def test_bars_relpath_is_bars_dir_below_the_root(tmp_path: Path) -> None:
 
     assert relpath == "bars/ES.FUT/mbp10_front_month/dib-b100"
     assert tmp_path / relpath == bars_dir(tmp_path, "ES.FUT", "mbp10_front_month", "dib-b100")
+
+
+# --- versions of a bar series ---------------------------------------------------------------
+
+
+def _build(series: Path, payload: bytes) -> Path:
+    """One build of `series` (a day file holding `payload`), committed; its folder."""
+    folder = stage_bar_version(series)
+    (folder / "2024-03-01.parquet").write_bytes(payload)
+    days = [{"trading_day": "2024-03-01", "file": "2024-03-01.parquet", "n_bars": 1}]
+    atomic_write_json(manifest_path(folder), {"days": days})
+    commit_bar_version(series, folder)
+    return folder
+
+
+def _legacy_series(series: Path) -> bytes:
+    """A series as fxstore wrote it before versions; its manifest's bytes."""
+    series.mkdir(parents=True)
+    (series / "2024-03-01.parquet").write_bytes(b"old bars")
+    days = [{"trading_day": "2024-03-01", "file": "2024-03-01.parquet", "n_bars": 1}]
+    atomic_write_json(manifest_path(series), {"stage": "ingest", "days": days})
+    return manifest_path(series).read_bytes()
+
+
+def test_commit_bar_version_numbers_versions_and_keeps_the_previous_one(tmp_path: Path) -> None:
+    series = bars_dir(tmp_path, "ES.FUT", "mbp10_front_month", "dib-b20")
+
+    first, second = _build(series, b"one"), _build(series, b"two")
+
+    versions = list_bar_versions(series)
+    assert [(v.version, v.folder.name, v.is_current) for v in versions] == [
+        (1, "v0001", False),
+        (2, "v0002", True),
+    ]
+    assert versions[0].committed_ns < versions[1].committed_ns
+    assert (first / "2024-03-01.parquet").read_bytes() == b"one"
+    assert (second / "2024-03-01.parquet").read_bytes() == b"two"
+
+
+def test_stage_bar_version_uncommitted_build_is_not_a_version_and_is_staged_again(
+    tmp_path: Path,
+) -> None:
+    series = tmp_path / "bars" / "ES.FUT" / "i" / "b"
+    _build(series, b"one")
+
+    staged = stage_bar_version(series)
+    (staged / "2024-03-01.parquet").write_bytes(b"half")  # killed before its commit
+
+    assert [v.version for v in list_bar_versions(series)] == [1]
+    assert find_bar_version(series).folder.name == "v0001"
+    assert stage_bar_version(series) == staged  # the next run resumes it
+
+
+def test_find_bar_version_by_number_and_as_of(tmp_path: Path) -> None:
+    series = tmp_path / "bars" / "ES.FUT" / "i" / "b"
+    _build(series, b"one")
+    _build(series, b"two")
+    first, second = list_bar_versions(series)
+
+    assert find_bar_version(series).version == 2
+    assert find_bar_version(series, version=1).version == 1
+    assert find_bar_version(series, as_of_ns=first.committed_ns).version == 1
+    assert find_bar_version(series, as_of_ns=second.committed_ns - 1).version == 1
+    assert find_bar_version(series, as_of_ns=second.committed_ns).version == 2
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "match"),
+    [
+        ({"version": 7}, SymbolNotFoundError, "no version 7; it has 1 "),
+        ({"as_of_ns": 0}, SymbolNotFoundError, "no version was committed by the `as_of` time"),
+        ({"version": 1, "as_of_ns": 0}, InvalidInputError, "give `version` or `as_of`, not both"),
+    ],
+)
+def test_find_bar_version_unknown_or_ambiguous_raises(
+    tmp_path: Path, options: dict[str, int], error: type[Exception], match: str
+) -> None:
+    series = tmp_path / "bars" / "ES.FUT" / "i" / "b"
+    _build(series, b"one")
+
+    with pytest.raises(error, match=match):
+        find_bar_version(series, **options)
+
+
+def test_list_bar_versions_legacy_series_is_version_1_where_it_lies(tmp_path: Path) -> None:
+    series = tmp_path / "bars" / "ES.FUT" / "i" / "b"
+    _legacy_series(series)
+
+    (version,) = list_bar_versions(series)
+
+    assert (version.version, version.folder, version.is_current) == (1, series, True)
+    assert version.manifest_sha256 == file_sha256(manifest_path(series))
+
+
+def test_commit_bar_version_moves_a_legacy_series_into_v0001_byte_for_byte(
+    tmp_path: Path,
+) -> None:
+    series = tmp_path / "bars" / "ES.FUT" / "i" / "b"
+    legacy_manifest = _legacy_series(series)
+
+    _build(series, b"new bars")
+
+    old, new = list_bar_versions(series)
+    assert (old.version, old.folder.name, new.version, new.folder.name) == (1, "v0001", 2, "v0002")
+    assert manifest_path(old.folder).read_bytes() == legacy_manifest  # fxcaches' sha256 holds
+    assert old.manifest_sha256 == file_sha256(manifest_path(old.folder))
+    assert (old.folder / "2024-03-01.parquet").read_bytes() == b"old bars"
+    assert not (series / "2024-03-01.parquet").exists()  # moved, not copied beside
+
+
+def test_list_bar_versions_malformed_series_manifest_names_the_field(tmp_path: Path) -> None:
+    series = tmp_path / "series"
+    _build(series, b"one")
+    data = read_json(manifest_path(series))
+    atomic_write_json(manifest_path(series), data | {"current": 5})
+
+    with pytest.raises(SchemaError, match=r"manifest.json: `versions` must be increasing"):
+        list_bar_versions(series)
+
+
+def test_list_bar_versions_folder_comes_from_the_number_never_from_the_manifest(
+    tmp_path: Path,
+) -> None:
+    series = tmp_path / "series"
+    _build(series, b"one")
+    data = read_json(manifest_path(series))
+    data["versions"][0]["folder"] = "../../outside"  # type: ignore[index]
+    atomic_write_json(manifest_path(series), data)
+
+    assert list_bar_versions(series)[0].folder == series / "v0001"
+
+
+def test_delete_bar_versions_removes_old_ones_never_the_current(tmp_path: Path) -> None:
+    series = tmp_path / "series"
+    first, _, third = (_build(series, p) for p in (b"1", b"2", b"3"))
+
+    with pytest.raises(InvalidInputError, match="version 3 is current; it is never deleted"):
+        delete_bar_versions(series, [3])
+    gone = delete_bar_versions(series, [1])
+
+    assert gone == [first] and not first.exists() and third.exists()
+    assert [v.version for v in list_bar_versions(series)] == [2, 3]
+    assert stage_bar_version(series).name == "v0004"  # numbers are never reused
+
+
+def test_delete_bar_versions_killed_after_the_commit_leaves_an_orphan_the_next_one_removes(
+    tmp_path: Path,
+) -> None:
+    series = tmp_path / "series"
+    first = _build(series, b"1")
+    _build(series, b"2")
+    shutil.copytree(first, tmp_path / "kept")
+    delete_bar_versions(series, [1])
+    shutil.copytree(tmp_path / "kept", first)  # as if killed before its folder was deleted
+
+    assert list_orphan_bar_folders(series) == [first]
+    assert delete_bar_versions(series, []) == [first] and not first.exists()
+
+
+def test_discard_bar_stage_refuses_a_committed_version(tmp_path: Path) -> None:
+    series = tmp_path / "series"
+    folder = _build(series, b"1")
+
+    with pytest.raises(InvalidInputError, match="is a committed version"):
+        discard_bar_stage(folder)
+    assert folder.is_dir()

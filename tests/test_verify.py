@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -39,6 +40,21 @@ def store(clean: Path, tmp_path: Path) -> Path:
 def _series(root: Path) -> Path:
     (folder,) = (root / "bars" / "ES.FUT" / "mbp10_front_month").iterdir()
     return folder
+
+
+def _version(root: Path) -> Path:
+    """The folder of the series' one committed version (its day files and manifest)."""
+    return _series(root) / "v0001"
+
+
+def _recommit(root: Path) -> None:
+    """Record the version manifest's new sha256 in the series manifest, as a build of other
+    bars committing under the same keys would."""
+    series = _series(root) / "manifest.json"
+    data = json.loads(series.read_text())
+    sha = hashlib.sha256((_version(root) / "manifest.json").read_bytes()).hexdigest()
+    data["versions"][0]["manifest_sha256"] = sha
+    series.write_text(json.dumps(data))
 
 
 def _cache(root: Path) -> Path:
@@ -101,7 +117,7 @@ def test_verify_repair_rebuilds_a_damaged_shard_byte_for_byte(
 
 
 def test_verify_repair_leaves_a_damaged_day_file_and_says_how_to_rebuild(store: Path) -> None:
-    day = sorted(_series(store).glob("*.parquet"))[10]
+    day = sorted(_version(store).glob("*.parquet"))[10]
     _flip_byte(day)
     damaged = day.read_bytes()
 
@@ -117,7 +133,7 @@ def test_verify_repair_leaves_a_damaged_day_file_and_says_how_to_rebuild(store: 
 
 
 def test_verify_repair_will_not_rebuild_a_cache_from_damaged_bars(store: Path) -> None:
-    _flip_byte(sorted(_series(store).glob("*.parquet"))[10])
+    _flip_byte(sorted(_version(store).glob("*.parquet"))[10])
     shard = _cache(store) / "2024-04.arrow"
     _flip_byte(shard)
 
@@ -129,10 +145,11 @@ def test_verify_repair_will_not_rebuild_a_cache_from_damaged_bars(store: Path) -
 
 
 def test_verify_repair_will_not_rebuild_a_cache_of_other_bars(store: Path) -> None:
-    manifest = _series(store) / "manifest.json"
+    manifest = _version(store) / "manifest.json"
     data = json.loads(manifest.read_text())
     data["days"] = data["days"][:-5]  # re-ingested: other bars under the same keys
     manifest.write_text(json.dumps(data))
+    _recommit(store)
     shard = _cache(store) / "2024-04.arrow"
     _flip_byte(shard)
     before = sorted(p.name for p in (store / "fxcache" / "ES.FUT").iterdir())
@@ -183,7 +200,7 @@ def test_verify_wrong_size_shard_names_both_sizes(store: Path) -> None:
 
 
 def test_verify_manifest_entry_outside_the_series_is_reported(store: Path) -> None:
-    manifest = _series(store) / "manifest.json"
+    manifest = _version(store) / "manifest.json"
     data = json.loads(manifest.read_text())
     day = next(d for d in data["days"] if "file" in d)
     day["file"] = "../../../../outside.parquet"
@@ -224,3 +241,20 @@ def test_verify_symbol_checks_only_that_symbol(store: Path) -> None:
 
     assert code == 0
     assert lines == [f"Verified 0 bar series and 0 fxcaches (0 files) in {store}: no problems."]
+
+
+def test_verify_reports_an_uncommitted_build_and_a_replaced_version_manifest(
+    store: Path,
+) -> None:
+    staged = _series(store) / "v0002"
+    staged.mkdir()  # a build killed before its commit
+    manifest = _version(store) / "manifest.json"
+    manifest.write_text(manifest.read_text() + "\n")  # not the bytes its version committed
+
+    problems = verify_store(store).problems
+
+    assert any(p.path == staged and "unfinished build (not committed)" in p.what for p in problems)
+    assert any(
+        p.path == manifest and "not the manifest its version committed" in p.what for p in problems
+    )
+    assert staged.is_dir()  # reported, never deleted

@@ -1,4 +1,4 @@
-"""Commands over the feature cache: ``precompute``, ``ls`` and ``info``."""
+"""Commands over the store: ``precompute``, ``ls``, ``info`` and ``gc``."""
 
 from __future__ import annotations
 
@@ -125,20 +125,91 @@ def ls(as_json: bool, store_root: Path) -> None:
 @command()
 @click.argument("symbol")
 @featureset_option(default_from="the latest written")
+@click.option(
+    "--versions",
+    "show_versions",
+    is_flag=True,
+    help="List the versions of the symbol's bar series instead (newest first).",
+)
 @json_option
 @store_option
-def info(symbol: str, featureset: str | None, as_json: bool, store_root: Path) -> None:
+def info(
+    symbol: str, featureset: str | None, show_versions: bool, as_json: bool, store_root: Path
+) -> None:
     """Show a symbol's feature cache: source bars, rows, feature definitions, shards.
 
+    With --versions: every committed version of the symbol's bar series (each ingest build
+    is one), when it was committed, what it holds and which fxcaches were built from it.
+
     \b
-    Example:
+    Examples:
       fxstore info ES.FUT
+      fxstore info ES.FUT --versions
     """
     from fxstore.features.catalog import format_info
     from fxstore.features.reader import FeatureStore
 
+    if show_versions:
+        listing = FeatureStore(store_root).list_bar_versions(symbol)
+        if as_json:
+            echo_json([s.to_json() for s in listing])
+        else:
+            click.echo("\n".join(s.format_text() for s in listing))
+        return
     manifest = FeatureStore(store_root).manifest(symbol, featureset)
     if as_json:
         echo_json(dict(manifest.data))
     else:
         click.echo(format_info(manifest))
+
+
+@command()
+@click.argument("symbol", required=False)
+@click.option(
+    "--keep",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Keep the N newest versions of each bar series (the current one among them).",
+)
+@click.option(
+    "--older-than",
+    default=None,
+    help="Delete only versions committed before this time: an ISO date or time (UTC unless "
+    "it says otherwise) or an age (30d, 12h).",
+)
+@click.option(
+    "--dry-run/--delete",
+    default=True,
+    show_default=True,
+    help="List what would be deleted, or delete it.",
+)
+@json_option
+@store_option
+def gc(
+    symbol: str | None,
+    keep: int | None,
+    older_than: str | None,
+    dry_run: bool,
+    as_json: bool,
+    store_root: Path,
+) -> None:
+    """Prune old versions of bar series (of SYMBOL, or of every symbol).
+
+    Never deletes the current version of a series, nor a version an fxcache was built from.
+    By default nothing is deleted: the versions that would be are listed; --delete deletes.
+    With both --keep and --older-than, a version goes only when both rules let it go.
+
+    \b
+    Examples:
+      fxstore gc ES.FUT --keep 3
+      fxstore gc --older-than 30d --delete
+    """
+    from fxstore.features.versions import gc as run
+    from fxstore.features.versions import parse_time_ns
+
+    older_than_ns = None if older_than is None else parse_time_ns(older_than, "--older-than")
+    report = run(store_root, symbol=symbol, keep=keep, older_than_ns=older_than_ns, dry_run=dry_run)
+    if as_json:
+        echo_json(report.to_json())
+    else:
+        click.echo(report.format_text())

@@ -6,6 +6,7 @@
 - :mod:`~fxstore.features.compute`: a feature set over a bar table (in memory).
 - :mod:`~fxstore.features.precompute`: bar store → fxcache (``fxstore precompute``).
 - :mod:`~fxstore.features.reader`: reading caches back (``fxstore.open``, ``ls``, ``info``).
+- :mod:`~fxstore.features.versions`: bar series versions (``read_bars``, ``--versions``, ``gc``).
 
 Importing this package imports nothing heavy; import the submodule you need.
 """

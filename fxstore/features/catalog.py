@@ -14,10 +14,10 @@ from fxstore.features.reader import FeatureStore
 from fxstore.fxcache import FxCacheManifest, describe_truncated, truncated_inputs
 from fxstore.store import (
     bars_dir,
+    find_bar_version,
     fxcache_dir,
     list_bar_series,
     manifest_field,
-    manifest_path,
     read_json,
 )
 
@@ -42,6 +42,8 @@ class BarSeriesInfo:
     n_days: int
     first_day: str
     last_day: str
+    #: The current version (``fxstore info SYMBOL --versions`` lists them all).
+    version: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +85,7 @@ class StoreListing:
         lines = [f"bars/ in {self.root}:"]
         lines += [
             f"  {b.symbol}  {b.instrument_key}/{b.bar_key}  {b.n_bars:,} bars, {b.n_days} days "
-            f"({b.first_day} .. {b.last_day})"
+            f"({b.first_day} .. {b.last_day}), version {b.version}"
             for b in self.bars
         ] or ["  (none: run `fxstore ingest`)"]
         lines.append("fxcache/:")
@@ -100,7 +102,8 @@ class StoreListing:
 
 
 def _bar_info(root: Path, symbol: str, instrument_key: str, bar_key: str) -> BarSeriesInfo:
-    where = manifest_path(bars_dir(root, symbol, instrument_key, bar_key))
+    current = find_bar_version(bars_dir(root, symbol, instrument_key, bar_key))
+    where = current.manifest
     manifest = read_json(where)
     days = [d for d in manifest_field(manifest, "days", list, where) if isinstance(d, dict)]
     n_bars = [manifest_field(d, "n_bars", int, where) for d in days]
@@ -117,6 +120,7 @@ def _bar_info(root: Path, symbol: str, instrument_key: str, bar_key: str) -> Bar
         n_days=len(with_bars),
         first_day=with_bars[0] if with_bars else "",
         last_day=with_bars[-1] if with_bars else "",
+        version=current.version,
     )
 
 

@@ -44,6 +44,7 @@ from fxstore.store import (
     bars_dir,
     bars_relpath,
     file_sha256,
+    find_bar_version,
     fxcache_dir,
     key_lock,
     list_bar_series,
@@ -73,6 +74,8 @@ class BarSource:
     #: The bar manifest as read, and the SHA-256 of its file.
     manifest: Json
     manifest_sha256: str
+    #: The version of the bar series read (:func:`fxstore.store.find_bar_version`).
+    version: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,9 +153,10 @@ def resolve_bars(store_root: Path, config: FeatureConfig) -> BarSource:
         )
     bar_key = config.bar_key or keys[0]
     folder = bars_dir(store_root, config.symbol, config.instrument_key, bar_key)
-    manifest = read_json(manifest_path(folder))
-    sha = file_sha256(manifest_path(folder))
-    return BarSource(folder, config.instrument_key, bar_key, manifest, sha)
+    version = find_bar_version(folder)  # the current version
+    manifest = read_json(version.manifest)
+    sha = file_sha256(version.manifest)
+    return BarSource(version.folder, config.instrument_key, bar_key, manifest, sha, version.version)
 
 
 def read_bars(source: BarSource) -> pa.Table:
@@ -266,6 +270,7 @@ def _manifest(
             "bars_dir": bars_relpath(config.symbol, source.instrument_key, source.bar_key),
             "instrument_key": source.instrument_key,
             "bar_key": source.bar_key,
+            "bar_version": source.version,
             "manifest_sha256": source.manifest_sha256,
             "truncated_inputs": _truncated(source),
         },

@@ -3,6 +3,7 @@
 :class:`FeatureStore` reads like a mapping of symbols (ArcticDB's ``Library`` over a root):
 ``store["ES.FUT"].read(start="2024-03-01")`` returns a zero-copy pyarrow Table over the
 memory-mapped shards, each checked against its manifest checksum first.
+``store.read_bars("ES.FUT", version=2)`` (or ``as_of=``) reads a version of the bar series.
 """
 
 from __future__ import annotations
@@ -20,8 +21,15 @@ import numpy as np
 import pyarrow as pa
 
 from fxstore.errors import InvalidInputError, SymbolNotFoundError
+from fxstore.features.versions import (
+    SeriesVersions,
+    bar_series,
+    list_versions,
+    parse_time_ns,
+    read_version,
+)
 from fxstore.fxcache import FxCacheManifest, ShardEntry, read_entry, read_manifest
-from fxstore.store import fxcache_dir, list_fxcache_keys, list_fxcache_symbols
+from fxstore.store import find_bar_version, fxcache_dir, list_fxcache_keys, list_fxcache_symbols
 
 if TYPE_CHECKING:
     import polars as pl
@@ -200,6 +208,63 @@ class FeatureStore(Mapping[str, "SymbolCache"]):
             names.append("mkt_close_adj")
         metadata = {b"fxcache_manifest": json.dumps(manifest.data, sort_keys=True).encode()}
         return table.select(names).replace_schema_metadata(metadata)
+
+    def read_bars(
+        self,
+        symbol: str,
+        *,
+        instrument_key: str | None = None,
+        bar_key: str | None = None,
+        version: int | None = None,
+        as_of: dt.datetime | dt.date | str | None = None,
+        start: dt.date | str | None = None,
+        end: dt.date | str | None = None,
+        columns: Sequence[str] | None = None,
+        verify: bool = True,
+    ) -> pa.Table:
+        """Read `symbol`'s bars: the current version, or `version`, or the one current at `as_of`.
+
+        Parameters
+        ----------
+        symbol
+            Store symbol, continuous (e.g. "ES.FUT").
+        instrument_key, bar_key
+            The bar series; None: the only one of `symbol`.
+        version
+            A committed version number (``fxstore info SYMBOL --versions`` lists them).
+        as_of
+            A time (``datetime``, naive: UTC; ``date``: its midnight UTC; ISO string; or an
+            age such as "7d"): the version that was current then, as in ArcticDB.
+        start, end
+            First and last trading day (``datetime.date`` or "YYYY-MM-DD"); None: unbounded.
+        columns
+            Columns to return, in this order; None: every bar column.
+        verify
+            Check each day file read against its SHA-256 in the version's manifest.
+
+        Returns
+        -------
+        pyarrow.Table
+            The bars in day order; schema metadata ``b"fxstore_bar_version"`` names the version.
+
+        Raises
+        ------
+        SymbolNotFoundError, InvalidInputError, SchemaError
+            No such series or version, both `version` and `as_of`, a bad date or column, a
+            damaged day file or manifest.
+
+        Examples
+        --------
+        >>> store.read_bars("ES.FUT", version=2, start="2024-03-01")  # doctest: +SKIP
+        """
+        folder = bar_series(self.root, symbol, instrument_key, bar_key)
+        as_of_ns = None if as_of is None else parse_time_ns(as_of, "as_of")
+        found = find_bar_version(folder, version=version, as_of_ns=as_of_ns)
+        return read_version(found, start=start, end=end, columns=columns, verify=verify)
+
+    def list_bar_versions(self, symbol: str) -> list[SeriesVersions]:
+        """Every bar series of `symbol` with its committed versions, oldest first."""
+        return list_versions(self.root, symbol)
 
     def read_polars(
         self,

@@ -163,7 +163,8 @@ def synthetic_bars(
         "is_partial": np.zeros(n_bars, dtype=bool),
         "has_maybe_bad_book": np.zeros(n_bars, dtype=bool),
     }
-    for name in ("n_tick_rule", "n_crossed", "n_bad_ts_recv", "n_maybe_bad_book"):
+    quality = ("n_tick_rule", "n_crossed", "n_bad_ts_recv", "n_maybe_bad_book", "n_implausible_px")
+    for name in quality:
         cols[name] = np.zeros(n_bars, dtype=np.int64)
     return pa.table(
         {f.name: pa.array(cols[f.name], type=f.type) for f in BAR_SCHEMA}, schema=BAR_SCHEMA

@@ -14,6 +14,7 @@ from fxstore.cli import cli
 COMMANDS = (
     "backtest",
     "demo",
+    "gc",
     "info",
     "ingest",
     "ls",

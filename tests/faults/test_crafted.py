@@ -41,7 +41,8 @@ def _edit_json(path: Path, edit: Callable[[dict[str, object]], None]) -> None:
 
 
 def _bar_manifest(root: Path) -> Path:
-    (path,) = (root / "bars" / "ES.FUT").glob("*/*/manifest.json")
+    """The manifest of the current (only) version of the bar series."""
+    (path,) = (root / "bars" / "ES.FUT").glob("*/*/v0001/manifest.json")
     return path
 
 
@@ -95,10 +96,10 @@ def test_cli_ingest_up_to_date_with_a_bad_day_entry_names_file_and_field(
 
 
 def test_cli_ls_lists_the_good_series_and_marks_the_damaged_one(store_copy: Path) -> None:
-    good = _bar_manifest(store_copy).parent
+    good = _bar_manifest(store_copy).parent.parent
     bad = good.with_name("dib-b99-00000000")
     shutil.copytree(good, bad)
-    _edit_json(bad / "manifest.json", _set_day("n_bars", "x"))
+    _edit_json(bad / "v0001" / "manifest.json", _set_day("n_bars", "x"))
     _edit_json(_cache_manifest(store_copy), lambda m: m.update(n_rows="many"))
 
     result = _run("ls", "--store", str(store_copy))
@@ -219,7 +220,8 @@ def test_ingest_up_to_date_check_catches_a_same_size_damaged_day_file(
     with pytest.warns(FxStoreWarning, match=rf"{day.name}: not the file .* building the series"):
         again = ingest(config, files, tmp_path)
 
-    assert not again.up_to_date and day.read_bytes() == good
+    assert not again.up_to_date and (again.out_dir / day.name).read_bytes() == good
+    assert again.out_dir.name == "v0002" and first.out_dir.name == "v0001"
 
 
 def test_precompute_up_to_date_check_catches_a_same_size_damaged_shard(

@@ -21,6 +21,7 @@ import pytest
 from fxstore.config import FeatureConfig
 from fxstore.features.precompute import precompute
 from fxstore.ingest.run.pipeline import ingest
+from fxstore.store import SERIES_FORMAT
 from fxstore.train.loop import train
 from tests.conftest import SynthMarket
 from tests.faults.conftest import INGEST
@@ -45,12 +46,23 @@ def _kill(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def _files(folder: Path) -> dict[str, bytes]:
-    """Every file below `folder` by relative path (the lock file left out)."""
+    """Every file below `folder` by relative path (the lock file left out; a bar series'
+    manifest without its commit times, which differ from run to run)."""
     return {
-        p.relative_to(folder).as_posix(): p.read_bytes()
+        p.relative_to(folder).as_posix(): _without_commit_times(p)
         for p in sorted(folder.rglob("*"))
         if p.is_file() and p.name not in _NOT_OUTPUT
     }
+
+
+def _without_commit_times(path: Path) -> bytes:
+    data = path.read_bytes()
+    if path.name != "manifest.json" or SERIES_FORMAT.encode() not in data:
+        return data
+    series = json.loads(data)
+    for version in series["versions"]:
+        del version["committed_ns"], version["committed_at"]
+    return json.dumps(series, sort_keys=True).encode()
 
 
 def _temps(folder: Path) -> list[str]:
@@ -62,7 +74,8 @@ def _temps(folder: Path) -> list[str]:
     [
         (".parquet", 1),  # the first day file
         (".parquet", 40),  # in the middle of the days
-        ("manifest.json", 1),  # every day written, the manifest not yet
+        ("manifest.json", 1),  # every day written, the version's manifest not yet
+        ("manifest.json", 2),  # the version's manifest written, its commit not yet
     ],
 )
 def test_ingest_killed_then_rerun_gives_the_bytes_of_a_clean_run(

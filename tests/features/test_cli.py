@@ -106,3 +106,57 @@ def test_info_bad_symbol_fails_with_one_error_line(
 
     assert code == 1
     assert output == expected.format(root=cached_store)
+
+
+def test_info_versions_lists_the_bar_series_versions(store: Path) -> None:
+    result = CliRunner().invoke(
+        cli, ["info", "ES.FUT", "--versions", "--store", str(store)], catch_exceptions=False
+    )
+    as_json = CliRunner().invoke(
+        cli, ["info", "ES.FUT", "--versions", "--json", "--store", str(store)]
+    )
+
+    assert result.exit_code == 0
+    lines = result.output.splitlines()
+    assert lines[0].startswith(f"ES.FUT mbp10_front_month/{INGEST.bars.key} (")
+    assert lines[1].startswith("  v1 ") and "1,207 bars, 90 days" in lines[1]
+    assert lines[1].endswith("[current]")
+    (series,) = json.loads(as_json.output)
+    assert [v["version"] for v in series["versions"]] == [1]
+
+
+def test_info_versions_unknown_symbol_is_one_error_line(store: Path) -> None:
+    code, output = _run("info", "NQ.FUT", "--versions", "--store", str(store))
+
+    assert code == 1
+    assert output.strip().splitlines() == [
+        f"Error: No bars for symbol 'NQ.FUT' in {store / 'bars'}; known: ES.FUT. "
+        "Run `fxstore ingest` first."
+    ]
+
+
+def test_gc_lists_by_default_and_keeps_the_current_version(store: Path) -> None:
+    result = CliRunner().invoke(cli, ["gc", "--keep", "1", "--store", str(store)])
+    deleted = CliRunner().invoke(cli, ["gc", "--keep", "1", "--delete", "--store", str(store)])
+
+    assert result.exit_code == deleted.exit_code == 0
+    assert "kept " in result.output and "(v1): the current version" in result.output
+    assert result.output.splitlines()[-1] == "Would delete 0 versions, 0 bytes."
+    assert deleted.output.splitlines()[-1] == "Deleted 0 versions, 0 bytes."
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        ([], "Error: give --keep N or --older-than TIME (or both) to say what to delete."),
+        (
+            ["--older-than", "soon"],
+            "Error: `--older-than` must be an ISO date or time (2024-06-01, 2024-06-01T12:00Z) "
+            "or an age (30d, 12h), was 'soon'.",
+        ),
+    ],
+)
+def test_gc_bad_rule_is_one_error_line(store: Path, args: list[str], line: str) -> None:
+    code, output = _run("gc", *args, "--store", str(store))
+
+    assert code == 1 and output.strip().splitlines() == [line]

@@ -71,16 +71,17 @@ def test_manifest_records_featureset_source_and_normalisation(cached_store: Path
     source = manifest["source"]
 
     bars_dir = cached_store / source["bars_dir"]
+    version_manifest = bars_dir / "v0001" / "manifest.json"
     bars = {
         "instrument_key": "mbp10_front_month",
         "bar_key": INGEST.bars.key,
-        "bars_sha256": file_sha256(bars_dir / "manifest.json"),
+        "bars_sha256": file_sha256(version_manifest),
     }
     definition = default_featureset().definition(**bars)
     assert featureset == {"hash": out_dir.name, **json.loads(json.dumps(definition))}
     assert out_dir.name == default_featureset().hash(**bars)
-    assert source["bar_key"] == INGEST.bars.key
-    assert source["manifest_sha256"] == file_sha256(bars_dir / "manifest.json")
+    assert source["bar_key"] == INGEST.bars.key and source["bar_version"] == 1
+    assert source["manifest_sha256"] == file_sha256(version_manifest)
     norm = manifest["normalisation"]
     assert norm["vol_normaliser"]["window_bars"] == 200
     assert set(norm["columns"]) == {
@@ -261,7 +262,7 @@ def test_precompute_unknown_bars_raise_listing_known(
 
 
 def test_precompute_two_bar_keys_needs_a_choice(store: Path) -> None:
-    folder = resolve_bars(store, FeatureConfig()).folder
+    folder = resolve_bars(store, FeatureConfig()).folder.parent  # the series, not its version
     (folder.parent / "dib-b50-00000000").mkdir()
     (folder.parent / "dib-b50-00000000" / "manifest.json").write_text("{}")
 
@@ -288,7 +289,7 @@ def test_precompute_of_bars_from_a_truncated_input_records_and_warns_everywhere(
     from fxstore.features.reader import FeatureStore
     from fxstore.train.data import open_cache
 
-    bars_manifest = next((store / "bars").rglob("manifest.json"))
+    bars_manifest = next((store / "bars").rglob("v0001/manifest.json"))
     data = json.loads(bars_manifest.read_text())
     cut = {"dropped_bytes": 268, "records_kept": 5_000, "last_trading_day": "2024-03-04"}
     data["inputs"][3]["truncated"] = cut  # as ingest records a download that stopped short

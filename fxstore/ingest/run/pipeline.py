@@ -1,8 +1,10 @@
 """`fxstore ingest`: DBN MBP-10 files → instrument selection → bars → Parquet bar store.
 
-Output: ``bars/<SYMBOL>/<instrument-key>/<bar-key>/<YYYY-MM-DD>.parquet`` (zstd, one per
-trading day, written atomically) and a ``manifest.json`` with the inputs and their
-checksums, the full config, the roll schedule and per-day bar counts and checksums.
+Output: a new version of the series ``bars/<SYMBOL>/<instrument-key>/<bar-key>/``:
+``v<NNNN>/<YYYY-MM-DD>.parquet`` (zstd, one per trading day, written atomically) and a
+``manifest.json`` with the inputs and their checksums, the full config, the roll schedule and
+per-day bar counts and checksums; then one atomic commit makes it the current version
+(:func:`fxstore.store.commit_bar_version`). A killed build leaves the current version as it was.
 
 Trading days are independent (each day's bars depend only on its records and the config),
 so groups of files that no trading day crosses are built in a process pool. Workers write
@@ -65,7 +67,15 @@ from fxstore.ingest.run.progress import PROGRESS, ProgressLog, load_progress
 from fxstore.ingest.run.resplit import SPLIT_DIR, build_split_groups, can_split
 from fxstore.ingest.select.coverage import check_selection, describe_roots
 from fxstore.market.calendar import Sessions, sessions
-from fxstore.store import LOCK, key_lock, os_errors
+from fxstore.store import (
+    LOCK,
+    commit_bar_version,
+    discard_bar_stage,
+    key_lock,
+    list_bar_versions,
+    os_errors,
+    stage_bar_version,
+)
 
 __all__ = ["ingest", "plan_groups"]
 
@@ -243,17 +253,21 @@ def ingest(
     definitions = [f.path for f in source.definitions] + expand_definitions(config.definitions)
     plan = plan_ingest(config, definitions)
     check_selection(plan.selection, plan.root, source.symbology, _describe_inputs(source))
-    out_dir = plan.out_dir(store_root)
+    series_dir = plan.out_dir(store_root)
     fingerprint = series_fingerprint(config, source.files, definitions)
     # Up to date needs no lock: a read-only store (or a teammate's) is read as it is.
-    manifest = None if config.force else up_to_date_manifest(out_dir, fingerprint)
-    if manifest is not None:
-        return summary_from_manifest(out_dir, manifest, started)
-    with _new_folder_removed_on_error(out_dir, store_root), key_lock(out_dir):
-        manifest = None if config.force else up_to_date_manifest(out_dir, fingerprint)
-        if manifest is not None:  # another process finished it while we waited for the lock
-            return summary_from_manifest(out_dir, manifest, started)
+    found = None if config.force else _up_to_date(series_dir, fingerprint, started)
+    if found is not None:
+        return found
+    with _new_folder_removed_on_error(series_dir, store_root), key_lock(series_dir):
+        found = None if config.force else _up_to_date(series_dir, fingerprint, started)
+        if found is not None:  # another process finished it while we waited for the lock
+            return found
+        # A new version beside the current one; a killed build of the same inputs resumes.
+        out_dir = stage_bar_version(series_dir)
         done = {} if config.force else load_progress(out_dir, fingerprint)
+        if not done:
+            discard_bar_stage(out_dir)  # a killed build of other inputs: start afresh
         _remove_scratch(out_dir)  # a killed run's candidates and fragments
         writer = DayWriter(out_dir, plan)
         groups = plan_groups(source.files, plan.sessions)
@@ -283,7 +297,7 @@ def ingest(
         finally:
             _remove_scratch(out_dir)
         if not any(int(e.get("n_kept", 0)) for e in writer.entries):
-            (out_dir / PROGRESS).unlink(missing_ok=True)
+            discard_bar_stage(out_dir)
             raise SymbolNotFoundError(
                 f"{_describe_inputs(source)}: kept none of the {n_records:,} MBP-10 records read "
                 f"for --instrument-mode {plan.selection} of {plan.symbol}; they list "
@@ -291,6 +305,7 @@ def ingest(
                 "(`fxstore scan` shows what the files hold)."
             )
         write_manifest(out_dir, writer, inputs, fingerprint, definitions, truncated)
+        commit_bar_version(series_dir, out_dir)
         warn_if_target_missed(plan, writer.entries)
         warn_implausible(plan, writer.entries)
         (out_dir / PROGRESS).unlink(missing_ok=True)
@@ -309,6 +324,16 @@ def ingest(
         build_s=build_s,
         up_to_date=False,
     )
+
+
+def _up_to_date(series_dir: Path, fingerprint: str, started: float) -> IngestSummary | None:
+    """The summary of the current version when it was built from the same inputs and config."""
+    versions = list_bar_versions(series_dir)
+    current = next((v for v in versions if v.is_current), None)
+    manifest = None if current is None else up_to_date_manifest(current.folder, fingerprint)
+    if current is None or manifest is None:
+        return None
+    return summary_from_manifest(current.folder, manifest, started)
 
 
 @contextlib.contextmanager

@@ -10,6 +10,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+import fxstore
 from fxstore.config import BarConfig, IngestConfig, InstrumentSelection
 from fxstore.errors import SchemaError
 from fxstore.ingest import DbnFile, DbnSource, open_dbn
@@ -24,6 +25,7 @@ from fxstore.ingest.run.plan import plan_ingest
 from fxstore.ingest.run.scan import scan_dbn
 from fxstore.market.calendar import session_bounds_ns, sessions
 from fxstore.market.contracts import parse_outright
+from fxstore.store import list_bar_versions
 from tests.conftest import SynthMarket
 
 PEER = Path(__file__).parents[2] / "data" / "peer-dbn"
@@ -48,7 +50,8 @@ def test_ingest_front_month_writes_one_file_per_trading_day(
 
     assert files == [d.isoformat() for d in two_roll_market.summary.trading_days]
     assert front_run.n_days == len(files)
-    assert front_run.out_dir.parts[-3:-1] == ("ES.FUT", "mbp10_front_month")
+    assert front_run.out_dir.parts[-4:-2] == ("ES.FUT", "mbp10_front_month")
+    assert front_run.out_dir.name == "v0001"  # the first version of the series
 
 
 def test_ingest_front_month_bars_follow_roll_schedule(
@@ -387,7 +390,7 @@ def test_ingest_of_split_files_killed_mid_run_leaves_no_scratch_and_resumes(
     monkeypatch.setattr(DayWriter, "write", dying_write)
     with pytest.raises(KeyboardInterrupt):
         ingest(config, [two_roll_market_utc.folder], tmp_path)
-    out_dir = tmp_path / front_run.out_dir.relative_to(front_run.out_dir.parents[3])
+    out_dir = tmp_path / front_run.out_dir.relative_to(front_run.out_dir.parents[4])
     assert not (out_dir / _resplit.SPLIT_DIR).exists() and not (out_dir / PARTS_DIR).exists()
     monkeypatch.setattr(DayWriter, "write", real_write)
 
@@ -425,7 +428,48 @@ def test_ingest_rerun_unchanged_is_up_to_date_and_force_rebuilds(
     forced = ingest(dataclasses.replace(FRONT, force=True), [two_roll_market.folder], tmp_path)
 
     assert again.up_to_date and again.days_written == 0
+    assert again.out_dir == first.out_dir  # no new version
     assert not forced.up_to_date and forced.days_written == first.days_written
+    assert [first.out_dir.name, forced.out_dir.name] == ["v0001", "v0002"]
+
+
+def test_ingest_killed_rebuild_with_changed_inputs_leaves_the_previous_version_whole(
+    two_roll_market: SynthMarket, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    files = sorted(two_roll_market.folder.glob("*.mbp-10.dbn.zst"))
+    config = IngestConfig(symbol="ES.FUT", bars=BarConfig(target_bars_per_day=5), workers=1)
+    first = ingest(config, files[:4], tmp_path)
+    files_before = _digests(first.out_dir)
+    manifest_before = (first.out_dir / "manifest.json").read_bytes()
+    calls = {"n": 0}
+    real_write = DayWriter.write
+
+    def dying_write(self: DayWriter, day: DayResult) -> Json:
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise KeyboardInterrupt  # killed in the middle of the new build
+        return real_write(self, day)
+
+    monkeypatch.setattr(DayWriter, "write", dying_write)
+    with pytest.raises(KeyboardInterrupt):
+        ingest(config, files[1:6], tmp_path)  # other inputs: days 2-4 change
+    monkeypatch.setattr(DayWriter, "write", real_write)
+
+    series = first.out_dir.parent
+    assert [v.version for v in list_bar_versions(series)] == [1]
+    assert _digests(first.out_dir) == files_before
+    assert (first.out_dir / "manifest.json").read_bytes() == manifest_before
+    bars = fxstore.open(tmp_path).read_bars("ES.FUT")  # every day file checked by its SHA-256
+    assert bars.num_rows == first.n_bars
+    assert ingest(config, files[:4], tmp_path).up_to_date  # the old inputs: still up to date
+
+    resumed = ingest(config, files[1:6], tmp_path)
+    clean = ingest(config, files[1:6], tmp_path / "clean")
+
+    assert resumed.out_dir.name == "v0002" and resumed.days_skipped == 2
+    assert _digests(resumed.out_dir) == _digests(clean.out_dir)
+    assert [v.version for v in list_bar_versions(series)] == [1, 2]
+    assert _digests(first.out_dir) == files_before  # version 1 is kept, readable
 
 
 def test_ingest_changed_config_writes_under_new_bar_key(
@@ -435,8 +479,8 @@ def test_ingest_changed_config_writes_under_new_bar_key(
 
     summary = ingest(config, [two_roll_market.folder], tmp_path)
 
-    assert summary.out_dir.name != front_run.out_dir.name
-    assert summary.out_dir.name.startswith("tick-t50")
+    assert summary.out_dir.parent.name != front_run.out_dir.parent.name
+    assert summary.out_dir.parent.name.startswith("tick-t50")
 
 
 @pytest.mark.parametrize("workers", [1, 2])
@@ -460,9 +504,10 @@ def test_ingest_killed_run_leaves_no_partial_file_and_resumes(
     monkeypatch.setattr(DayWriter, "write", dying_write)
     with pytest.raises(KeyboardInterrupt):
         ingest(config, [two_roll_market.folder], tmp_path)
-    out_dir = tmp_path / front_run.out_dir.relative_to(front_run.out_dir.parents[3])
+    out_dir = tmp_path / front_run.out_dir.relative_to(front_run.out_dir.parents[4])
     assert not list(out_dir.glob("*.tmp")) and not list(out_dir.glob(".*.tmp"))
     assert not (out_dir / "manifest.json").exists() and not (out_dir / PARTS_DIR).exists()
+    assert not (out_dir.parent / "manifest.json").exists()  # nothing committed
     monkeypatch.setattr(DayWriter, "write", real_write)
 
     resumed = ingest(config, [two_roll_market.folder], tmp_path)
