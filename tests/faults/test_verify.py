@@ -11,30 +11,13 @@ import pytest
 from click.testing import CliRunner
 
 from fxstore.cli import cli
-from fxstore.config import BarConfig, FeatureConfig, IngestConfig
 from fxstore.verify import verify_store
-from tests.conftest import SynthMarket
-
-_INGEST = IngestConfig(symbol="ES.FUT", bars=BarConfig(target_bars_per_day=20), workers=1)
-
-
-@pytest.fixture(scope="module")
-def clean(two_roll_market: SynthMarket, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Bars and the default fxcache of the two-roll market (never modified)."""
-    from fxstore.features.precompute import precompute
-    from fxstore.ingest.run.pipeline import ingest
-
-    root = tmp_path_factory.mktemp("verify_store")
-    ingest(_INGEST, [two_roll_market.folder], root)
-    precompute(FeatureConfig(), root)
-    return root
 
 
 @pytest.fixture
-def store(clean: Path, tmp_path: Path) -> Path:
-    root = tmp_path / "store"
-    shutil.copytree(clean, root)
-    return root
+def store(store_copy: Path) -> Path:
+    """A private copy of the faults' clean store (bars and the default fxcache)."""
+    return store_copy
 
 
 def _series(root: Path) -> Path:
@@ -98,7 +81,7 @@ def test_verify_damaged_shard_is_reported_and_exit_1(store: Path) -> None:
 
 @pytest.mark.parametrize("damage", ["flip", "delete", "truncate"])
 def test_verify_repair_rebuilds_a_damaged_shard_byte_for_byte(
-    store: Path, clean: Path, damage: str
+    store: Path, clean_store: Path, damage: str
 ) -> None:
     shard = _cache(store) / "2024-04.arrow"
     if damage == "flip":
@@ -112,7 +95,7 @@ def test_verify_repair_rebuilds_a_damaged_shard_byte_for_byte(
 
     assert [p.is_repaired for p in report.problems] == [True]
     assert report.problems[0].action == "rebuilt by precompute from its bars"
-    assert shard.read_bytes() == (_cache(clean) / "2024-04.arrow").read_bytes()
+    assert shard.read_bytes() == (_cache(clean_store) / "2024-04.arrow").read_bytes()
     assert verify_store(store).problems == ()
 
 
