@@ -34,6 +34,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import math
+import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -590,13 +591,30 @@ def run_backtest(
     """
     root = Path(root)
     cache = open_cache(root, config.symbol, config.featureset)
-    market = cache.market
     folds = make_folds(
-        market.trading_day, config.walkforward, max_target_horizon_bars=cache.horizon
+        cache.market.trading_day, config.walkforward, max_target_horizon_bars=cache.horizon
     )
     spec = contract_spec(config.symbol, config.env)  # an unknown root fails before the folder
     planted = load_oracle(root, config.symbol, config.signal_dir, cache)
     folder = create_run_dir(root, "backtest")
+    try:
+        return _backtest_into(folder, config, cache, folds, spec, planted, on_progress)
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)  # no resume: a half-written run is noise
+        raise
+
+
+def _backtest_into(
+    folder: Path,
+    config: BacktestConfig,
+    cache: CachedMarket,
+    folds: Sequence[Fold],
+    spec: ContractSpec,
+    planted: PlantedSignal,
+    on_progress: Callable[[int, int], None] | None,
+) -> BacktestResult:
+    """Run the baselines of :func:`run_backtest` and write the run into `folder`."""
+    market = cache.market
     atomic_write_json(
         folder / "config.json",
         {

@@ -336,3 +336,23 @@ def test_cli_backtest_table_prints_rows_and_run_folder(store: Path) -> None:
     lines = result.output.splitlines()
     assert lines[0].startswith("fold") and "ofi-sign" in lines[2]
     assert lines[-1].startswith("Wrote ") and "-backtest" in lines[-1]
+
+
+def test_run_backtest_that_fails_midway_leaves_no_run_folder(
+    store: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fxstore.train import backtest as module
+
+    before = sorted((store / "runs").iterdir()) if (store / "runs").exists() else []
+
+    def fail(*_args: object, **_kwargs: object) -> list[object]:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(module, "baseline_results", fail)
+    config = BacktestConfig(env=ENV, walkforward=FOLDS, seed=1, plots=False)
+
+    with pytest.raises(OSError, match="No space left"):
+        run_backtest(config, store)
+
+    after = sorted((store / "runs").iterdir()) if (store / "runs").exists() else []
+    assert after == before  # the folder it had created is gone
