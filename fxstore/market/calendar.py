@@ -171,13 +171,6 @@ class Sessions:
             )
         return int(self.open_ns[k]), int(self.close_ns[k])
 
-    def span(self, day: dt.date) -> tuple[int, int]:
-        """The moments that belong to `day`: [its pre-open's start, the next day's)."""
-        k = self._index(day)
-        if k is None:
-            raise InvalidInputError(f"{day} has no {self.name} session.")
-        return int(self.start_ns[k]), int(self.start_ns[k + 1])
-
     def span_of(self, ts_ns: int) -> tuple[dt.date, int, int]:
         """(trading day, first moment, end) of the trading day moment `ts_ns` belongs to."""
         k = int(self.locate(np.array([ts_ns], dtype=np.int64))[0])

@@ -152,14 +152,9 @@ def calendar_of_symbol(symbol: str) -> str:
 # --- last trading days -------------------------------------------------------------------------
 
 
-def _business_days_before(day: dt.date, n: int) -> dt.date:
-    """The n-th CME business day (trade date) before `day` (n >= 1)."""
-    return business_days_before(day, n)
-
-
 def _last_business_day(year: int, month: int) -> dt.date:
     nxt = dt.date(year + month // 12, month % 12 + 1, 1)
-    return _business_days_before(nxt, 1)
+    return business_days_before(nxt, 1)
 
 
 def _month_before(year: int, month: int) -> tuple[int, int]:
@@ -172,8 +167,8 @@ def _crude(year: int, month: int, n: int) -> dt.date:
     y, m = _month_before(year, month)
     anchor = dt.date(y, m, 25)
     if not is_business_day(anchor):
-        anchor = _business_days_before(anchor, 1)
-    return _business_days_before(anchor, n)
+        anchor = business_days_before(anchor, 1)
+    return business_days_before(anchor, n)
 
 
 def last_trading_day(spec: RootSpec, year: int, month: int) -> dt.date:
@@ -183,18 +178,18 @@ def last_trading_day(spec: RootSpec, year: int, month: int) -> dt.date:
         return third_friday(year, month)
     if rule == "fx_imm":
         third_wednesday = third_friday(year, month) - dt.timedelta(days=2)
-        return _business_days_before(third_wednesday, 2)
+        return business_days_before(third_wednesday, 2)
     if rule == "energy_crude":
         return _crude(year, month, 3)
     if rule == "energy_micro_crude":
         return _crude(year, month, 4)
     if rule == "energy_gas":
-        return _business_days_before(dt.date(year, month, 1), 3)
+        return business_days_before(dt.date(year, month, 1), 3)
     last = _last_business_day(year, month)
     if rule == "metals":
-        return _business_days_before(last, 2)
+        return business_days_before(last, 2)
     if rule == "treasury_long":
-        return _business_days_before(last, 7)
+        return business_days_before(last, 7)
     return last  # treasury_short
 
 

@@ -78,7 +78,7 @@ class DaySplitter:
     """Splits record chunks (in ts_recv order) into runs of one CME trading day.
 
     A trading day's records are its pre-open, its session and its post-close
-    (:meth:`~fxstore.market.calendar.Sessions.span`). The
+    (:meth:`~fxstore.market.calendar.Sessions.span_of`). The
     splitter remembers the last day's span, so a chunk inside it costs two comparisons.
 
     Parameters
