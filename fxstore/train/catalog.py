@@ -131,12 +131,22 @@ def _result_from_json(folder: Path, data: Mapping[str, object], where: Path) -> 
         folds: list[FoldResult] = []
         for entry in data["folds"]:  # type: ignore[attr-defined]
             folds += _fold_results(entry, where)
-        totals = {p: _metrics(m) for p, m in data["totals"].items()}  # type: ignore[attr-defined]
+        policies = tuple(str(p) for p in data["policies"])  # type: ignore[attr-defined]
+        # the JSON's keys are sorted: put rows back in the report's policy order
+        order = {p: i for i, p in enumerate(policies)}
+        folds.sort(key=lambda r: (r.fold.index, order.get(r.policy, len(order))))
+        totals = {
+            p: _metrics(m)
+            for p, m in sorted(
+                data["totals"].items(),  # type: ignore[attr-defined]
+                key=lambda item: order.get(item[0], len(order)),
+            )
+        }
         return BacktestResult(
             run_dir=folder,
             symbol=str(data["symbol"]),
             fxcache_key=str(data["fxcache_key"]),
-            policies=tuple(data["policies"]),  # type: ignore[arg-type]
+            policies=policies,
             folds=tuple(folds),
             totals=totals,
             significance=tuple(_significance(s) for s in data.get("significance") or ()),  # type: ignore[attr-defined]
