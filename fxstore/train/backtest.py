@@ -34,7 +34,6 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import math
-import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,6 +52,7 @@ from fxstore.train.linear import fit_linear, linear_positions
 from fxstore.train.metrics import BacktestMetrics, compute_metrics, daily_pnl, to_host
 from fxstore.train.oracle import PlantedSignal, load_planted_signal, oracle_positions
 from fxstore.train.significance import SharpeSignificance, sharpe_significance
+from fxstore.train.status import Headline, RunLock, RunStatus, StatusRecorder, now_iso, record_run
 from fxstore.train.walkforward import Fold, make_folds
 
 __all__ = [
@@ -597,11 +597,12 @@ def run_backtest(
     spec = contract_spec(config.symbol, config.env)  # an unknown root fails before the folder
     planted = load_oracle(root, config.symbol, config.signal_dir, cache)
     folder = create_run_dir(root, "backtest")
-    try:
-        return _backtest_into(folder, config, cache, folds, spec, planted, on_progress)
-    except BaseException:
-        shutil.rmtree(folder, ignore_errors=True)  # no resume: a half-written run is noise
-        raise
+    lock = RunLock(folder)
+    lock.acquire()
+    status = RunStatus(folder.name, "backtest", config.symbol, now_iso(), "running", 0, len(folds))
+    # no resume: a half-written run is noise, so any failure removes the folder
+    with record_run(folder, lock, status, discard=lambda _r, _e: True) as recorder:
+        return _backtest_into(folder, config, cache, folds, spec, planted, on_progress, recorder)
 
 
 def _backtest_into(
@@ -612,6 +613,7 @@ def _backtest_into(
     spec: ContractSpec,
     planted: PlantedSignal,
     on_progress: Callable[[int, int], None] | None,
+    recorder: StatusRecorder,
 ) -> BacktestResult:
     """Run the baselines of :func:`run_backtest` and write the run into `folder`."""
     market = cache.market
@@ -641,6 +643,7 @@ def _backtest_into(
             seed=config.seed,
             planted=planted.values,
         )
+        recorder.fold_done()
         if on_progress is not None:
             on_progress(fold.index + 1, len(folds))
     totals = policy_totals(results, market, capital=config.capital, seed=config.seed)
@@ -658,6 +661,11 @@ def _backtest_into(
     atomic_write_json(folder / "metrics.json", result.to_json())
     if config.plots:
         write_equity_plots(folder, results)
+    if best is not None:  # the headline of `fxstore runs`: the best policy's totals
+        top = totals[best.policy]
+        recorder.complete(Headline(best.policy, top.total_pnl, top.sharpe_daily))
+    else:
+        recorder.complete(None)
     logger.info(
         "backtest of %s: %d folds x %d policies -> %s",
         config.symbol,

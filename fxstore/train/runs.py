@@ -46,6 +46,7 @@ from fxstore.train.backtest import FoldResult, fold_result
 from fxstore.train.data import CachedMarket
 from fxstore.train.plots import plot_equity
 from fxstore.train.resume import ResumePlan, plan_resume, run_inputs
+from fxstore.train.status import RunLock, read_status
 from fxstore.train.walkforward import Fold
 
 __all__ = ["RunFolder"]
@@ -56,6 +57,33 @@ _CONFIG: Final = "config.json"
 _REDO_FOLD: Final = (
     "the file is damaged: move it aside (the fold is then trained again on --resume)."
 )
+
+
+def _check_resumable(
+    run_id: str, record: Mapping[str, object], where: Path, profile: str | None
+) -> str:
+    """Refuse a run that is not a training run, or not of `profile`; return its profile."""
+    kind = record.get("kind")
+    if kind != "train":
+        raise InvalidInputError(
+            f"run {run_id!r} is a {kind if isinstance(kind, str) else 'damaged'} run, not a "
+            "training run: only `fxstore train` runs resume; `fxstore runs show "
+            f"{run_id}` prints its table."
+        )
+    settings = record.get("config")
+    made_with = settings.get("profile") if isinstance(settings, dict) else None
+    if not isinstance(made_with, str):
+        raise InvalidInputError(
+            f"{where}: `config.profile` must be a profile name; the file is damaged or was "
+            "edited, so the run cannot resume: start a new run without --resume."
+        )
+    if profile is not None and profile != made_with:
+        raise InvalidInputError(
+            f"run {run_id!r} was trained with profile {made_with!r}, not {profile!r}: a resumed "
+            "run keeps its own settings, so drop --profile (or start a new run without "
+            "--resume)."
+        )
+    return made_with
 
 
 def _read_results(path: Path) -> dict[str, npt.NDArray[np.generic]]:
@@ -77,14 +105,36 @@ class RunFolder:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.run_id = path.name
+        self.lock = RunLock(path)
+        """Held while this process writes the run."""
+
+    @property
+    def root(self) -> Path:
+        """The store root the run belongs to."""
+        return self.path.parent.parent
 
     @classmethod
     def create(cls, root: Path, kind: str) -> RunFolder:
-        return cls(create_run_dir(root, kind))
+        """A fresh run folder, its lock held (release with ``run.lock.release()``)."""
+        run = cls(create_run_dir(root, kind))
+        run.lock.acquire()
+        return run
 
     @classmethod
-    def resume(cls, root: Path, run_id: str) -> RunFolder:
-        """The run `run_id`, its killed writes' temporary files removed."""
+    def resume(cls, root: Path, run_id: str, *, profile: str | None = None) -> RunFolder:
+        """The training run `run_id`, its lock held and its killed writes' temporary files
+        removed.
+
+        `profile`: the profile name the caller expects the run to have (None: any).
+
+        Raises
+        ------
+        InvalidInputError
+            No such run; a backtest, not a training run; made with another profile; nothing
+            to resume (no checkpoint and no finished fold).
+        RunBusyError
+            A live process is writing the run.
+        """
         if not run_id:
             raise InvalidInputError("`resume` must be a run id under runs/, was ''.")
         path = run_dir(root, run_id)
@@ -94,9 +144,39 @@ class RunFolder:
                 f"no run {run_id!r} in {runs_dir(root)} (known: {', '.join(known) or 'none'}); "
                 "start a new one without --resume."
             )
-        for folder in (path, *sorted(p for p in path.glob("fold*") if p.is_dir())):
-            remove_stale_temps(folder)
-        return cls(path)
+        made_with = _check_resumable(run_id, read_json(path / _CONFIG), path / _CONFIG, profile)
+        run = cls(path)
+        run.lock.acquire()
+        try:
+            for folder in (path, *sorted(p for p in path.glob("fold*") if p.is_dir())):
+                remove_stale_temps(folder)
+            if not run.has_progress():
+                raise InvalidInputError(
+                    f"run {run_id!r} has no checkpoint and no finished fold in {path}: it "
+                    "stopped before its first checkpoint, so there is nothing to resume: start "
+                    f"it anew with `fxstore train --profile {made_with} --store {root}` (and "
+                    "delete its folder)."
+                )
+        except BaseException:
+            run.lock.release()
+            raise
+        return run
+
+    def has_progress(self) -> bool:
+        """Whether any fold finished or left a checkpoint."""
+        return any(
+            any(folder.glob("results.npz")) or any(folder.glob("checkpoint*.npz"))
+            for folder in self.path.glob("fold*")
+        )
+
+    def has_checkpoint(self) -> bool:
+        """Whether any fold holds a checkpoint."""
+        return any(self.path.glob("fold*/checkpoint*.npz"))
+
+    def started(self) -> str | None:
+        """When the run started, from its ``status.json`` (None without one)."""
+        status = read_status(self.path)
+        return status.started if status is not None else None
 
     def fold_dir(self, index: int) -> Path:
         folder = fold_dir(self.path, index)

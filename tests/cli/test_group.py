@@ -19,6 +19,7 @@ COMMANDS = (
     "ingest",
     "ls",
     "precompute",
+    "runs",
     "scan",
     "synth",
     "train",
