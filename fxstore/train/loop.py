@@ -43,12 +43,14 @@ from fxstore.train.backtest import (
     policy_totals,
     pooled_significance,
     reference_notes,
+    with_ts_close,
 )
 from fxstore.train.checkpoint import DAMAGED, load_checkpoint, meta_value, save_checkpoint
 from fxstore.train.data import open_cache
 from fxstore.train.env import ContractSpec, Market, contract_spec, evaluate_positions
 from fxstore.train.memory import check_host_memory
 from fxstore.train.metrics import sharpe_per_bar, to_host
+from fxstore.train.plots import plot_equity_all
 from fxstore.train.policy import greedy_positions
 from fxstore.train.replay import NStepAccumulator, PrioritizedReplay
 from fxstore.train.resume import check_resumed_cache
@@ -443,11 +445,11 @@ def train(
                 seed=config.seed,
                 planted=planted.values,
             )
-            done = {r.policy: r for r in (*agents, *baselines)}
+            done = {r.policy: r for r in with_ts_close([*agents, *baselines], cache.ts_close)}
             run.write_fold(fold, done)
             for k in range(config.seeds):
                 run.checkpoint_path(fold.index, k).unlink(missing_ok=True)
-        results += done.values()
+        results += with_ts_close(list(done.values()), cache.ts_close)  # older folders lack it
     totals = policy_totals(results, market, capital=config.capital, seed=config.seed)
     shown = [b for b in config.baselines if b != "oracle" or planted.values is not None]
     result = BacktestResult(
@@ -464,6 +466,7 @@ def train(
         ),
     )
     atomic_write_json(run.path / "metrics.json", result.to_json())
+    plot_equity_all(run.path / "equity_all.png", results, totals)
     logger.info("trained %s on %d folds -> %s", config.symbol, len(folds), run.path)
     return result
 
