@@ -68,8 +68,8 @@ _SEED_COLOURS: Final = ("#6baed6", "#08519c", "#9ecae1", "#3182bd", "#c6dbef", "
 #: Any other policy: one of these, chosen by a checksum of its name (stable across runs).
 _OTHER_COLOURS: Final = ("#17becf", "#8c564b", "#e377c2", "#393b79", "#637939", "#8c6d31")
 _TIME_LABEL: Final = (
-    "exchange time (America/Chicago): CME sessions side by side, "
-    "ticks at each session's open, labelled with its trading date"
+    "exchange time (America/Chicago): CME sessions side by side, nights and weekends left "
+    "out; ticks at each session's open, labelled with its trading date"
 )
 _INDEX_LABEL: Final = "bar index (this run's results hold no bar timestamps)"
 _MAX_TICK_LABELS: Final = 12
@@ -133,6 +133,14 @@ def session_axis(
     return SessionAxis(x, np.arange(starts.size, dtype=np.float64), tick_day, is_time=True)
 
 
+def _rank(policy: str) -> tuple[int, str]:
+    """Legend order: the agents, then the baselines in the order of POLICY_COLOURS."""
+    names = list(POLICY_COLOURS)
+    if policy.startswith("agent"):
+        return 0, policy
+    return 1 + (names.index(policy) if policy in names else len(names)), policy
+
+
 def _dollars(value: float, _pos: object = None) -> str:
     # "\$": a bare "$" pair would start matplotlib's mathtext.
     return f"{'-' if value < 0 else ''}\\${abs(value):,.0f}"
@@ -153,14 +161,16 @@ def _label_ticks(axes: Axes, axis: SessionAxis) -> None:
     step = max(1, math.ceil(axis.tick_x.size / _MAX_TICK_LABELS))
     chosen = np.arange(0, axis.tick_x.size, step)
     if axis.is_time:
-        labels = [
-            (dt.date(1970, 1, 1) + dt.timedelta(days=int(d))).strftime("%a\n%Y-%m-%d")
-            for d in axis.tick_day[chosen]
+        dates = [dt.date(1970, 1, 1) + dt.timedelta(days=int(d)) for d in axis.tick_day[chosen]]
+        labels = [  # the year under the first date and under each new year's
+            d.strftime("%a\n%b %d" if i and d.year == dates[i - 1].year else "%a\n%b %d\n%Y")
+            for i, d in enumerate(dates)
         ]
         axes.set_xticks(axis.tick_x[chosen], labels)
         axes.xaxis.set_minor_locator(FixedLocator(list(axis.tick_x)))
         axes.xaxis.set_minor_formatter(NullFormatter())
         axes.grid(True, which="minor", axis="x", alpha=0.15)
+        axes.set_xlim(0.0, float(axis.tick_x.size))
     axes.set_xlabel(_TIME_LABEL if axis.is_time else _INDEX_LABEL)
 
 
@@ -178,12 +188,14 @@ def _draw(
     figure = Figure(figsize=(13, 7), dpi=100, layout="constrained")
     FigureCanvasAgg(figure)
     top, bottom = figure.subplots(2, 1, sharex=True, height_ratios=(3, 1))
-    for policy, (x, equity, label) in curves.items():
+    for policy in sorted(curves, key=_rank):
+        x, equity, label = curves[policy]
         colour = policy_colour(policy)
-        width = 1.8 if policy == "agent" else 1.1
-        top.plot(x, equity, color=colour, linewidth=width, label=label)
+        is_agent = policy == "agent"  # drawn thicker and on top, also when it lies on 'flat'
+        width, order = (2.0, 3.0) if is_agent else (1.1, 2.0)
+        top.plot(x, equity, color=colour, linewidth=width, label=label, zorder=order)
         drawdown = equity - np.maximum.accumulate(equity) if equity.size else equity
-        bottom.plot(x, drawdown, color=colour, linewidth=1.0)
+        bottom.plot(x, drawdown, color=colour, linewidth=width * 0.8, zorder=order)
     for x_fold, name in boundaries:
         for panel in (top, bottom):
             panel.axvline(x_fold, color="#444444", linestyle="--", linewidth=0.8, alpha=0.6)
@@ -192,6 +204,7 @@ def _draw(
             textcoords="offset points", fontsize=8, color="#444444",
         )  # fmt: skip
     top.set_title(title)
+    top.margins(x=0)
     top.set_ylabel("equity (\\$)")
     bottom.set_ylabel("drawdown (\\$)")
     for panel in (top, bottom):

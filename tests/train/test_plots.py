@@ -136,7 +136,7 @@ def test_equity_figure_with_timestamps_labels_exchange_time_and_dates() -> None:
     bottom = figure.axes[1]
     assert "America/Chicago" in bottom.get_xlabel()
     labels = [t.get_text() for t in bottom.get_xticklabels()]
-    assert "Fri\n2024-03-08" in labels and "Mon\n2024-03-11" in labels
+    assert "Fri\nMar 08" in labels and "Mon\nMar 11" in labels
 
 
 # --- colours, legend, panels ----------------------------------------------------------------
@@ -156,9 +156,11 @@ def test_equity_figures_give_each_policy_its_colour_whatever_the_order() -> None
 
     for results in (forward, backward):
         figure = equity_figure(forward["agent"].fold, results)
+        legend = [t.get_text().split(":")[0] for t in figure.axes[0].get_legend().get_texts()]
+        assert legend == ["agent", "flat", "long", "oracle"]  # a fixed order, too
         for panel in figure.axes[:2]:
             colours = [line.get_color() for line in panel.get_lines()]
-            assert colours == [POLICY_COLOURS[p] for p in results]
+            assert colours == [POLICY_COLOURS[p] for p in legend]
 
 
 def test_equity_figure_legend_holds_pnl_and_sharpe_of_each_policy() -> None:
@@ -167,7 +169,7 @@ def test_equity_figure_legend_holds_pnl_and_sharpe_of_each_policy() -> None:
     figure = equity_figure(results["agent"].fold, results)
 
     texts = [t.get_text() for t in figure.axes[0].get_legend().get_texts()]
-    for text, (policy, result) in zip(texts, results.items(), strict=True):
+    for text, (policy, result) in zip(texts, results.items(), strict=True):  # agent first
         assert text.startswith(f"{policy}: PnL ")
         assert f"{abs(result.metrics.total_pnl):,.0f}" in text
         assert f"Sharpe(d) {result.metrics.sharpe_daily:.2f}" in text
