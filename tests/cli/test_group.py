@@ -19,6 +19,7 @@ COMMANDS = (
     "ingest",
     "ls",
     "precompute",
+    "report",
     "scan",
     "synth",
     "train",
