@@ -43,6 +43,7 @@ from fxstore.train.backtest import (
     policy_totals,
     pooled_significance,
     reference_notes,
+    with_ts_close,
 )
 from fxstore.train.checkpoint import DAMAGED, load_checkpoint, meta_value, save_checkpoint
 from fxstore.train.data import CachedMarket, open_cache
@@ -50,6 +51,7 @@ from fxstore.train.env import ContractSpec, Market, contract_spec, evaluate_posi
 from fxstore.train.memory import check_host_memory
 from fxstore.train.metrics import sharpe_per_bar, to_host
 from fxstore.train.oracle import PlantedSignal
+from fxstore.train.plots import plot_equity_all
 from fxstore.train.policy import greedy_positions
 from fxstore.train.replay import NStepAccumulator, PrioritizedReplay
 from fxstore.train.resume import check_resumed_cache
@@ -548,12 +550,12 @@ def _train_folds(
                 seed=config.seed,
                 planted=planted.values,
             )
-            done = {r.policy: r for r in (*agents, *baselines)}
+            done = {r.policy: r for r in with_ts_close([*agents, *baselines], cache.ts_close)}
             run.write_fold(fold, done)
             for k in range(config.seeds):
                 run.checkpoint_path(fold.index, k).unlink(missing_ok=True)
             recorder.fold_done()
-        results += done.values()
+        results += with_ts_close(list(done.values()), cache.ts_close)  # older folders lack it
     totals = policy_totals(results, market, capital=config.capital, seed=config.seed)
     shown = [b for b in config.baselines if b != "oracle" or planted.values is not None]
     result = BacktestResult(
@@ -570,6 +572,7 @@ def _train_folds(
         ),
     )
     atomic_write_json(run.path / "metrics.json", result.to_json())
+    plot_equity_all(run.path / "equity_all.png", results, totals)
     agent = totals.get("agent")
     recorder.complete(
         Headline("agent", agent.total_pnl, agent.sharpe_daily) if agent is not None else None

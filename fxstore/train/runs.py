@@ -8,10 +8,12 @@ Layout (``runs/<run-id>/``, DESIGN.md "Store layout")::
     fold00/checkpoint.npz       while the fold learns: everything needed to resume it
     fold00/evals-seed1.json     the same for each extra seed (``seeds`` > 1), and
     fold00/checkpoint-seed1.npz   its checkpoint
-    fold00/results.npz          per-policy test-window PnL, positions, trading days
+    fold00/results.npz          per-policy test-window PnL, positions, trading days, bar close
+                                times (``ts_close``; absent in folders of older versions)
     fold00/metrics.json         per-policy metrics of the fold's test window
     fold00/equity.png           equity curves of the agent and the baselines
     metrics.json                per-fold and total metrics of every policy
+    equity_all.png              equity curves over every fold's test window
 
 Every file is written atomically; a fold counts as finished once its ``results.npz`` exists.
 """
@@ -252,7 +254,10 @@ class RunFolder:
             arrays[f"{policy}/pnl"] = result.pnl
             arrays[f"{policy}/positions"] = result.positions
             arrays[f"{policy}/in_sample_sharpe"] = np.asarray(result.in_sample_sharpe)
-        arrays["trading_day"] = next(iter(results.values())).trading_day
+        first = next(iter(results.values()))
+        arrays["trading_day"] = first.trading_day
+        if first.ts_close is not None:
+            arrays["ts_close"] = first.ts_close
         atomic_write_json(
             folder / "metrics.json",
             {
@@ -276,6 +281,7 @@ class RunFolder:
             return None
         arrays = _read_results(path)
         day = arrays.pop("trading_day")
+        ts_close = arrays.pop("ts_close", None)  # absent in folders of older versions
         policies = sorted({k.split("/", 1)[0] for k in arrays})
         missing = [
             f"{p}/{n}" for p in policies for n in ("pnl", "positions") if f"{p}/{n}" not in arrays
@@ -293,6 +299,7 @@ class RunFolder:
                 capital=capital,
                 seed=seed,
                 in_sample=float(arrays.get(f"{p}/in_sample_sharpe", np.nan)),
+                ts_close=ts_close,
             )
             for p in policies
         }

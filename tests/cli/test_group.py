@@ -19,6 +19,7 @@ COMMANDS = (
     "ingest",
     "ls",
     "precompute",
+    "report",
     "runs",
     "scan",
     "synth",
