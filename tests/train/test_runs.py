@@ -226,3 +226,68 @@ def test_backtest_and_train_of_one_profile_give_the_same_baselines(
     for fold, policies in mine.items():
         for policy in ("flat", "long", "random", "ofi-sign", "linear"):
             assert policies[policy] == theirs[fold][policy], (fold, policy)
+
+
+def _train_subprocess(
+    root: Path, profile: Path, *, slow_update_s: float = 0.0
+) -> subprocess.Popen[str]:
+    """`fxstore train` in a child process; each learner update sleeps `slow_update_s` first."""
+    env = os.environ | {"PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    code = (
+        "import sys, time\n"
+        "import fxstore.train.agent as a\n"
+        "update = a.Agent.update\n"
+        f"def slow(self, batch):\n    time.sleep({slow_update_s})\n    return update(self, batch)\n"
+        "a.Agent.update = slow\n"
+        "from fxstore.cli import main\n"
+        "main(sys.argv[1:])\n"
+    )
+    args = ["train", "--store", str(root), "--profile", str(profile), "-q"]
+    return subprocess.Popen(
+        [sys.executable, "-c", code, *args], stderr=subprocess.PIPE, text=True, env=env
+    )
+
+
+def _wait_for_fold_folder(root: Path, run_id: str) -> None:
+    deadline = time.monotonic() + 60
+    while not (root / "runs" / run_id / "fold00").is_dir() and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def test_train_sigterm_stops_at_a_safe_point_and_exits_143(root: Path, tmp_path: Path) -> None:
+    proc = _train_subprocess(root, _profile(tmp_path, env_steps=400))
+    assert proc.stderr is not None
+    run_id = proc.stderr.readline().split()[1].rstrip(";")
+    _wait_for_fold_folder(root, run_id)
+
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+
+    assert proc.returncode == 143, err
+    assert "SIGTERM: stopping at the next safe point" in err
+    assert (
+        err.strip().splitlines()[-1].startswith(f"Interrupted: run {run_id!r} stopped on SIGTERM")
+    )
+    assert read_status(root / "runs" / run_id).state == "interrupted"  # type: ignore[union-attr]
+
+
+def test_train_second_sigint_stops_at_once(root: Path, tmp_path: Path) -> None:
+    # Each update sleeps 2 s, so the first Ctrl-C's safe point (the end of the step in
+    # progress) is seconds away; the second one must not wait for it.
+    proc = _train_subprocess(root, _profile(tmp_path, env_steps=400), slow_update_s=2.0)
+    assert proc.stderr is not None
+    run_id = proc.stderr.readline().split()[1].rstrip(";")
+    _wait_for_fold_folder(root, run_id)
+    time.sleep(4.0)  # learning has started (learn_start = 64 transitions: a dozen steps)
+
+    proc.send_signal(signal.SIGINT)
+    assert "SIGINT: stopping at the next safe point" in proc.stderr.readline() + (
+        proc.stderr.readline()
+    )
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+
+    assert proc.returncode == 130, err
+    assert time.monotonic() - sent < 1.5  # did not sit out the 2 s update
+    assert err.strip().splitlines()[-1].startswith("Stopped at once: ")
