@@ -169,6 +169,7 @@ def run_backtest(
 ) -> BacktestResult:
     """Run the baselines with a progress bar, then print the results (as a table or JSON)."""
     from fxstore.train.backtest import run_backtest as run
+    from fxstore.train.status import report_command
 
     with progress("backtest", quiet) as bar:
         result = run(config, store_root, on_progress=fold_progress(bar))
@@ -177,6 +178,7 @@ def run_backtest(
     else:
         click.echo(result.format_table())
         click.echo(f"Wrote {result.run_dir}")
+        click.echo(f"its report: {report_command(result.run_dir.name, store_root)}")
     return result
 
 
@@ -244,7 +246,7 @@ def run_train(
     """
     from fxstore.errors import RunInterruptedError
     from fxstore.train.loop import train as run
-    from fxstore.train.status import StopRequest, resume_command
+    from fxstore.train.status import StopRequest, report_command, resume_command
 
     stop = StopRequest()
     started: list[str] = []
@@ -275,6 +277,7 @@ def run_train(
     else:
         click.echo(result.format_table())
         click.echo(f"run folder: {result.run_dir}")
+        click.echo(f"its report: {report_command(result.run_dir.name, store_root)}")
     return result
 
 

@@ -46,6 +46,7 @@ __all__ = [
     "is_locked",
     "read_status",
     "record_run",
+    "report_command",
     "resume_command",
     "signal_name",
     "write_status",
@@ -66,6 +67,11 @@ def now_iso() -> str:
 def resume_command(run_id: str, root: Path) -> str:
     """The command line that resumes training run `run_id` of the store at `root`."""
     return f"fxstore train --resume {run_id} --store {shlex.quote(str(root))}"
+
+
+def report_command(run_id: str, root: Path) -> str:
+    """The command line that writes run `run_id`'s HTML report (``fxstore report``)."""
+    return f"fxstore report {run_id} --store {shlex.quote(str(root))}"
 
 
 def signal_name(signum: int) -> str:
