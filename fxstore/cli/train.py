@@ -300,15 +300,16 @@ def _stop_on_signals(stop: StopRequest) -> Iterator[None]:
     a second SIGINT raises KeyboardInterrupt at once."""
 
     def handle(signum: int, _frame: object) -> None:
-        if stop.signum is not None and signum == signal.SIGINT:
+        first = stop.signum is None
+        if not first and signum == signal.SIGINT:
             raise KeyboardInterrupt
-        if stop.signum is None:
+        stop.request(signum)  # before the message: a second Ctrl-C during it stops at once
+        if first:
             click.echo(
                 f"\n{signal.Signals(signum).name}: stopping at the next safe point "
                 "(Ctrl-C again to stop at once)",
                 err=True,
             )
-        stop.request(signum)
 
     previous = {sig: signal.signal(sig, handle) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:

@@ -19,7 +19,7 @@ from typing import Final
 import numpy as np
 
 from fxstore.errors import InvalidInputError
-from fxstore.store import list_runs, read_json, run_dir, runs_dir
+from fxstore.store import existing_run_dir, list_runs, read_json
 from fxstore.train.backtest import BacktestResult, FoldResult
 from fxstore.train.metrics import BacktestMetrics
 from fxstore.train.significance import SharpeSignificance
@@ -48,14 +48,7 @@ def run_status(root: Path, run_id: str) -> RunStatus:
 
 
 def _run_folder(root: Path, run_id: str) -> Path:
-    folder = run_dir(root, run_id)
-    if not (folder / _CONFIG).is_file():
-        known = list_runs(root, _CONFIG)
-        raise InvalidInputError(
-            f"no run {run_id!r} in {runs_dir(root)} (known: {', '.join(known) or 'none'}); "
-            "`fxstore runs` lists them."
-        )
-    return folder
+    return existing_run_dir(root, run_id, _CONFIG, "`fxstore runs` lists them.")
 
 
 def _legacy_status(folder: Path) -> RunStatus:

@@ -34,14 +34,12 @@ from fxstore import __version__
 from fxstore.errors import InvalidInputError
 from fxstore.store import (
     atomic_write_bytes,
+    existing_run_dir,
     file_sha256,
     fxcache_dir,
-    list_runs,
     manifest_path,
     os_errors,
     read_json,
-    run_dir,
-    runs_dir,
 )
 
 __all__ = ["find_run", "render_report", "write_report"]
@@ -153,18 +151,13 @@ def find_run(root: Path, run_id: str) -> Path:
         `run_id` is empty, holds a path separator or '..', or names no run (the message lists
         the runs there are).
     """
-    if not run_id:
-        raise InvalidInputError("`run id` must name a run under runs/, was ''.")
-    folder = run_dir(Path(root), run_id)  # only [A-Za-z0-9._-]: it cannot leave runs/
-    if not (folder / _CONFIG).is_file():
-        known = list_runs(Path(root), _CONFIG)
-        listed = ", ".join(known[-5:]) if known else "none"
-        raise InvalidInputError(
-            f"no run {run_id!r} in {runs_dir(Path(root))} (the latest: {listed}); pass one "
-            "of those, --store the store that holds it, or make one with `fxstore train` or "
-            "`fxstore backtest`."
-        )
-    return folder
+    return existing_run_dir(
+        Path(root),
+        run_id,
+        _CONFIG,
+        "pass one of those, --store the store that holds it, or make one with `fxstore train` "
+        "or `fxstore backtest`.",
+    )
 
 
 def _read_metrics(folder: Path) -> tuple[Json, bool]:

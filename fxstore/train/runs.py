@@ -36,13 +36,11 @@ from fxstore.store import (
     atomic_path,
     atomic_write_json,
     create_run_dir,
+    existing_run_dir,
     fold_dir,
-    list_runs,
     os_errors,
     read_json,
     remove_stale_temps,
-    run_dir,
-    runs_dir,
 )
 from fxstore.train.backtest import FoldResult, fold_result
 from fxstore.train.data import CachedMarket
@@ -137,15 +135,7 @@ class RunFolder:
         RunBusyError
             A live process is writing the run.
         """
-        if not run_id:
-            raise InvalidInputError("`resume` must be a run id under runs/, was ''.")
-        path = run_dir(root, run_id)
-        if not (path / _CONFIG).is_file():
-            known = list_runs(root, _CONFIG)
-            raise InvalidInputError(
-                f"no run {run_id!r} in {runs_dir(root)} (known: {', '.join(known) or 'none'}); "
-                "start a new one without --resume."
-            )
+        path = existing_run_dir(root, run_id, _CONFIG, "start a new one without --resume.")
         made_with = _check_resumable(run_id, read_json(path / _CONFIG), path / _CONFIG, profile)
         run = cls(path)
         run.lock.acquire()

@@ -121,13 +121,14 @@ def test_train_status_is_complete_and_runs_show_prints_the_same_table(
 ) -> None:
     args = ["train", "--store", str(root), "--profile", str(_profile(tmp_path)), "-q"]
     trained = CliRunner().invoke(cli, args, catch_exceptions=False)
-    run_id = trained.stdout.splitlines()[-1].rsplit("/", 1)[1]
+    *table, folder_line, report_line = trained.stdout.splitlines()
+    run_id = folder_line.rsplit("/", 1)[1]
+    assert report_line == f"its report: fxstore report {run_id} --store {root}"
 
     shown = CliRunner().invoke(cli, ["runs", "show", run_id, "--store", str(root)])
     listed = CliRunner().invoke(cli, ["runs", "--store", str(root), "--json"])
 
     assert trained.exit_code == 0 and shown.exit_code == 0, shown.output
-    table = trained.stdout.splitlines()[:-1]
     assert shown.output.splitlines()[:-1] == table
     assert shown.output.splitlines()[-1].startswith("complete: 2/2 folds; run folder: ")
     (entry,) = json.loads(listed.output)
@@ -229,15 +230,18 @@ def test_backtest_and_train_of_one_profile_give_the_same_baselines(
 
 
 def _train_subprocess(
-    root: Path, profile: Path, *, slow_update_s: float = 0.0
+    root: Path, profile: Path, *, slow_update_s: float = 0.0, mark: Path | None = None
 ) -> subprocess.Popen[str]:
-    """`fxstore train` in a child process; each learner update sleeps `slow_update_s` first."""
+    """`fxstore train` in a child process; each learner update first touches `mark` (if
+    given), then sleeps `slow_update_s`."""
     env = os.environ | {"PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    touch = f"    pathlib.Path({str(mark)!r}).touch()\n" if mark is not None else ""
     code = (
-        "import sys, time\n"
+        "import pathlib, sys, time\n"
         "import fxstore.train.agent as a\n"
         "update = a.Agent.update\n"
-        f"def slow(self, batch):\n    time.sleep({slow_update_s})\n    return update(self, batch)\n"
+        f"def slow(self, batch):\n{touch}    time.sleep({slow_update_s})\n"
+        "    return update(self, batch)\n"
         "a.Agent.update = slow\n"
         "from fxstore.cli import main\n"
         "main(sys.argv[1:])\n"
@@ -272,13 +276,15 @@ def test_train_sigterm_stops_at_a_safe_point_and_exits_143(root: Path, tmp_path:
 
 
 def test_train_second_sigint_stops_at_once(root: Path, tmp_path: Path) -> None:
-    # Each update sleeps 2 s, so the first Ctrl-C's safe point (the end of the step in
+    # Each update sleeps 6 s, so the first Ctrl-C's safe point (the end of the step in
     # progress) is seconds away; the second one must not wait for it.
-    proc = _train_subprocess(root, _profile(tmp_path, env_steps=400), slow_update_s=2.0)
+    mark = tmp_path / "learning"
+    proc = _train_subprocess(root, _profile(tmp_path, env_steps=400), slow_update_s=6.0, mark=mark)
     assert proc.stderr is not None
     run_id = proc.stderr.readline().split()[1].rstrip(";")
-    _wait_for_fold_folder(root, run_id)
-    time.sleep(4.0)  # learning has started (learn_start = 64 transitions: a dozen steps)
+    deadline = time.monotonic() + 120
+    while not mark.exists() and time.monotonic() < deadline:  # inside the first update
+        time.sleep(0.01)
 
     proc.send_signal(signal.SIGINT)
     assert "SIGINT: stopping at the next safe point" in proc.stderr.readline() + (
@@ -289,5 +295,9 @@ def test_train_second_sigint_stops_at_once(root: Path, tmp_path: Path) -> None:
     _, err = proc.communicate(timeout=60)
 
     assert proc.returncode == 130, err
-    assert time.monotonic() - sent < 1.5  # did not sit out the 2 s update
-    assert err.strip().splitlines()[-1].startswith("Stopped at once: ")
+    assert time.monotonic() - sent < 3.0, err  # did not sit out the 6 s update
+    # Stopped inside the first update, before the first checkpoint: nothing to resume.
+    assert err.strip().splitlines()[-1] == (
+        "Stopped at once: no run was kept (it had no checkpoint yet)."
+    ), err
+    assert not (root / "runs" / run_id).exists()
