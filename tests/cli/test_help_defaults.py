@@ -63,6 +63,7 @@ DESCRIBED: dict[str, Callable[[object, str, str], bool]] = {
     "as few as hold the longest target horizon": _is_none,
     "none, plain bars need one": _is_none,
     "none, --signal decides": _is_none,
+    "none, the tick size is left to precompute": _is_none,
     FROM_PROFILE: _from_profile,
     "ES.FUT unless the profile sets one": lambda v, *_: v == "ES.FUT",
     "all": lambda v, *_: v == BASELINE_POLICIES,
