@@ -124,10 +124,11 @@ def test_readme_walk_through_on_the_demo_store(tmp_path: Path) -> None:
     assert "Precomputed 30 features and 3 targets" in demo.stdout
 
     for command in readme_commands():
-        if command.startswith("fxstore train"):
-            command += f" {CI_TRAIN_SIZES}" if "--resume" not in command else ""
+        if command.startswith("fxstore train") and "--resume" in command:
             run_id = _latest_train_run(home / "data")
             command = _README_RUN_ID.sub(f"--resume {run_id}", command)
+        elif command.startswith("fxstore train"):
+            command += f" {CI_TRAIN_SIZES}"
         result = _shell(command, home, env)
         assert result.returncode == 0, f"{command}\n{result.stdout}\n{result.stderr}"
 
