@@ -182,10 +182,10 @@ def _too_few_days(days: _Days, config: WalkForwardConfig, horizon: int, why: str
         )
     embargo = needed - config.train_days - config.test_days
     n_val = config.validation_days
-    validation = f" and a {n_val}-day validation slice" if n_val else ""
+    validation = f": training part, purge and a {n_val}-day validation slice" if n_val else ""
     return (
         f"only {days.n} trading days ({rows:,} rows), but one walk-forward fold needs at "
-        f"least {needed} (train {config.train_days}: training part, purge{validation}; + "
+        f"least {needed} (train {config.train_days}{validation}; + "
         f"embargo {embargo}, holding the {horizon}-bar target horizon; + test "
         f"{config.test_days}); "
         f"use {needed - days.n} more trading days (a longer ingest, or `fxstore demo` with its "

@@ -146,7 +146,7 @@ def test_make_folds_exactly_days_needed_gives_one_fold() -> None:
 def test_make_folds_one_day_fewer_than_days_needed_raises() -> None:
     cfg = WalkForwardConfig(train_days=10, test_days=5, embargo_days=3)
 
-    with pytest.raises(InvalidInputError, match="needs at least 18 "):
+    with pytest.raises(InvalidInputError, match=r"needs at least 18 \(train 10; \+ embargo 3,"):
         make_folds(days_of([10] * (cfg.days_needed() - 1)), cfg, max_target_horizon_bars=4)
 
 
