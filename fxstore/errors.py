@@ -11,6 +11,8 @@ __all__ = [
     "FxStoreWarning",
     "InvalidInputError",
     "NoFrontMonthError",
+    "RunBusyError",
+    "RunInterruptedError",
     "SchemaError",
     "StoreAccessError",
     "SymbolNotFoundError",
@@ -41,6 +43,23 @@ class SymbolNotFoundError(FxStoreError):
 
 class NoFrontMonthError(FxStoreError):
     """No outright of the requested root can be selected as the front month."""
+
+
+class RunBusyError(FxStoreError):
+    """A run is being written by another live process (its lock is held): wait or stop it."""
+
+
+class RunInterruptedError(FxStoreError):
+    """A training run stopped on request (SIGINT or SIGTERM) at a safe point; its checkpoint
+    is saved and it resumes with ``fxstore train --resume``.
+
+    `signum` is the signal that asked it to stop; the CLI exits with 128 + `signum`.
+    """
+
+    def __init__(self, message: str, *, run_id: str, signum: int) -> None:
+        super().__init__(message)
+        self.run_id = run_id
+        self.signum = signum
 
 
 class TrainingDivergedError(FxStoreError):

@@ -480,6 +480,27 @@ def list_runs(root: Path, marker: str) -> list[str]:
     return sorted(p.name for p in runs_dir(root).glob("*") if (p / marker).is_file())
 
 
+def existing_run_dir(root: Path, run_id: str, marker: str, remedy: str) -> Path:
+    """The folder of run `run_id`, which must hold the file `marker` (e.g. "config.json").
+
+    Raises
+    ------
+    InvalidInputError
+        `run_id` is empty or not a key (a path separator, '..'), or names no run: the
+        message lists the latest runs there are, then `remedy` (what to do).
+    """
+    if not run_id:
+        raise InvalidInputError("the run id must name a run under runs/, was ''.")
+    folder = run_dir(root, run_id)  # only [A-Za-z0-9._-]: it cannot leave runs/
+    if not (folder / marker).is_file():
+        known = list_runs(root, marker)
+        listed = ", ".join(known[-5:]) if known else "none"
+        raise InvalidInputError(
+            f"no run {run_id!r} in {runs_dir(root)} (the latest: {listed}); {remedy}"
+        )
+    return folder
+
+
 def create_run_dir(root: Path, kind: str) -> Path:
     """Make a fresh ``runs/<UTC time>-<kind>[-N]``; mkdir makes it unique across processes."""
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")

@@ -7,7 +7,9 @@ No logic lives here. Every FxStoreError becomes one ``Error: ...`` line and exit
 - :mod:`~fxstore.cli.features`: ``precompute``, ``ls``, ``info``, ``gc``, ``features`` (the
   store and its feature sets).
 - :mod:`~fxstore.cli.train`: ``backtest``, ``train`` (baselines and the agent).
+- :mod:`~fxstore.cli.runs`: ``runs`` (the runs of a store, one run's table).
 - :mod:`~fxstore.cli.demo`: ``demo`` (all of it on the synthetic market).
+- :mod:`~fxstore.cli.report`: ``report`` (a run's HTML page).
 - :mod:`~fxstore.cli._options`: the options the commands share, each defined once.
 - :mod:`~fxstore.cli._output`: progress bars and JSON output.
 
@@ -24,7 +26,7 @@ from typing import TextIO
 import click
 
 from fxstore import __version__
-from fxstore.cli import data, demo, features, train, verify
+from fxstore.cli import data, demo, features, report, runs, train, verify
 from fxstore.cli._options import CONTEXT_SETTINGS
 from fxstore.errors import FxStoreError, FxStoreWarning
 
@@ -99,6 +101,8 @@ for _command in (
     features.features,
     train.backtest,
     train.train,
+    report.report,
+    runs.runs,
     verify.verify,
 ):
     cli.add_command(_command)

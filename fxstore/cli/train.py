@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import signal
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, TypedDict
 
@@ -26,13 +28,14 @@ from fxstore.cli._options import (
     walkforward_options,
 )
 from fxstore.cli._output import echo_json, fold_progress, progress, training_display
-from fxstore.config import BacktestConfig, EnvConfig, TrainConfig, WalkForwardConfig
+from fxstore.config import BacktestConfig, TrainConfig
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
     from fxstore.config import DeviceChoice, RollMode
     from fxstore.train.backtest import BacktestResult
+    from fxstore.train.status import StopRequest
 
 #: The profile ``train`` uses when --profile is not given.
 DEFAULT_PROFILE: Final = "default"
@@ -55,6 +58,7 @@ _WHERE: Final = "the command line"
 
 @command()
 @symbol_option("Store symbol of the fxcache", default_from=BacktestConfig)
+@profile_option(default=DEFAULT_PROFILE)
 @featureset_option()
 @click.option(
     "--policy",
@@ -63,14 +67,14 @@ _WHERE: Final = "the command line"
     help="Baseline to run: flat, long, random, ofi-sign, linear or oracle; repeatable "
     "[default: all].",
 )
-@walkforward_options(default_from=WalkForwardConfig)
-@cost_options(default_from=EnvConfig)
+@walkforward_options(default_from=FROM_PROFILE)
+@cost_options(default_from=FROM_PROFILE)
 @click.option(
     "--roll",
     type=click.Choice(["roll", "close"]),
-    default=default_of(EnvConfig, "roll"),
-    show_default=True,
-    help="At a contract roll: carry the position into the new contract, or close it.",
+    default=None,
+    help="At a contract roll: carry the position into the new contract, or close it "
+    f"[default: {FROM_PROFILE}].",
 )
 @multiplier_option
 @click.option("--tick-size", type=float, help="Points per tick [default: by root].")
@@ -81,7 +85,7 @@ _WHERE: Final = "the command line"
     show_default=True,
     help="Dollars.",
 )
-@seed_option("Seed of 'random'", default_from=BacktestConfig)
+@seed_option("Seed of 'random'", default_from=FROM_PROFILE)
 @click.option(
     "--signal-dir",
     default=None,
@@ -94,6 +98,7 @@ _WHERE: Final = "the command line"
 @quiet_option
 def backtest(
     symbol: str | None,
+    profile: str | None,
     featureset: str | None,
     policies: Sequence[str],
     train_days: int | None,
@@ -104,7 +109,7 @@ def backtest(
     anchored: bool | None,
     commission_per_contract: float | None,
     slippage_ticks: float | None,
-    roll: RollMode,
+    roll: RollMode | None,
     multiplier: float | None,
     tick_size: float | None,
     capital: float,
@@ -125,17 +130,24 @@ def backtest(
     table gives PSR (probability that the true daily Sharpe is above 0), the in-sample
     Sharpe of fitted policies, and the deflated Sharpe of the best policy over all tried.
 
+    Positions, costs, walk-forward folds and seed come from the training profile (--profile,
+    as ``train`` reads it), so the baselines of ``backtest --profile P`` and ``train
+    --profile P`` are the same numbers on the same folds.
+
     \b
     Example:
       fxstore backtest --symbol ES.FUT --policy flat --policy ofi-sign --test-days 10
     """
+    from fxstore.train.profiles import load_profile
+
+    base = load_profile(profile or DEFAULT_PROFILE)
     config = override(
-        BacktestConfig(),
+        BacktestConfig(seed=base.seed),
         symbol=symbol,
         featureset=featureset,
         policies=tuple(policies) or None,
         env=override(
-            EnvConfig(),
+            base.env,
             commission_per_contract=commission_per_contract,
             slippage_ticks=slippage_ticks,
             roll=roll,
@@ -143,7 +155,7 @@ def backtest(
             tick_size=tick_size,
         ),
         walkforward=override(
-            WalkForwardConfig(),
+            base.walkforward,
             train_days=train_days,
             test_days=test_days,
             embargo_days=embargo_days,
@@ -164,6 +176,7 @@ def run_backtest(
 ) -> BacktestResult:
     """Run the baselines with a progress bar, then print the results (as a table or JSON)."""
     from fxstore.train.backtest import run_backtest as run
+    from fxstore.train.status import report_command
 
     with progress("backtest", quiet) as bar:
         result = run(config, store_root, on_progress=fold_progress(bar))
@@ -172,6 +185,7 @@ def run_backtest(
     else:
         click.echo(result.format_table())
         click.echo(f"Wrote {result.run_dir}")
+        click.echo(f"its report: {report_command(result.run_dir.name, store_root)}")
     return result
 
 
@@ -232,19 +246,88 @@ def run_train(
     quiet: bool,
     *,
     resume: str | None = None,
+    profile: str | None = None,
     as_json: bool = False,
 ) -> BacktestResult:
-    """Train with a progress display, then print the results (as a table or JSON)."""
-    from fxstore.train.loop import train as run
+    """Train with a progress display, then print the results (as a table or JSON).
 
-    with training_display(quiet) as show:
-        result = run(config, store_root, resume=resume, on_progress=show)
+    Prints the run id and how to resume it first (stderr). SIGINT or SIGTERM stops the run
+    at its next safe point (checkpoint saved) and exits 128 + the signal (130, 143); a
+    second Ctrl-C stops it at once.
+    """
+    from fxstore.errors import RunInterruptedError
+    from fxstore.train.loop import train as run
+    from fxstore.train.status import StopRequest, report_command, resume_command
+
+    stop = StopRequest()
+    started: list[str] = []
+
+    def announce(run_id: str) -> None:
+        started.append(run_id)
+        click.echo(f"run {run_id}; to resume it: {resume_command(run_id, store_root)}", err=True)
+
+    try:
+        with _stop_on_signals(stop), training_display(quiet) as show:
+            result = run(
+                config,
+                store_root,
+                resume=resume,
+                profile=profile,
+                on_progress=show,
+                on_start=announce,
+                stop=stop,
+            )
+    except RunInterruptedError as err:
+        click.echo(f"Interrupted: {err}", err=True)
+        raise click.exceptions.Exit(128 + err.signum) from err
+    except KeyboardInterrupt as err:
+        click.echo(f"Stopped at once: {_after_abort(started, store_root)}", err=True)
+        raise click.exceptions.Exit(128 + signal.SIGINT) from err
     if as_json:
         echo_json(result.to_json())
     else:
         click.echo(result.format_table())
         click.echo(f"run folder: {result.run_dir}")
+        click.echo(f"its report: {report_command(result.run_dir.name, store_root)}")
     return result
+
+
+def _after_abort(started: list[str], store_root: Path) -> str:
+    """What is left of a run stopped at once, and how to continue it."""
+    from fxstore.store import run_dir
+    from fxstore.train.status import resume_command
+
+    if not started or not run_dir(store_root, started[0]).is_dir():
+        return "no run was kept (it had no checkpoint yet)."
+    return (
+        f"run {started[0]} continues from its last checkpoint: "
+        f"{resume_command(started[0], store_root)}"
+    )
+
+
+@contextlib.contextmanager
+def _stop_on_signals(stop: StopRequest) -> Iterator[None]:
+    """While the block runs, SIGINT and SIGTERM ask `stop` for a stop at the next safe point;
+    a second SIGINT raises KeyboardInterrupt at once."""
+
+    def handle(signum: int, _frame: object) -> None:
+        first = stop.signum is None
+        if not first and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        stop.request(signum)  # before the message: a second Ctrl-C during it stops at once
+        if first:
+            click.echo(
+                f"\n{signal.Signals(signum).name}: stopping at the next safe point "
+                "(Ctrl-C again to stop at once)",
+                err=True,
+            )
+
+    previous = {sig: signal.signal(sig, handle) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 @command()
@@ -346,10 +429,11 @@ def train(
       fxstore train --resume 20261201T073000Z-train
     """
     flags = [f"--{name.replace('_', '-')}" for name in given(**settings)]
-    if resume and (flags or profile not in (None, DEFAULT_PROFILE)):
+    if resume and flags:
         raise click.UsageError(
             f"--resume continues a run with the settings in its config.json; drop "
-            f"{', '.join(flags or ['--profile'])}."
+            f"{', '.join(flags)}."
         )
     config = train_config(profile or DEFAULT_PROFILE, **settings)
-    run_train(config, store_root, quiet, resume=resume, as_json=as_json)
+    expected = config.profile if resume and profile is not None else None
+    run_train(config, store_root, quiet, resume=resume, profile=expected, as_json=as_json)

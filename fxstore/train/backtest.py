@@ -26,15 +26,16 @@ Sharpe ratios of the pooled daily returns (:mod:`fxstore.train.significance`).
 
     config.json        the BacktestConfig, fxstore version, fxcache key and manifest checksum
     metrics.json       per fold and policy, and totals per policy over every test window
-    fold00/equity.png  equity curves of every policy on the fold's test window (when plots)
+    fold00/equity.png  equity and drawdown of every policy on the fold's test window (when plots)
+    equity_all.png     the same over every test window, one after another (when plots)
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import logging
 import math
-import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,6 +54,7 @@ from fxstore.train.linear import fit_linear, linear_positions
 from fxstore.train.metrics import BacktestMetrics, compute_metrics, daily_pnl, to_host
 from fxstore.train.oracle import PlantedSignal, load_planted_signal, oracle_positions
 from fxstore.train.significance import SharpeSignificance, sharpe_significance
+from fxstore.train.status import Headline, RunLock, RunStatus, StatusRecorder, now_iso, record_run
 from fxstore.train.walkforward import Fold, make_folds
 
 __all__ = [
@@ -70,6 +72,7 @@ __all__ = [
     "pooled_significance",
     "reference_notes",
     "run_backtest",
+    "with_ts_close",
     "write_equity_plots",
 ]
 
@@ -164,6 +167,9 @@ class FoldResult:
     in_sample_sharpe: float = math.nan
     """Daily Sharpe (× √252) of the same policy over the fold's training part; NaN for
     policies that fit nothing (or when undefined)."""
+    ts_close: npt.NDArray[np.int64] | None = None
+    """int64 ``(n_test_rows,)`` each row's bar close, ns UTC (the plots' time axis); None
+    when unknown (a run folder written before it was recorded)."""
 
     def to_json(self) -> dict[str, object]:
         """The fold, policy and metrics as JSON data (NaN as None)."""
@@ -173,6 +179,23 @@ class FoldResult:
             "metrics": self.metrics.to_json(),
             "in_sample_sharpe_daily": _json_float(self.in_sample_sharpe),
         }
+
+
+def with_ts_close(
+    results: Sequence[FoldResult], ts_close: npt.NDArray[np.int64]
+) -> list[FoldResult]:
+    """`results` with each one's bar close times: `ts_close` (every market row) at its fold's
+    test rows."""
+    out = []
+    for result in results:
+        lo, hi = result.fold.test
+        if hi - lo != result.pnl.size:
+            raise InvalidInputError(
+                f"fold {result.fold.index}'s {result.policy!r} result has {result.pnl.size} "
+                f"rows, its test window {hi - lo}."
+            )
+        out.append(dataclasses.replace(result, ts_close=np.asarray(ts_close[lo:hi], np.int64)))
+    return out
 
 
 def _json_float(value: float) -> float | None:
@@ -215,10 +238,12 @@ def fold_result(
     capital: float,
     seed: int,
     in_sample: float = math.nan,
+    ts_close: npt.NDArray[np.generic] | None = None,
 ) -> FoldResult:
     """Score a booked test window: the metrics of its per-row PnL and positions.
 
-    `in_sample` is the policy's in-sample daily Sharpe (:attr:`FoldResult.in_sample_sharpe`).
+    `in_sample` is the policy's in-sample daily Sharpe (:attr:`FoldResult.in_sample_sharpe`);
+    `ts_close` the rows' bar close times (:attr:`FoldResult.ts_close`).
     """
     pnl_host = to_host(pnl).astype(np.float64, copy=False)
     positions_host = to_host(positions).astype(np.float64, copy=False)
@@ -231,7 +256,8 @@ def fold_result(
         capital=capital,
         seed=seed,
     )
-    return FoldResult(fold, policy, metrics, pnl_host, positions_host, day_host, in_sample)
+    ts_host = None if ts_close is None else to_host(ts_close).astype(np.int64, copy=False)
+    return FoldResult(fold, policy, metrics, pnl_host, positions_host, day_host, in_sample, ts_host)
 
 
 def evaluate_fold(
@@ -550,14 +576,18 @@ def reference_notes(
     return tuple(lines)
 
 
-def write_equity_plots(folder: Path, results: Sequence[FoldResult]) -> None:
-    """One ``fold<NN>/equity.png`` per fold of `results`: every policy on the same axes."""
-    from fxstore.train.plots import plot_equity
+def write_equity_plots(
+    folder: Path, results: Sequence[FoldResult], totals: Mapping[str, BacktestMetrics]
+) -> None:
+    """One ``fold<NN>/equity.png`` per fold of `results` (every policy on the same axes) and
+    ``equity_all.png`` over all folds, its legend from `totals`."""
+    from fxstore.train.plots import plot_equity, plot_equity_all
 
     folds = {r.fold.index: r.fold for r in results}
     for index, fold in folds.items():
         mine = {r.policy: r for r in results if r.fold.index == index}
         plot_equity(fold_dir(folder, index) / "equity.png", fold, mine)
+    plot_equity_all(folder / "equity_all.png", results, totals)
 
 
 def run_backtest(
@@ -597,11 +627,12 @@ def run_backtest(
     spec = contract_spec(config.symbol, config.env)  # an unknown root fails before the folder
     planted = load_oracle(root, config.symbol, config.signal_dir, cache)
     folder = create_run_dir(root, "backtest")
-    try:
-        return _backtest_into(folder, config, cache, folds, spec, planted, on_progress)
-    except BaseException:
-        shutil.rmtree(folder, ignore_errors=True)  # no resume: a half-written run is noise
-        raise
+    lock = RunLock(folder)
+    lock.acquire()
+    status = RunStatus(folder.name, "backtest", config.symbol, now_iso(), "running", 0, len(folds))
+    # no resume: a half-written run is noise, so any failure removes the folder
+    with record_run(folder, lock, status, discard=lambda _r, _e: True) as recorder:
+        return _backtest_into(folder, config, cache, folds, spec, planted, on_progress, recorder)
 
 
 def _backtest_into(
@@ -612,6 +643,7 @@ def _backtest_into(
     spec: ContractSpec,
     planted: PlantedSignal,
     on_progress: Callable[[int, int], None] | None,
+    recorder: StatusRecorder,
 ) -> BacktestResult:
     """Run the baselines of :func:`run_backtest` and write the run into `folder`."""
     market = cache.market
@@ -629,7 +661,7 @@ def _backtest_into(
             "fxcache": cache.to_json(config.symbol),
         },
     )
-    results = []
+    results: list[FoldResult] = []
     for fold in folds:
         results += baseline_results(
             market,
@@ -641,8 +673,10 @@ def _backtest_into(
             seed=config.seed,
             planted=planted.values,
         )
+        recorder.fold_done()
         if on_progress is not None:
             on_progress(fold.index + 1, len(folds))
+    results = with_ts_close(results, cache.ts_close)
     totals = policy_totals(results, market, capital=config.capital, seed=config.seed)
     best = best_of_significance(results, totals, capital=config.capital)
     result = BacktestResult(
@@ -657,7 +691,12 @@ def _backtest_into(
     )
     atomic_write_json(folder / "metrics.json", result.to_json())
     if config.plots:
-        write_equity_plots(folder, results)
+        write_equity_plots(folder, results, totals)
+    if best is not None:  # the headline of `fxstore runs`: the best policy's totals
+        top = totals[best.policy]
+        recorder.complete(Headline(best.policy, top.total_pnl, top.sharpe_daily))
+    else:
+        recorder.complete(None)
     logger.info(
         "backtest of %s: %d folds x %d policies -> %s",
         config.symbol,

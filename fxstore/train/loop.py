@@ -29,8 +29,8 @@ import numpy as np
 import numpy.typing as npt
 
 from fxstore.config import AgentConfig, TrainConfig
-from fxstore.errors import InvalidInputError
-from fxstore.store import atomic_write_json
+from fxstore.errors import InvalidInputError, RunInterruptedError
+from fxstore.store import atomic_write_json, fold_dir
 from fxstore.train import rng as crng
 from fxstore.train.agent import Agent
 from fxstore.train.backtest import (
@@ -43,18 +43,31 @@ from fxstore.train.backtest import (
     policy_totals,
     pooled_significance,
     reference_notes,
+    with_ts_close,
 )
 from fxstore.train.checkpoint import DAMAGED, load_checkpoint, meta_value, save_checkpoint
-from fxstore.train.data import open_cache
+from fxstore.train.data import CachedMarket, open_cache
 from fxstore.train.env import ContractSpec, Market, contract_spec, evaluate_positions
 from fxstore.train.memory import check_host_memory
 from fxstore.train.metrics import sharpe_per_bar, to_host
+from fxstore.train.oracle import PlantedSignal
+from fxstore.train.plots import plot_equity_all
 from fxstore.train.policy import greedy_positions
 from fxstore.train.replay import NStepAccumulator, PrioritizedReplay
 from fxstore.train.resume import check_resumed_cache
 from fxstore.train.runs import RunFolder
 from fxstore.train.seeds import agent_policies, seed_notes
 from fxstore.train.significance import SharpeSignificance
+from fxstore.train.status import (
+    Headline,
+    RunStatus,
+    StatusRecorder,
+    StopRequest,
+    now_iso,
+    record_run,
+    resume_command,
+    signal_name,
+)
 from fxstore.train.vecenv import VecEnv
 from fxstore.train.walkforward import Fold, make_folds
 
@@ -155,9 +168,13 @@ def _run_fold(
     on_progress: Callable[[Progress], None] | None,
     n_folds: int,
     seed_index: int = 0,
+    stop: StopRequest | None = None,
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     """Learn on one fold; return the greedy positions of the kept weights on its test window
-    and on its training part (for the in-sample Sharpe)."""
+    and on its training part (for the in-sample Sharpe).
+
+    When `stop` is set, the fold saves its checkpoint after the step in progress and raises
+    RunInterruptedError."""
     xp = market.xp
     agent_config = _fold_agent_config(config, sizes, fold.index)
     lo, hi = fold.train
@@ -234,6 +251,9 @@ def _run_fold(
             if on_progress is not None:
                 on_progress(report)
             losses, clock, samples = [], now, 0
+        if stop is not None and stop.signum is not None:  # a safe point: the step is whole
+            _save(checkpoint, learner, state, obs)
+            raise _interrupted(run, stop.signum, f"fold {fold.index} step {state.step}")
     if not has_validation:  # nothing to select on: the last weights trade
         chosen = "last"
     elif state.best_params is None:  # no validated edge: stand aside
@@ -248,6 +268,15 @@ def _run_fold(
     return (
         greedy_positions(agent.q_values, market, *fold.test, config.env),
         greedy_positions(agent.q_values, market, *fold.train, config.env),
+    )
+
+
+def _interrupted(run: RunFolder, signum: int, where: str) -> RunInterruptedError:
+    return RunInterruptedError(
+        f"run {run.run_id!r} stopped on {signal_name(signum)} at {where}, its checkpoint "
+        f"saved; to resume it: {resume_command(run.run_id, run.root)}",
+        run_id=run.run_id,
+        signum=signum,
     )
 
 
@@ -371,7 +400,10 @@ def train(
     root: Path,
     *,
     resume: str | None = None,
+    profile: str | None = None,
     on_progress: Callable[[Progress], None] | None = None,
+    on_start: Callable[[str], None] | None = None,
+    stop: StopRequest | None = None,
 ) -> BacktestResult:
     """Train the agent walk-forward on `config.symbol`'s fxcache under `root`.
 
@@ -385,9 +417,17 @@ def train(
         Run id under ``runs/`` to continue: finished folds are kept, the fold in progress
         continues from its last checkpoint, and the result equals an uninterrupted run.
         Refused when the fxstore version, the settings, the built-in profile or the fxcache
-        changed since the run started (:mod:`fxstore.train.resume`).
+        changed since the run started (:mod:`fxstore.train.resume`), when it is not a
+        training run, has nothing to resume from, or is being written by a live process.
+    profile
+        With `resume`: the profile name the run must have been trained with (None: any).
     on_progress
         Called with a :class:`Progress` every few steps (the CLI's display).
+    on_start
+        Called with the run id once the run folder is made (or locked, on resume).
+    stop
+        Checked after every training step and between folds: once set (by a signal
+        handler), the run saves its checkpoint there and raises RunInterruptedError.
 
     Returns
     -------
@@ -400,10 +440,33 @@ def train(
     SymbolNotFoundError, InvalidInputError
         No fxcache for the symbol, too few days for one fold, a bad checkpoint, a resume
         whose inputs changed.
+    RunBusyError
+        `resume` names a run a live process is writing.
+    RunInterruptedError
+        `stop` was set; the message says how to resume.
     TrainingDivergedError
         A loss, gradient or weight stopped being finite (the message names step and tensor).
+
+    A new run that fails before its first fold is finished (or is stopped before it has a
+    checkpoint) leaves no folder; any other run ends with its ``status.json`` saying how.
     """
-    resumed = RunFolder.resume(root, resume) if resume is not None else None
+    resumed = RunFolder.resume(root, resume, profile=profile) if resume is not None else None
+    try:
+        return _train_run(config, root, resumed, on_progress, on_start, stop)
+    finally:
+        if resumed is not None:
+            resumed.lock.release()
+
+
+def _train_run(
+    config: TrainConfig,
+    root: Path,
+    resumed: RunFolder | None,
+    on_progress: Callable[[Progress], None] | None,
+    on_start: Callable[[str], None] | None,
+    stop: StopRequest | None,
+) -> BacktestResult:
+    """:func:`train` once the run to resume (if any) is found and locked."""
     plan = resumed.plan_resume(root) if resumed is not None else None
     if plan is not None:  # every input unchanged; the settings pinned to the run's cache
         config = plan.config
@@ -423,14 +486,58 @@ def train(
     spec = contract_spec(config.symbol, config.env)  # bad input fails before the run folder
     planted = load_oracle(root, config.symbol, config.signal_dir, cache)
     run = resumed if resumed is not None else RunFolder.create(root, "train")
-    if resumed is None:
-        run.write_config(config, sizes, cache)
+    status = RunStatus(
+        run.run_id,
+        "train",
+        config.symbol,
+        run.started() or now_iso(),
+        "running",
+        folds_done=sum((fold_dir(run.path, f.index) / "results.npz").is_file() for f in folds),
+        n_folds=len(folds),
+        profile=config.profile,
+    )
+
+    def worthless(recorder: StatusRecorder, err: BaseException) -> bool:
+        """A new run with no finished fold that failed, or stopped with no checkpoint."""
+        if resumed is not None or recorder.status.folds_done:
+            return False
+        stopped = isinstance(err, RunInterruptedError | KeyboardInterrupt)
+        return not stopped or not run.has_checkpoint()
+
+    with record_run(run.path, run.lock, status, discard=worthless) as recorder:
+        if resumed is None:
+            run.write_config(config, sizes, cache)
+        if on_start is not None:
+            on_start(run.run_id)
+        return _train_folds(
+            config, market, cache, folds, spec, planted, sizes, run, recorder, on_progress, stop
+        )
+
+
+def _train_folds(
+    config: TrainConfig,
+    market: Market,
+    cache: CachedMarket,
+    folds: list[Fold],
+    spec: ContractSpec,
+    planted: PlantedSignal,
+    sizes: dict[str, int],
+    run: RunFolder,
+    recorder: StatusRecorder,
+    on_progress: Callable[[Progress], None] | None,
+    stop: StopRequest | None,
+) -> BacktestResult:
+    """Train every fold not done yet, then score and write the run's totals."""
     results: list[FoldResult] = []
     for fold in folds:
         done = run.read_fold(fold, market.bars_per_day, config.capital, config.seed)
         if done is None:
+            if stop is not None and stop.signum is not None:
+                raise _interrupted(run, stop.signum, f"the start of fold {fold.index}")
             agents = [
-                _train_seed(market, fold, config, spec, sizes, run, on_progress, len(folds), k)
+                _train_seed(
+                    market, fold, config, spec, sizes, run, on_progress, len(folds), k, stop
+                )
                 for k in range(config.seeds)
             ]
             baselines = baseline_results(
@@ -443,11 +550,12 @@ def train(
                 seed=config.seed,
                 planted=planted.values,
             )
-            done = {r.policy: r for r in (*agents, *baselines)}
+            done = {r.policy: r for r in with_ts_close([*agents, *baselines], cache.ts_close)}
             run.write_fold(fold, done)
             for k in range(config.seeds):
                 run.checkpoint_path(fold.index, k).unlink(missing_ok=True)
-        results += done.values()
+            recorder.fold_done()
+        results += with_ts_close(list(done.values()), cache.ts_close)  # older folders lack it
     totals = policy_totals(results, market, capital=config.capital, seed=config.seed)
     shown = [b for b in config.baselines if b != "oracle" or planted.values is not None]
     result = BacktestResult(
@@ -464,6 +572,11 @@ def train(
         ),
     )
     atomic_write_json(run.path / "metrics.json", result.to_json())
+    plot_equity_all(run.path / "equity_all.png", results, totals)
+    agent = totals.get("agent")
+    recorder.complete(
+        Headline("agent", agent.total_pnl, agent.sharpe_daily) if agent is not None else None
+    )
     logger.info("trained %s on %d folds -> %s", config.symbol, len(folds), run.path)
     return result
 
@@ -478,6 +591,7 @@ def _train_seed(
     on_progress: Callable[[Progress], None] | None,
     n_folds: int,
     seed_index: int,
+    stop: StopRequest | None,
 ) -> FoldResult:
     """Train the fold's agent of seed `seed_index` and score it on the test window."""
     seeded = config
@@ -486,7 +600,7 @@ def _train_seed(
             config, seed=crng.derive_key(config.seed, _STREAM_SEEDS, seed_index) % (1 << 31)
         )
     positions, train_positions = _run_fold(
-        market, fold, seeded, spec, sizes, run, on_progress, n_folds, seed_index
+        market, fold, seeded, spec, sizes, run, on_progress, n_folds, seed_index, stop
     )
     return evaluate_fold(
         market,

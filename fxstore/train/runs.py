@@ -8,10 +8,12 @@ Layout (``runs/<run-id>/``, DESIGN.md "Store layout")::
     fold00/checkpoint.npz       while the fold learns: everything needed to resume it
     fold00/evals-seed1.json     the same for each extra seed (``seeds`` > 1), and
     fold00/checkpoint-seed1.npz   its checkpoint
-    fold00/results.npz          per-policy test-window PnL, positions, trading days
+    fold00/results.npz          per-policy test-window PnL, positions, trading days, bar close
+                                times (``ts_close``; absent in folders of older versions)
     fold00/metrics.json         per-policy metrics of the fold's test window
     fold00/equity.png           equity curves of the agent and the baselines
     metrics.json                per-fold and total metrics of every policy
+    equity_all.png              equity curves over every fold's test window
 
 Every file is written atomically; a fold counts as finished once its ``results.npz`` exists.
 """
@@ -34,18 +36,17 @@ from fxstore.store import (
     atomic_path,
     atomic_write_json,
     create_run_dir,
+    existing_run_dir,
     fold_dir,
-    list_runs,
     os_errors,
     read_json,
     remove_stale_temps,
-    run_dir,
-    runs_dir,
 )
 from fxstore.train.backtest import FoldResult, fold_result
 from fxstore.train.data import CachedMarket
 from fxstore.train.plots import plot_equity
 from fxstore.train.resume import ResumePlan, plan_resume, run_inputs
+from fxstore.train.status import RunLock, read_status
 from fxstore.train.walkforward import Fold
 
 __all__ = ["RunFolder"]
@@ -56,6 +57,33 @@ _CONFIG: Final = "config.json"
 _REDO_FOLD: Final = (
     "the file is damaged: move it aside (the fold is then trained again on --resume)."
 )
+
+
+def _check_resumable(
+    run_id: str, record: Mapping[str, object], where: Path, profile: str | None
+) -> str:
+    """Refuse a run that is not a training run, or not of `profile`; return its profile."""
+    kind = record.get("kind")
+    if kind != "train":
+        raise InvalidInputError(
+            f"run {run_id!r} is a {kind if isinstance(kind, str) else 'damaged'} run, not a "
+            "training run: only `fxstore train` runs resume; `fxstore runs show "
+            f"{run_id}` prints its table."
+        )
+    settings = record.get("config")
+    made_with = settings.get("profile") if isinstance(settings, dict) else None
+    if not isinstance(made_with, str):
+        raise InvalidInputError(
+            f"{where}: `config.profile` must be a profile name; the file is damaged or was "
+            "edited, so the run cannot resume: start a new run without --resume."
+        )
+    if profile is not None and profile != made_with:
+        raise InvalidInputError(
+            f"run {run_id!r} was trained with profile {made_with!r}, not {profile!r}: a resumed "
+            "run keeps its own settings, so drop --profile (or start a new run without "
+            "--resume)."
+        )
+    return made_with
 
 
 def _read_results(path: Path) -> dict[str, npt.NDArray[np.generic]]:
@@ -77,26 +105,70 @@ class RunFolder:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.run_id = path.name
+        self.lock = RunLock(path)
+        """Held while this process writes the run."""
+
+    @property
+    def root(self) -> Path:
+        """The store root the run belongs to."""
+        return self.path.parent.parent
 
     @classmethod
     def create(cls, root: Path, kind: str) -> RunFolder:
-        return cls(create_run_dir(root, kind))
+        """A fresh run folder, its lock held (release with ``run.lock.release()``)."""
+        run = cls(create_run_dir(root, kind))
+        run.lock.acquire()
+        return run
 
     @classmethod
-    def resume(cls, root: Path, run_id: str) -> RunFolder:
-        """The run `run_id`, its killed writes' temporary files removed."""
-        if not run_id:
-            raise InvalidInputError("`resume` must be a run id under runs/, was ''.")
-        path = run_dir(root, run_id)
-        if not (path / _CONFIG).is_file():
-            known = list_runs(root, _CONFIG)
-            raise InvalidInputError(
-                f"no run {run_id!r} in {runs_dir(root)} (known: {', '.join(known) or 'none'}); "
-                "start a new one without --resume."
-            )
-        for folder in (path, *sorted(p for p in path.glob("fold*") if p.is_dir())):
-            remove_stale_temps(folder)
-        return cls(path)
+    def resume(cls, root: Path, run_id: str, *, profile: str | None = None) -> RunFolder:
+        """The training run `run_id`, its lock held and its killed writes' temporary files
+        removed.
+
+        `profile`: the profile name the caller expects the run to have (None: any).
+
+        Raises
+        ------
+        InvalidInputError
+            No such run; a backtest, not a training run; made with another profile; nothing
+            to resume (no checkpoint and no finished fold).
+        RunBusyError
+            A live process is writing the run.
+        """
+        path = existing_run_dir(root, run_id, _CONFIG, "start a new one without --resume.")
+        made_with = _check_resumable(run_id, read_json(path / _CONFIG), path / _CONFIG, profile)
+        run = cls(path)
+        run.lock.acquire()
+        try:
+            for folder in (path, *sorted(p for p in path.glob("fold*") if p.is_dir())):
+                remove_stale_temps(folder)
+            if not run.has_progress():
+                raise InvalidInputError(
+                    f"run {run_id!r} has no checkpoint and no finished fold in {path}: it "
+                    "stopped before its first checkpoint, so there is nothing to resume: start "
+                    f"it anew with `fxstore train --profile {made_with} --store {root}` (and "
+                    "delete its folder)."
+                )
+        except BaseException:
+            run.lock.release()
+            raise
+        return run
+
+    def has_progress(self) -> bool:
+        """Whether any fold finished or left a checkpoint."""
+        return any(
+            any(folder.glob("results.npz")) or any(folder.glob("checkpoint*.npz"))
+            for folder in self.path.glob("fold*")
+        )
+
+    def has_checkpoint(self) -> bool:
+        """Whether any fold holds a checkpoint."""
+        return any(self.path.glob("fold*/checkpoint*.npz"))
+
+    def started(self) -> str | None:
+        """When the run started, from its ``status.json`` (None without one)."""
+        status = read_status(self.path)
+        return status.started if status is not None else None
 
     def fold_dir(self, index: int) -> Path:
         folder = fold_dir(self.path, index)
@@ -172,7 +244,10 @@ class RunFolder:
             arrays[f"{policy}/pnl"] = result.pnl
             arrays[f"{policy}/positions"] = result.positions
             arrays[f"{policy}/in_sample_sharpe"] = np.asarray(result.in_sample_sharpe)
-        arrays["trading_day"] = next(iter(results.values())).trading_day
+        first = next(iter(results.values()))
+        arrays["trading_day"] = first.trading_day
+        if first.ts_close is not None:
+            arrays["ts_close"] = first.ts_close
         atomic_write_json(
             folder / "metrics.json",
             {
@@ -196,6 +271,7 @@ class RunFolder:
             return None
         arrays = _read_results(path)
         day = arrays.pop("trading_day")
+        ts_close = arrays.pop("ts_close", None)  # absent in folders of older versions
         policies = sorted({k.split("/", 1)[0] for k in arrays})
         missing = [
             f"{p}/{n}" for p in policies for n in ("pnl", "positions") if f"{p}/{n}" not in arrays
@@ -213,6 +289,7 @@ class RunFolder:
                 capital=capital,
                 seed=seed,
                 in_sample=float(arrays.get(f"{p}/in_sample_sharpe", np.nan)),
+                ts_close=ts_close,
             )
             for p in policies
         }

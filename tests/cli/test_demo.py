@@ -40,7 +40,8 @@ def test_demo_with_train_ends_with_the_agent_and_baselines(tmp_path: Path) -> No
     assert result.exit_code == 0, result.output
     assert "ofi-sign" in result.output
     assert "run folder: " in result.output
-    assert len(list((tmp_path / "runs").iterdir())) == 1
+    (run_id,) = (p.name for p in (tmp_path / "runs").iterdir())
+    assert f"its report: fxstore report {run_id} --store {tmp_path}" in result.output
 
 
 def test_demo_no_train_ends_with_precompute(tmp_path: Path) -> None:

@@ -20,6 +20,8 @@ COMMANDS = (
     "ingest",
     "ls",
     "precompute",
+    "report",
+    "runs",
     "scan",
     "synth",
     "train",

@@ -22,8 +22,8 @@ from fxstore.train.profiles import load_profile
 
 REPO: Final = Path(__file__).parents[2]
 README: Final = REPO / "README.md"
-#: The run id the README's `--resume` example names; the walk-through resumes its own run.
-_README_RUN_ID: Final = re.compile(r"--resume \S+")
+#: The run ids the README's examples name; the walk-through uses its own train run's.
+_README_RUN_ID: Final = re.compile(r"\b\d{8}T\d{6}Z-train\b")
 #: Training settings appended to `fxstore train` commands so the walk-through fits CI's
 #: minutes on 2 CPU cores: the command, its profile's folds and its run folder are what is
 #: tested here, not how well the agent learns (tests/train/test_learning.py).
@@ -124,9 +124,8 @@ def test_readme_walk_through_on_the_demo_store(tmp_path: Path) -> None:
     assert "Precomputed 30 features and 3 targets" in demo.stdout
 
     for command in readme_commands():
-        if command.startswith("fxstore train") and "--resume" in command:
-            run_id = _latest_train_run(home / "data")
-            command = _README_RUN_ID.sub(f"--resume {run_id}", command)
+        if _README_RUN_ID.search(command):
+            command = _README_RUN_ID.sub(_latest_train_run(home / "data"), command)
         elif command.startswith("fxstore train"):
             command += f" {CI_TRAIN_SIZES}"
         result = _shell(command, home, env)

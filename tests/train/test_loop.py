@@ -46,6 +46,11 @@ def test_train_tiny_run_writes_the_run_folder(store: Path) -> None:
     # no oracle: the store's synth folder holds no planted signal
     assert metrics["policies"] == ["agent", "flat", "long", "random", "ofi-sign", "linear"]
     assert len(metrics["folds"]) == 2
+    assert (folder / "equity_all.png").is_file()
+    with np.load(folder / "fold00" / "results.npz") as data:
+        assert (
+            data["ts_close"].dtype == np.int64 and data["ts_close"].size == data["trading_day"].size
+        )
 
 
 def test_train_baselines_equal_the_backtest_of_the_same_folds(store: Path) -> None:
