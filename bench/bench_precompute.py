@@ -223,7 +223,7 @@ def _cold_child(which: str, path: str) -> None:
     """In a fresh process: load the bars, warm up on 1,000 bars, time one full-size run."""
     one_core(pin=False)
     bars = pa.ipc.open_file(pa.memory_map(path)).read_all()
-    featureset = default_featureset()
+    featureset = default_featureset().with_tick_size(0.25)
     if which == "fxstore":
         fxstore_features(bars.slice(0, 1_000), featureset)  # loads the cached JIT kernels
         run: Callable[[], object] = lambda: fxstore_features(bars, featureset)  # noqa: E731
@@ -286,7 +286,7 @@ def main() -> None:
         return
     cpu = one_core(args.pin)
     load = list(os.getloadavg())
-    featureset = default_featureset()
+    featureset = default_featureset().with_tick_size(0.25)
     bars = synthetic_bars(args.bars, n_days=TRADING_DAYS, roll_days=ROLL_DAYS, seed=11)
     bars = bars.select(list(REQUIRED_COLUMNS)).combine_chunks()
     df = bars.to_pandas()  # trading_day as datetime.date, as pandas users get it

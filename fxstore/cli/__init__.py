@@ -4,7 +4,8 @@ No logic lives here. Every FxStoreError becomes one ``Error: ...`` line and exit
 (in :class:`_Group`); FxStoreWarnings become ``Warning: ...`` lines on stderr.
 
 - :mod:`~fxstore.cli.data`: ``synth``, ``scan``, ``ingest`` (DBN files and bars).
-- :mod:`~fxstore.cli.features`: ``precompute``, ``ls``, ``info``, ``gc`` (the store).
+- :mod:`~fxstore.cli.features`: ``precompute``, ``ls``, ``info``, ``gc``, ``features`` (the
+  store and its feature sets).
 - :mod:`~fxstore.cli.train`: ``backtest``, ``train`` (baselines and the agent).
 - :mod:`~fxstore.cli.runs`: ``runs`` (the runs of a store, one run's table).
 - :mod:`~fxstore.cli.demo`: ``demo`` (all of it on the synthetic market).
@@ -97,6 +98,7 @@ for _command in (
     features.ls,
     features.info,
     features.gc,
+    features.features,
     train.backtest,
     train.train,
     report.report,

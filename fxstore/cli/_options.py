@@ -25,6 +25,10 @@ F = TypeVar("F", bound=Callable[..., object])
 D = TypeVar("D", bound="DataclassInstance")
 
 CONTEXT_SETTINGS: Final = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+#: The built-in market's default range (synth and demo): four months around the March 2024
+#: roll, 87 trading days: enough for one fold of the default training profile (81 days).
+DEMO_START: Final = dt.date(2024, 2, 1)
+DEMO_END: Final = dt.date(2024, 5, 31)
 #: What help shows as the default of an option that a training profile fills.
 FROM_PROFILE: Final = "the profile's"
 
@@ -164,19 +168,64 @@ def cost_options(*, default_from: type[EnvConfig] | str) -> Callable[[F], F]:
 
 
 def walkforward_options(*, default_from: type[WalkForwardConfig] | str) -> Callable[[F], F]:
-    """--train-days and --test-days: the window lengths of a :class:`WalkForwardConfig`."""
+    """The walk-forward options of a :class:`WalkForwardConfig`, each None when not given.
+
+    --train-days, --test-days, --embargo-days, --validation-fraction, --min-train-days and
+    --anchored/--rolling; `default_from` names where the values not given come from.
+    """
+
+    def meaning(text: str, name: str) -> str:
+        return _help(text, default_from, name)
+
+    anchored = default_of(default_from, "anchored")
+    shown = anchored if isinstance(default_from, str) else ("anchored" if anchored else "rolling")
     return _stack(
         click.option(
             "--train-days",
             type=int,
             default=None,
-            help=_help("Trading days in a training window", default_from, "train_days"),
+            help=meaning("Trading days in a training window", "train_days"),
         ),
         click.option(
             "--test-days",
             type=int,
             default=None,
-            help=_help("Trading days in each test window", default_from, "test_days"),
+            help=meaning("Trading days in each test window", "test_days"),
+        ),
+        click.option(
+            "--embargo-days",
+            type=int,
+            default=None,
+            help="Least whole trading days in each gap before a validation or test slice "
+            + (
+                "[default: as few as hold the longest target horizon]."
+                if default_of(default_from, "embargo_days") is None
+                else meaning("", "embargo_days").lstrip()
+            ),
+        ),
+        click.option(
+            "--validation-fraction",
+            type=float,
+            default=None,
+            help=meaning(
+                "Share of each training window kept at its end for early stopping (0: none)",
+                "validation_fraction",
+            ),
+        ),
+        click.option(
+            "--min-train-days",
+            type=int,
+            default=None,
+            help=meaning(
+                "Least trading days left to fit on once the validation slice and its purge are cut",
+                "min_train_days",
+            ),
+        ),
+        click.option(
+            "--anchored/--rolling",
+            default=None,
+            help="Training windows grow from the first day, or roll forward train-days long "
+            f"[default: {shown}].",
         ),
     )
 
@@ -190,11 +239,24 @@ def _iso_date(_ctx: click.Context, _param: click.Parameter, value: str | None) -
         raise click.BadParameter(f"must be a date YYYY-MM-DD, was {value!r}.") from err
 
 
-def synth_options(func: F) -> F:
-    """Options of the built-in synthetic market (shared by synth and demo)."""
+def synth_options(*, signal_ic: float | None) -> Callable[[F], F]:
+    """Options of the built-in synthetic market (shared by synth and demo).
+
+    `signal_ic` is the planted signal's IC the command uses when neither --signal nor
+    --signal-ic is given (None: no signal, ``SynthConfig``'s strength 0).
+    """
+    strength = default_of(SynthConfig, "signal_strength")
     return _stack(
-        click.option("--start", callback=_iso_date, help="First calendar day (YYYY-MM-DD)."),
-        click.option("--end", callback=_iso_date, help="Last calendar day (YYYY-MM-DD)."),
+        click.option(
+            "--start",
+            callback=_iso_date,
+            help=f"First calendar day (YYYY-MM-DD) [default: {DEMO_START}].",
+        ),
+        click.option(
+            "--end",
+            callback=_iso_date,
+            help=f"Last calendar day (YYYY-MM-DD) [default: {DEMO_END}].",
+        ),
         click.option(
             "--events-per-day",
             type=int,
@@ -207,11 +269,25 @@ def synth_options(func: F) -> F:
             "--signal",
             "signal_strength",
             type=float,
-            default=default_of(SynthConfig, "signal_strength"),
-            show_default=True,
+            default=None,
             help="Planted signal strength in [0, 1]: how strongly a latent factor tilts "
             "order flow and the next moves (0 = none). Strength 1 is an information "
-            "coefficient of about 0.38, 0.25 about 0.10; prefer --signal-ic, in IC units.",
+            "coefficient of about 0.38, 0.25 about 0.10; prefer --signal-ic, in IC units "
+            + (f"[default: {strength}]." if signal_ic is None else "[default: from --signal-ic]."),
+        ),
+        click.option(
+            "--signal-ic",
+            type=float,
+            default=None,
+            help="Planted signal as an information coefficient, in place of --signal: the "
+            "correlation of the signal at a bar's close with the next bar's return (default "
+            "ingest bars). Real order-flow signals: 0.02-0.1; the signal persists for about "
+            "ten bars (half-life) "
+            + (
+                "[default: none, --signal decides]."
+                if signal_ic is None
+                else f"[default: {signal_ic}, unless --signal is given]."
+            ),
         ),
         click.option(
             "--root",
@@ -219,4 +295,4 @@ def synth_options(func: F) -> F:
             show_default=True,
             help="Product root.",
         ),
-    )(func)
+    )

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Final
 import click
 
 from fxstore.cli._options import (
+    DEMO_END,
+    DEMO_START,
     command,
     default_of,
     definitions_option,
@@ -30,9 +32,6 @@ if TYPE_CHECKING:
     from fxstore.ingest import IngestSummary, ScanReport
     from fxstore.synth import SynthSummary
 
-#: The built-in market's default range: three months around the March 2024 roll.
-DEMO_START: Final = dt.date(2024, 2, 1)
-DEMO_END: Final = dt.date(2024, 4, 30)
 #: The choices of --bar-type, in the order help lists them.
 BAR_TYPES: Final = (
     "dollar_imbalance",
@@ -77,15 +76,7 @@ def run_synth(config: SynthConfig, out_dir: Path, quiet: bool) -> SynthSummary:
 
 @command()
 @click.argument("out_dir", required=False, type=click.Path(file_okay=False, path_type=Path))
-@synth_options
-@click.option(
-    "--signal-ic",
-    type=float,
-    default=None,
-    help="Planted signal as an information coefficient: the correlation of the signal at a "
-    "bar's close with the next bar's return (default ingest bars). Real order-flow signals: "
-    "0.02-0.1. The signal persists for about ten bars (half-life). In place of --signal.",
-)
+@synth_options(signal_ic=None)
 @click.option(
     "--split",
     type=click.Choice(["trading-day", "utc-day"]),
@@ -101,7 +92,7 @@ def synth(
     end: dt.date | None,
     events_per_day: int,
     seed: int | None,
-    signal_strength: float,
+    signal_strength: float | None,
     signal_ic: float | None,
     root: str,
     split: SplitMode,
@@ -228,13 +219,17 @@ def run_ingest(
     help="López de Prado imbalance bars, or plain bars (these need --threshold).",
 )
 @click.option(
-    "--threshold", type=float, default=None, help="Plain bars: trades/contracts/$/s per bar."
+    "--threshold",
+    type=float,
+    default=None,
+    help="Plain bars: trades/contracts/$/s per bar [default: none, plain bars need one].",
 )
 @click.option(
     "--target-bars-per-day",
     type=float,
     default=None,
-    help="Imbalance bars: bars aimed at per trading day (default 100).",
+    help=f"Imbalance bars: bars aimed at per trading day "
+    f"[default: {default_of(BarConfig, 'target_bars_per_day')}].",
 )
 @click.option(
     "--workers",

@@ -30,14 +30,7 @@ DEMO_PROFILE: Final = "smoke"
 
 
 @command()
-@synth_options
-@click.option(
-    "--signal-ic",
-    type=float,
-    default=None,
-    help="Planted signal as an information coefficient (see `fxstore synth --help`), in "
-    "place of --signal; real order-flow signals: 0.02-0.1  [default: 0.1].",
-)
+@synth_options(signal_ic=DEMO_SIGNAL_IC)
 @profile_option(default=DEMO_PROFILE)
 @click.option("--train/--no-train", "with_train", default=True, help="End with `fxstore train`.")
 @store_option
@@ -47,7 +40,7 @@ def demo(
     end: dt.date | None,
     events_per_day: int,
     seed: int | None,
-    signal_strength: float,
+    signal_strength: float | None,
     signal_ic: float | None,
     root: str,
     profile: str | None,
@@ -69,8 +62,7 @@ def demo(
       fxstore demo --signal 0      # nothing to learn: the agent must not look clever
       fxstore demo --signal-ic 0.05  # a weaker edge: 20 test days barely show it
     """
-    source = click.get_current_context().get_parameter_source("signal_strength")
-    if source == click.core.ParameterSource.DEFAULT and signal_ic is None:
+    if signal_strength is None and signal_ic is None:
         signal_ic = DEMO_SIGNAL_IC
     market = synth_config(
         start,

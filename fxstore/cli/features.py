@@ -1,4 +1,4 @@
-"""Commands over the store: ``precompute``, ``ls``, ``info`` and ``gc``."""
+"""Commands over the store: ``precompute``, ``ls``, ``info``, ``gc`` and ``features``."""
 
 from __future__ import annotations
 
@@ -213,3 +213,63 @@ def gc(
         echo_json(report.to_json())
     else:
         click.echo(report.format_text())
+
+
+@command("features")
+@click.option(
+    "--features",
+    "features_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Feature-set TOML file to list [default: the default set].",
+)
+@click.option(
+    "--toml",
+    "as_toml",
+    is_flag=True,
+    help="Print the feature set as a TOML file for `precompute --features` instead.",
+)
+@symbol_option(
+    "Store symbol whose bars give the tick size (their contract facts)",
+    default_from="none, the tick size is left to precompute",
+)
+@click.option("--bar-key", default=None, help="Bar series' bar key [default: the only one].")
+@store_option
+def features(
+    features_file: Path | None,
+    as_toml: bool,
+    symbol: str | None,
+    bar_key: str | None,
+    store_root: Path,
+) -> None:
+    """List every feature and target of a feature set: parameters, units and formula.
+
+    Without --features, the default set precompute writes. With --symbol, the tick size
+    (spread, microprice and VWAP distance are in ticks) is read from that symbol's bars'
+    contract facts in the store (Databento definitions or fxstore's table of CME roots),
+    as precompute does. --toml prints a file `fxstore precompute --features` loads: edit
+    it to pick and parameterise features (examples/features.toml is the default set).
+
+    \b
+    Examples:
+      fxstore features
+      fxstore features --toml > my_features.toml
+      fxstore features --symbol ES.FUT
+    """
+    from fxstore.features.definitions import load_featureset, resolve_featureset
+    from fxstore.features.describe import featureset_toml, format_featureset
+
+    featureset = resolve_featureset(load_featureset(features_file) if features_file else None)
+    tick_source = None
+    if symbol is not None and featureset.settings.tick_size is None:
+        from fxstore.features.precompute import contract_tick_size, resolve_bars
+
+        source = resolve_bars(store_root, FeatureConfig(symbol=symbol, bar_key=bar_key))
+        where = source.folder / "manifest.json"
+        featureset = featureset.with_tick_size(contract_tick_size(source.manifest, str(where)))
+        tick_source = f"from the contract facts in {where}"
+    if as_toml:
+        title = f"Feature set {features_file}" if features_file else "fxstore's default feature set"
+        click.echo(featureset_toml(featureset, title=title), nl=False)
+    else:
+        click.echo(format_featureset(featureset, tick_source=tick_source))

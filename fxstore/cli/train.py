@@ -47,6 +47,10 @@ _SECTION_OF: Final = {
     "slippage_ticks": "env",
     "train_days": "walkforward",
     "test_days": "walkforward",
+    "embargo_days": "walkforward",
+    "validation_fraction": "walkforward",
+    "min_train_days": "walkforward",
+    "anchored": "walkforward",
 }
 #: Where a bad setting came from, in its error line (as a profile file names its path).
 _WHERE: Final = "the command line"
@@ -64,12 +68,6 @@ _WHERE: Final = "the command line"
     "[default: all].",
 )
 @walkforward_options(default_from=FROM_PROFILE)
-@click.option(
-    "--anchored/--rolling",
-    default=None,
-    help="Training windows grow from the first day, or roll forward train-days long "
-    f"[default: {FROM_PROFILE}].",
-)
 @cost_options(default_from=FROM_PROFILE)
 @click.option(
     "--roll",
@@ -105,6 +103,9 @@ def backtest(
     policies: Sequence[str],
     train_days: int | None,
     test_days: int | None,
+    embargo_days: int | None,
+    validation_fraction: float | None,
+    min_train_days: int | None,
     anchored: bool | None,
     commission_per_contract: float | None,
     slippage_ticks: float | None,
@@ -154,7 +155,13 @@ def backtest(
             tick_size=tick_size,
         ),
         walkforward=override(
-            base.walkforward, train_days=train_days, test_days=test_days, anchored=anchored
+            base.walkforward,
+            train_days=train_days,
+            test_days=test_days,
+            embargo_days=embargo_days,
+            validation_fraction=validation_fraction,
+            min_train_days=min_train_days,
+            anchored=anchored,
         ),
         capital=capital,
         seed=seed,
@@ -197,6 +204,10 @@ class TrainSettings(TypedDict, total=False):
     lr: float | None
     train_days: int | None
     test_days: int | None
+    embargo_days: int | None
+    validation_fraction: float | None
+    min_train_days: int | None
+    anchored: bool | None
     commission_per_contract: float | None
     slippage_ticks: float | None
     seed: int | None
@@ -327,15 +338,47 @@ def _stop_on_signals(stop: StopRequest) -> Iterator[None]:
 @profile_option(default=DEFAULT_PROFILE)
 @featureset_option()
 @click.option(
-    "--device", type=click.Choice(["auto", "cpu", "cuda"]), default=None, help="Where to train."
+    "--device",
+    type=click.Choice(["auto", "cpu", "cuda"]),
+    default=None,
+    help=f"Where to train [default: {FROM_PROFILE}].",
 )
-@click.option("--env-steps", type=int, default=None, help="Environment steps per fold.")
-@click.option("--n-envs", type=int, default=None, help="Parallel environments.")
-@click.option("--batch-size", type=int, default=None, help="Transitions per update.")
-@click.option("--replay-size", type=int, default=None, help="Replay capacity (transitions).")
-@click.option("--max-folds", type=int, default=None, help="Train the first N folds only.")
-@click.option("--hidden", type=int, default=None, help="Width of the hidden layers.")
-@click.option("--lr", type=float, default=None, help="Adam learning rate.")
+@click.option(
+    "--env-steps",
+    type=int,
+    default=None,
+    help=f"Environment steps per fold [default: {FROM_PROFILE}].",
+)
+@click.option(
+    "--n-envs", type=int, default=None, help=f"Parallel environments [default: {FROM_PROFILE}]."
+)
+@click.option(
+    "--batch-size",
+    type=int,
+    default=None,
+    help=f"Transitions per update [default: {FROM_PROFILE}].",
+)
+@click.option(
+    "--replay-size",
+    type=int,
+    default=None,
+    help=f"Replay capacity (transitions) [default: {FROM_PROFILE}].",
+)
+@click.option(
+    "--max-folds",
+    type=int,
+    default=None,
+    help=f"Train the first N folds only [default: {FROM_PROFILE}].",
+)
+@click.option(
+    "--hidden",
+    type=int,
+    default=None,
+    help=f"Width of the hidden layers [default: {FROM_PROFILE}].",
+)
+@click.option(
+    "--lr", type=float, default=None, help=f"Adam learning rate [default: {FROM_PROFILE}]."
+)
 @walkforward_options(default_from=FROM_PROFILE)
 @cost_options(default_from=FROM_PROFILE)
 @seed_option("Seed of everything random", default_from=FROM_PROFILE)

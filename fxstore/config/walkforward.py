@@ -60,6 +60,26 @@ class WalkForwardConfig:
             )
         validate_in_range("validation_fraction", self.validation_fraction, 0.0, 1.0, open_high=True)
 
+    @property
+    def validation_days(self) -> int:
+        """Trading days of the validation slice at the end of a `train_days` window (0: none)."""
+        if not self.validation_fraction:
+            return 0
+        return max(1, round(self.validation_fraction * self.train_days))
+
+    def days_needed(self, gap_days: int = 1) -> int:
+        """Fewest trading days the data must hold for one fold.
+
+        A fold is a `train_days` window (training part, purge, validation slice), an
+        embargo and a `test_days` test window. `gap_days` is the number of whole days that
+        hold the longest target horizon: 1 when a day has at least that many bars (any
+        horizon below a day's bars), 0 without targets. The embargo is that, or
+        `embargo_days` when it asks for more.
+        """
+        validate_at_least("gap_days", gap_days, 0, integral=True)
+        embargo = max(gap_days, self.embargo_days or 0)
+        return self.train_days + embargo + self.test_days
+
     def to_json(self) -> dict[str, object]:
         """The settings as JSON data (for a run's ``config.json``)."""
         return asdict(self)

@@ -85,7 +85,7 @@ def _book_imbalance(bars: BarInputs, p: Params, _s: Settings) -> F32:
 
 def _spread(bars: BarInputs, _p: Params, s: Settings) -> F32:
     return kernels.scaled_difference(
-        bars.float64("ask_px_00"), bars.float64("bid_px_00"), 1.0 / s.tick_size
+        bars.float64("ask_px_00"), bars.float64("bid_px_00"), 1.0 / s.tick
     )
 
 
@@ -95,7 +95,7 @@ def _microprice(bars: BarInputs, _p: Params, s: Settings) -> F32:
         bars.float64("ask_px_00"),
         bars.size("bid", 0),
         bars.size("ask", 0),
-        s.tick_size,
+        s.tick,
     )
 
 
@@ -121,7 +121,7 @@ def _bar_duration(bars: BarInputs, p: Params, _s: Settings) -> F32:
 
 
 def _vwap_distance(bars: BarInputs, _p: Params, s: Settings) -> F32:
-    return kernels.scaled_difference(bars.close, bars.float64("vwap"), 1.0 / s.tick_size)
+    return kernels.scaled_difference(bars.close, bars.float64("vwap"), 1.0 / s.tick)
 
 
 def _time_of_day(bars: BarInputs, p: Params, _s: Settings) -> F32:
@@ -198,7 +198,7 @@ def _spread_into(
     bars: BarInputs, _p: Params, s: Settings, lo: int, hi: int, out: F32, _scratch: F64
 ) -> int:
     ask, bid = bars.float64("ask_px_00"), bars.float64("bid_px_00")
-    return int(kernels.scaled_difference_into(ask, bid, 1.0 / s.tick_size, lo, hi, out))
+    return int(kernels.scaled_difference_into(ask, bid, 1.0 / s.tick, lo, hi, out))
 
 
 def _microprice_into(
@@ -210,7 +210,7 @@ def _microprice_into(
             bars.float64("ask_px_00"),
             bars.size("bid", 0),
             bars.size("ask", 0),
-            s.tick_size,
+            s.tick,
             lo,
             hi,
             out,
@@ -229,7 +229,7 @@ def _vwap_distance_into(
     bars: BarInputs, _p: Params, s: Settings, lo: int, hi: int, out: F32, _scratch: F64
 ) -> int:
     vwap = bars.float64("vwap")
-    return int(kernels.scaled_difference_into(bars.close, vwap, 1.0 / s.tick_size, lo, hi, out))
+    return int(kernels.scaled_difference_into(bars.close, vwap, 1.0 / s.tick, lo, hi, out))
 
 
 def _session_start_into(

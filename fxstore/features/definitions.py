@@ -4,7 +4,7 @@ A feature set is code (:func:`default_featureset`) or a TOML file that picks and
 parameterises definitions (``fxstore precompute --features FILE``)::
 
     [settings]                # optional; these are the defaults
-    tick_size = 0.25          # index points per tick (ES)
+    # tick_size = 0.25        # index points per tick; unset: the bars' contract facts
     vol_window = 200          # bars of the volatility normaliser
     vol_floor = 1e-6
 
@@ -35,7 +35,7 @@ import math
 import re
 import tomllib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Final
@@ -74,9 +74,11 @@ def _check_float(name: str, value: object, *, low: float, inclusive: bool = Fals
 class Settings:
     """Settings shared by every definition of a feature set."""
 
-    tick_size: float = 0.25
+    tick_size: float | None = None
     """Minimum price increment in index points (ES: 0.25); spread, microprice and VWAP
-    distance are in ticks."""
+    distance are in ticks. None: the bars' contract facts (the bar manifest's
+    ``contracts``, from Databento definitions or fxstore's table of CME roots) give it when
+    precompute runs (:meth:`FeatureSet.with_tick_size`)."""
 
     vol_window: int = 200
     """Bars of the volatility normaliser sigma_t (rolling RMS of within-contract one-bar log
@@ -87,7 +89,8 @@ class Settings:
     `vol_window` bars does not divide by zero."""
 
     def __post_init__(self) -> None:
-        _check_float("tick_size", self.tick_size, low=0.0)
+        if self.tick_size is not None:
+            _check_float("tick_size", self.tick_size, low=0.0)
         if isinstance(self.vol_window, bool) or not isinstance(self.vol_window, int):
             raise InvalidInputError(
                 f"`vol_window` must be a whole number, was {self.vol_window!r}."
@@ -96,10 +99,20 @@ class Settings:
             raise InvalidInputError(f"`vol_window` must be >= 2 bars, was {self.vol_window}.")
         _check_float("vol_floor", self.vol_floor, low=0.0)
 
-    def to_json(self) -> dict[str, ParamValue]:
-        """The settings as JSON data."""
+    @property
+    def tick(self) -> float:
+        """`tick_size`, which must be set (resolved from the bars) by now."""
+        if self.tick_size is None:
+            raise InvalidInputError(
+                "the feature set's `tick_size` is not set: precompute takes it from the bars' "
+                "contract facts; set [settings] tick_size to compute features without them."
+            )
+        return self.tick_size
+
+    def to_json(self) -> dict[str, ParamValue | None]:
+        """The settings as JSON data (`tick_size` None: not resolved yet)."""
         return {
-            "tick_size": float(self.tick_size),
+            "tick_size": None if self.tick_size is None else float(self.tick_size),
             "vol_window": self.vol_window,
             "vol_floor": float(self.vol_floor),
         }
@@ -213,6 +226,12 @@ class FeatureSet:
         _check_group(self.features, "features", is_target=False)
         _check_group(self.targets, "targets", is_target=True)
 
+    def with_tick_size(self, tick_size: float) -> FeatureSet:
+        """This feature set with `tick_size` (the bars' contract facts) where it sets none."""
+        if self.settings.tick_size is not None:
+            return self
+        return replace(self, settings=replace(self.settings, tick_size=float(tick_size)))
+
     @property
     def warmup_rows(self) -> int:
         """Leading bars where some feature or target is not defined yet (they are dropped)."""
@@ -231,8 +250,10 @@ class FeatureSet:
 
         The source is the bar series (its keys) and its identity: `bars_sha256`, the SHA-256
         of the bar manifest the features are computed from, so other bars under the same
-        keys (a re-ingest of other data) never share a cache key.
+        keys (a re-ingest of other data) never share a cache key. The tick size must be set
+        (:meth:`with_tick_size`): a key is never made of an unresolved setting.
         """
+        self.settings.tick  # noqa: B018 -- raises while `tick_size` is unresolved
         return {
             "version": DEFINITIONS_VERSION,
             "settings": self.settings.to_json(),

@@ -159,6 +159,34 @@ def resolve_bars(store_root: Path, config: FeatureConfig) -> BarSource:
     return BarSource(version.folder, config.instrument_key, bar_key, manifest, sha, version.version)
 
 
+def contract_tick_size(manifest: Json, where: str) -> float:
+    """The tick size of a bar series' contracts, from its manifest's contract facts.
+
+    Outrights (instrument class 'F') decide when the manifest lists any; all must agree.
+
+    Raises
+    ------
+    InvalidInputError
+        No contract gives a tick size, or the contracts give several (`where` names the
+        manifest; a feature set's [settings] tick_size is the way out).
+    """
+    contracts = manifest.get("contracts")
+    facts = (
+        [f for f in contracts.values() if isinstance(f, dict)]
+        if isinstance(contracts, dict)
+        else []
+    )
+    outrights = [f for f in facts if f.get("instrument_class") == "F"] or facts
+    ticks = sorted({float(f["tick_size"]) for f in outrights if f.get("tick_size") is not None})
+    if len(ticks) == 1:
+        return ticks[0]
+    found = "no contract gives one" if not ticks else f"its contracts give {ticks}"
+    raise InvalidInputError(
+        f"{where}: the bars' tick size is not known ({found}); set [settings] tick_size in a "
+        "feature-set file (--features FILE.toml)."
+    )
+
+
 def read_bars(source: BarSource) -> pa.Table:
     """The bar columns features need, every day file checked against its SHA-256.
 
@@ -384,8 +412,11 @@ def precompute(config: FeatureConfig, store_root: Path) -> PrecomputeSummary:
         The bars are not one continuous series in ``ts_close`` order.
     """
     started = time.perf_counter()
-    featureset = resolve_featureset(config.features)
     source = resolve_bars(store_root, config)
+    featureset = resolve_featureset(config.features)
+    if featureset.settings.tick_size is None:  # the instrument master's, via the bars
+        where = str(source.folder / "manifest.json")
+        featureset = featureset.with_tick_size(contract_tick_size(source.manifest, where))
     key = featureset.hash(
         instrument_key=source.instrument_key,
         bar_key=source.bar_key,

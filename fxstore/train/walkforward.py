@@ -167,6 +167,32 @@ def _layout(
     )
 
 
+def _too_few_days(days: _Days, config: WalkForwardConfig, horizon: int, why: str) -> str:
+    """Why not one fold fits: the days a fold needs, or (with enough) the last window's flaw."""
+    rows = int(days.start[-1])
+    # whole days that hold the horizon, measured on the data's last days (1 unless a day
+    # holds fewer bars than the horizon)
+    gap = _gap_days(days, days.n, horizon, 0) if horizon else 0
+    needed = config.days_needed(1 if gap is None else gap)
+    if days.n >= needed:
+        return (
+            f"no walk-forward fold fits in {days.n} trading days ({rows:,} rows): the last "
+            f"possible test window fails: {why}; lower embargo_days, validation_fraction or "
+            "min_train_days, or use more days."
+        )
+    embargo = needed - config.train_days - config.test_days
+    n_val = config.validation_days
+    validation = f": training part, purge and a {n_val}-day validation slice" if n_val else ""
+    return (
+        f"only {days.n} trading days ({rows:,} rows), but one walk-forward fold needs at "
+        f"least {needed} (train {config.train_days}{validation}; + "
+        f"embargo {embargo}, holding the {horizon}-bar target horizon; + test "
+        f"{config.test_days}); "
+        f"use {needed - days.n} more trading days (a longer ingest, or `fxstore demo` with its "
+        "default --start/--end) or lower train_days and test_days (--train-days, --test-days)."
+    )
+
+
 def make_folds(
     trading_day: npt.NDArray[np.int32],
     config: WalkForwardConfig,
@@ -222,14 +248,7 @@ def make_folds(
             break
         why = fold
     if first is None:
-        extra = f" and >= {config.embargo_days} days" if config.embargo_days else ""
-        raise InvalidInputError(
-            f"only {days.n} trading days ({len(trading_day)} rows): too few for one walk-forward "
-            f"fold of train_days={config.train_days}, an embargo of >= {horizon} bars{extra} "
-            f"and test_days={config.test_days} (the last possible test window fails: {why}); "
-            "lower train_days, test_days, embargo_days, validation_fraction or min_train_days, "
-            "or use more days."
-        )
+        raise InvalidInputError(_too_few_days(days, config, horizon, why))
     folds = []
     for index, test_lo in enumerate(range(first, days.n - config.test_days + 1, config.test_days)):
         fold = _layout(days, test_lo, index, config, horizon)

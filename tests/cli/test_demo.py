@@ -56,3 +56,14 @@ def test_demo_no_train_ends_with_precompute(tmp_path: Path) -> None:
     last = result.output.strip().splitlines()[-1]
     assert last.startswith("Precomputed 30 features and 3 targets over ")
     assert list((tmp_path / "fxcache" / "ES.FUT").glob("*/manifest.json"))
+
+
+def test_demo_default_range_holds_one_fold_of_the_default_profile() -> None:
+    from fxstore.cli._options import DEMO_END, DEMO_START
+    from fxstore.market.calendar import trading_days_between
+    from fxstore.train.profiles import load_profile
+
+    # The features' 200-bar warm-up takes the first ~3 days (about 73 bars a day).
+    days_in_fxcache = len(trading_days_between(DEMO_START, DEMO_END)) - 3
+
+    assert days_in_fxcache >= load_profile("default").walkforward.days_needed()

@@ -14,6 +14,7 @@ from fxstore.cli import cli
 COMMANDS = (
     "backtest",
     "demo",
+    "features",
     "gc",
     "info",
     "ingest",

@@ -16,7 +16,7 @@ from fxstore.features.inputs import BarInputs
 from fxstore.features.synthetic import synthetic_bars
 from tests.features._reference import reference_column
 
-SETTINGS = Settings(vol_window=30)
+SETTINGS = Settings(tick_size=0.25, vol_window=30)
 #: Every kind, with parameters other than the defaults' too; small windows for short tables.
 ALL = FeatureSet(
     features=(

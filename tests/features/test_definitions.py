@@ -27,7 +27,7 @@ SOURCE = {
 
 
 def _hash(featureset: FeatureSet, **source: str) -> str:
-    return featureset.hash(**(SOURCE | source))
+    return featureset.with_tick_size(0.25).hash(**(SOURCE | source))
 
 
 def _small(**settings: float) -> FeatureSet:
@@ -67,6 +67,25 @@ def test_hash_of_a_fixed_set_is_pinned() -> None:
     # key covers (and this literal updated).
     assert _hash(_small()) == "34df9049ab50b312"
     assert _hash(_small(), bar_key="dib-b200-00000000") != "34df9049ab50b312"
+
+
+def test_hash_with_tick_from_contract_facts_equals_the_es_default_of_before() -> None:
+    # Before session 9 the tick size defaulted to ES's 0.25 in the settings; the bars'
+    # contract facts giving 0.25 must name the same fxcache.
+    from_facts = _small().with_tick_size(0.25)
+
+    assert from_facts.settings.tick_size == 0.25
+    assert from_facts.hash(**SOURCE) == _small(tick_size=0.25).hash(**SOURCE)
+    assert from_facts.hash(**SOURCE) == "34df9049ab50b312"
+
+
+def test_hash_of_an_unresolved_tick_size_raises() -> None:
+    with pytest.raises(InvalidInputError, match="`tick_size` is not set"):
+        _small().hash(**SOURCE)
+
+
+def test_with_tick_size_keeps_a_tick_size_the_set_gives() -> None:
+    assert _small(tick_size=0.5).with_tick_size(0.25).settings.tick_size == 0.5
 
 
 def test_hash_differs_for_other_bars_under_the_same_keys() -> None:

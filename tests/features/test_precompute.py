@@ -18,7 +18,12 @@ from fxstore.config import FeatureConfig
 from fxstore.errors import InvalidInputError, SchemaError, SymbolNotFoundError
 from fxstore.features.compute import compute_features
 from fxstore.features.definitions import FeatureDef, FeatureSet, Settings, default_featureset
-from fxstore.features.precompute import precompute, read_bars, resolve_bars
+from fxstore.features.precompute import (
+    contract_tick_size,
+    precompute,
+    read_bars,
+    resolve_bars,
+)
 from fxstore.store import file_sha256, fxcache_dir, key_lock, manifest_path
 from tests.features.conftest import INGEST
 
@@ -77,9 +82,9 @@ def test_manifest_records_featureset_source_and_normalisation(cached_store: Path
         "bar_key": INGEST.bars.key,
         "bars_sha256": file_sha256(version_manifest),
     }
-    definition = default_featureset().definition(**bars)
+    definition = default_featureset().with_tick_size(0.25).definition(**bars)
     assert featureset == {"hash": out_dir.name, **json.loads(json.dumps(definition))}
-    assert out_dir.name == default_featureset().hash(**bars)
+    assert out_dir.name == default_featureset().with_tick_size(0.25).hash(**bars)
     assert source["bar_key"] == INGEST.bars.key and source["bar_version"] == 1
     assert source["manifest_sha256"] == file_sha256(version_manifest)
     norm = manifest["normalisation"]
@@ -114,7 +119,7 @@ def test_shards_are_single_batch_uncompressed_without_nulls(cached_store: Path) 
 
 def test_cache_holds_exactly_the_computed_features(cached_store: Path) -> None:
     source = resolve_bars(cached_store, FeatureConfig())
-    frame = compute_features(read_bars(source), default_featureset())
+    frame = compute_features(read_bars(source), default_featureset().with_tick_size(0.25))
     shards = sorted(_cache_dir(cached_store).glob("*.arrow"))
 
     table = pa.concat_tables(pa.ipc.open_file(pa.memory_map(str(p))).read_all() for p in shards)
@@ -315,3 +320,48 @@ def test_precompute_of_complete_inputs_records_none(cached_store: Path) -> None:
     manifest = json.loads(next((cached_store / "fxcache").rglob("manifest.json")).read_text())
 
     assert manifest["source"]["truncated_inputs"] == []
+
+
+def test_precompute_tick_size_from_contract_facts_keeps_the_explicit_es_hash(store: Path) -> None:
+    explicit = dataclasses.replace(SMALL, settings=Settings(tick_size=0.25, vol_window=20))
+
+    from_facts = precompute(FeatureConfig(features=SMALL), store)
+
+    assert precompute(FeatureConfig(features=explicit), store).key == from_facts.key
+
+
+def test_precompute_explicit_tick_size_overrides_the_contract_facts(store: Path) -> None:
+    other = dataclasses.replace(SMALL, settings=Settings(tick_size=0.5, vol_window=20))
+
+    assert (
+        precompute(FeatureConfig(features=other), store).key
+        != precompute(FeatureConfig(features=SMALL), store).key
+    )
+
+
+@pytest.mark.parametrize(
+    ("contracts", "found"),
+    [
+        ({}, "no contract gives one"),
+        ({"ESU4-ESZ4": {"multiplier": 50.0}}, "no contract gives one"),
+        (
+            {"ESH4": {"tick_size": 0.25, "instrument_class": "F"}, "X": {"tick_size": 0.5}},
+            None,
+        ),
+        ({"A": {"tick_size": 0.25}, "B": {"tick_size": 0.5}}, "its contracts give [0.25, 0.5]"),
+    ],
+)
+def test_contract_tick_size_from_outrights_or_error(
+    contracts: dict[str, object], found: str | None
+) -> None:
+    manifest = {"contracts": contracts}
+
+    if found is None:
+        assert contract_tick_size(manifest, "m.json") == 0.25
+    else:
+        with pytest.raises(InvalidInputError) as err:
+            contract_tick_size(manifest, "m.json")
+        assert str(err.value) == (
+            f"m.json: the bars' tick size is not known ({found}); set [settings] tick_size "
+            "in a feature-set file (--features FILE.toml)."
+        )

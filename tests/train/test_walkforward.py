@@ -120,15 +120,34 @@ def test_fold_to_json_lists_ranges_and_spans() -> None:
     }
 
 
-def test_make_folds_too_few_days_raises_with_counts() -> None:
-    cfg = WalkForwardConfig(train_days=10, test_days=5)
+def test_make_folds_too_few_days_raises_with_days_needed() -> None:
+    cfg = WalkForwardConfig(train_days=10, test_days=5, validation_fraction=0.2)
 
-    with pytest.raises(
-        InvalidInputError,
-        match=r"only 5 trading days \(50 rows\): too few .*"
-        r"train_days=10.* >= 4 bars.*test_days=5.*lower train_days",
-    ):
+    with pytest.raises(InvalidInputError) as err:
         make_folds(days_of([10] * 5), cfg, max_target_horizon_bars=4)
+
+    assert str(err.value) == (
+        "only 5 trading days (50 rows), but one walk-forward fold needs at least 16 "
+        "(train 10: training part, purge and a 2-day validation slice; + embargo 1, holding "
+        "the 4-bar target horizon; + test 5); use 11 more trading days (a longer ingest, or "
+        "`fxstore demo` with its default --start/--end) or lower train_days and test_days "
+        "(--train-days, --test-days)."
+    )
+
+
+def test_make_folds_exactly_days_needed_gives_one_fold() -> None:
+    cfg = WalkForwardConfig(train_days=10, test_days=5, validation_fraction=0.2)
+
+    folds = make_folds(days_of([10] * cfg.days_needed()), cfg, max_target_horizon_bars=4)
+
+    assert len(folds) == 1
+
+
+def test_make_folds_one_day_fewer_than_days_needed_raises() -> None:
+    cfg = WalkForwardConfig(train_days=10, test_days=5, embargo_days=3)
+
+    with pytest.raises(InvalidInputError, match=r"needs at least 18 \(train 10; \+ embargo 3,"):
+        make_folds(days_of([10] * (cfg.days_needed() - 1)), cfg, max_target_horizon_bars=4)
 
 
 def test_make_folds_horizon_longer_than_data_raises() -> None:

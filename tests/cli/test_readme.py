@@ -1,0 +1,139 @@
+"""The README as a fresh machine meets it: its commands run, its numbers and links hold.
+
+The walk-through runs the quick start's ``fxstore demo`` (its default market; without its
+smoke training, which the Python block runs again) in a temporary folder, then every
+``fxstore`` command of the README's later bash blocks, in order, as a user would type them
+(through bash, so redirections work), then its Python block. Commands on paths only a user
+has (``~/databento/...``) and the development block (ruff, mypy, pytest) are left out.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Final
+
+import pytest
+
+from fxstore.train.profiles import load_profile
+
+REPO: Final = Path(__file__).parents[2]
+README: Final = REPO / "README.md"
+#: The run ids the README's examples name; the walk-through uses its own train run's.
+_README_RUN_ID: Final = re.compile(r"\b\d{8}T\d{6}Z-train\b")
+#: Training settings appended to `fxstore train` commands so the walk-through fits CI's
+#: minutes on 2 CPU cores: the command, its profile's folds and its run folder are what is
+#: tested here, not how well the agent learns (tests/train/test_learning.py).
+CI_TRAIN_SIZES: Final = "--env-steps 300 --n-envs 8 --batch-size 64 --replay-size 5000"
+
+
+def _blocks(text: str, language: str) -> list[str]:
+    return re.findall(rf"^```{language}\n(.*?)^```", text, flags=re.MULTILINE | re.DOTALL)
+
+
+def readme_commands() -> list[str]:
+    """The ``fxstore`` command lines of the bash blocks after the quick start's, in order."""
+    text = README.read_text()
+    after_quick_start = text[text.index("## Quick start") :]
+    commands = []
+    for block in _blocks(after_quick_start, "bash")[1:]:
+        for line in block.splitlines():
+            command = re.sub(r"\s+#.*$", "", line).strip()
+            if command.startswith("fxstore ") and "~/" not in command:
+                commands.append(command)
+    return commands
+
+
+def test_readme_shows_the_commands_the_walk_through_runs() -> None:
+    commands = readme_commands()
+
+    assert commands[0] == "fxstore backtest --symbol ES.FUT --train-days 60 --test-days 20"
+    assert "fxstore train --symbol ES.FUT --profile default" in commands
+    assert any(c.startswith("fxstore features") for c in commands)
+
+
+def test_readme_profile_table_gives_each_profiles_days_for_one_fold() -> None:
+    rows = re.findall(
+        r"^\| `(\w+)` \| (\d+) \((\d+)\)[^|]* \| (\d+) \| (\d+) \| (\d+) \|$",
+        README.read_text(),
+        flags=re.MULTILINE,
+    )
+
+    table = {name: tuple(int(v) for v in values) for name, *values in rows}
+    expected = {}
+    for name in ("smoke", "default", "production"):
+        wf = load_profile(name).walkforward
+        embargo = wf.days_needed() - wf.train_days - wf.test_days
+        expected[name] = (
+            wf.train_days,
+            wf.validation_days,
+            embargo,
+            wf.test_days,
+            wf.days_needed(),
+        )
+    assert table == expected
+
+
+def _markdown_files() -> list[Path]:
+    return [README, REPO / "CHANGELOG.md", *sorted((REPO / "docs").glob("*.md"))]
+
+
+@pytest.mark.parametrize("path", _markdown_files(), ids=lambda p: p.name)
+def test_markdown_links_stay_in_the_repository_and_exist(path: Path) -> None:
+    links = re.findall(r"\]\(([^)\s]+)\)", path.read_text())
+
+    outside = []
+    for link in links:
+        if re.match(r"[a-z]+://|mailto:|#", link):
+            continue
+        target = (path.parent / link.split("#")[0]).resolve()
+        if not target.is_relative_to(REPO.resolve()) or not target.exists():
+            outside.append(link)
+    assert outside == []
+
+
+def _shell(command: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["bash", "-c", command], cwd=cwd, env=env, capture_output=True, text=True, timeout=600
+    )
+
+
+def _latest_train_run(store: Path) -> str:
+    runs = sorted(p.name for p in (store / "runs").iterdir() if p.name.endswith("-train"))
+    return runs[-1]
+
+
+@pytest.mark.slow
+def test_readme_walk_through_on_the_demo_store(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    shim = bin_dir / "fxstore"  # the console script a pip install puts on PATH
+    shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m fxstore "$@"\n')
+    shim.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k != "FXSTORE_HOME"}
+    env |= {"PATH": f"{bin_dir}{os.pathsep}{env['PATH']}", "PYTHONPATH": str(REPO)}
+    env |= {"OPENBLAS_NUM_THREADS": "1"}  # a busy 2-core CI box: no BLAS threads spinning
+    home = tmp_path / "home"
+    home.mkdir()
+
+    demo = _shell("fxstore demo -q --no-train", home, env)
+    assert demo.returncode == 0, demo.stderr
+    assert "Precomputed 30 features and 3 targets" in demo.stdout
+
+    for command in readme_commands():
+        if _README_RUN_ID.search(command):
+            command = _README_RUN_ID.sub(_latest_train_run(home / "data"), command)
+        elif command.startswith("fxstore train"):
+            command += f" {CI_TRAIN_SIZES}"
+        result = _shell(command, home, env)
+        assert result.returncode == 0, f"{command}\n{result.stdout}\n{result.stderr}"
+
+    (python_block,) = _blocks(README.read_text(), "python")
+    script = home / "readme_api.py"
+    script.write_text(python_block)
+    result = _shell(f'"{sys.executable}" {script.name}', home, env)
+    assert result.returncode == 0, result.stderr
+    assert "oracle" in result.stdout
