@@ -335,7 +335,9 @@ def test_cli_backtest_table_prints_rows_and_run_folder(store: Path) -> None:
     assert result.exit_code == 0
     lines = result.output.splitlines()
     assert lines[0].startswith("fold") and "ofi-sign" in lines[2]
-    assert lines[-1].startswith("Wrote ") and "-backtest" in lines[-1]
+    assert lines[-2].startswith("Wrote ") and "-backtest" in lines[-2]
+    run_id = lines[-2].rsplit("/", 1)[1]
+    assert lines[-1] == f"its report: fxstore report {run_id} --store {store}"
 
 
 def test_run_backtest_that_fails_midway_leaves_no_run_folder(
