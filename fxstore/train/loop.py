@@ -447,8 +447,8 @@ def train(
     TrainingDivergedError
         A loss, gradient or weight stopped being finite (the message names step and tensor).
 
-    A new run that fails before its first fold is finished (or is stopped before it has a
-    checkpoint) leaves no folder; any other run ends with its ``status.json`` saying how.
+    A new run that fails or is stopped before it has anything to resume (a finished fold or
+    a checkpoint) leaves no folder; any other run ends with its ``status.json`` saying how.
     """
     resumed = RunFolder.resume(root, resume, profile=profile) if resume is not None else None
     try:
@@ -497,12 +497,12 @@ def _train_run(
         profile=config.profile,
     )
 
-    def worthless(recorder: StatusRecorder, err: BaseException) -> bool:
-        """A new run with no finished fold that failed, or stopped with no checkpoint."""
+    def worthless(recorder: StatusRecorder, _err: BaseException) -> bool:
+        """A new run that ended, however, with nothing to resume: no finished fold and no
+        checkpoint (one that has a checkpoint is kept: --resume continues it)."""
         if resumed is not None or recorder.status.folds_done:
             return False
-        stopped = isinstance(err, RunInterruptedError | KeyboardInterrupt)
-        return not stopped or not run.has_checkpoint()
+        return not run.has_checkpoint()
 
     with record_run(run.path, run.lock, status, discard=worthless) as recorder:
         if resumed is None:

@@ -135,6 +135,8 @@ class RunFolder:
         RunBusyError
             A live process is writing the run.
         """
+        if not run_id:
+            raise InvalidInputError("`resume` must be a run id under runs/, was ''.")
         path = existing_run_dir(root, run_id, _CONFIG, "start a new one without --resume.")
         made_with = _check_resumable(run_id, read_json(path / _CONFIG), path / _CONFIG, profile)
         run = cls(path)

@@ -276,12 +276,13 @@ def test_cli_synth_disk_full_is_one_error_line(
 # --- train -------------------------------------------------------------------------------
 
 
-def test_train_config_write_fails_leaves_no_orphan_run_folder(
-    store_copy: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(("nth", "name"), [(1, "status.json"), (2, "config.json")])
+def test_train_first_writes_failing_leave_no_orphan_run_folder(
+    store_copy: Path, monkeypatch: pytest.MonkeyPatch, nth: int, name: str
 ) -> None:
-    fail_nth(monkeypatch, Path, "write_bytes", 1, OSError(errno.ENOSPC, "No space"))
+    fail_nth(monkeypatch, Path, "write_bytes", nth, OSError(errno.ENOSPC, "No space"))
 
-    with pytest.raises(StoreAccessError, match=r"config\.json \(No space left on device\)"):
+    with pytest.raises(StoreAccessError, match=rf"{name} \(No space left on device\)"):
         train(TINY, store_copy)
 
     assert list((store_copy / "runs").iterdir()) == []
