@@ -6,9 +6,10 @@ slice and the costs exceed what its Q-values know. This trains the agent as ``fx
 does and, at every validation evaluation, also scores the greedy policy with a no-trade band:
 it leaves the position it holds only when the best action's expected value exceeds the held
 one's by more than the band (reward units: one-sigma bar moves). It records, per evaluation
-and band, the validation and test PnL, per-bar Sharpe and position changes. Nothing is
-selected on the test numbers; they are there to show whether a band the validation slice
-would pick carries over.
+and band, the validation and test PnL, per-bar Sharpe and position changes, and how well the
+flat agent's Q(long) - Q(short) correlates with the next 1 and 4 bars' price move on the
+training, validation and test rows. Nothing is selected on the test numbers; they are there
+to show whether a band the validation slice would pick carries over.
 
 Run (CPU, the demo's store: ``fxstore demo`` first)::
 
@@ -55,6 +56,29 @@ def banded_positions(
     }
 
 
+def q_edge_ic(
+    q_values: QFunction, market: Market, lo: int, hi: int, config: EnvConfig
+) -> dict[str, float]:
+    """Correlation of the flat agent's Q(long) - Q(short) with the next 1 and 4 bars' move."""
+    xp = market.xp
+    rows = xp.arange(lo, hi, dtype=xp.int64)
+    q = to_host(q_values(observations(market, rows, 0.0, config)))
+    edge = (
+        q[:, -1] - q[:, 0]
+    )  # positions are ordered: the last is the longest, the first the shortest
+    close = to_host(market.close)
+    out = {}
+    for h in (1, 4):
+        move = np.full(hi - lo, np.nan)
+        end = np.minimum(np.arange(lo, hi) + h, market.n_rows - 1)
+        move[:] = close[end] - close[lo:hi]
+        ok = np.isfinite(move) & (np.arange(lo, hi) + h < market.n_rows)
+        out[f"h{h}"] = (
+            float(np.corrcoef(edge[ok], move[ok])[0, 1]) if ok.sum() > 2 else float("nan")
+        )
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--store", type=Path, default=Path("data"))
@@ -68,6 +92,14 @@ def main() -> None:
     def validation_sharpe(agent, market, fold, config, spec):  # type: ignore[no-untyped-def]
         score = scored(agent, market, fold, config, spec)
         record: dict[str, object] = {"fold": fold.index, "step_updates": agent.step}
+        record["q_edge_ic"] = {
+            name: q_edge_ic(agent.q_values, market, lo, hi, config.env)
+            for name, (lo, hi) in (
+                ("train", fold.train),
+                ("validation", fold.validation),
+                ("test", fold.test),
+            )
+        }
         for name, (lo, hi) in (("validation", fold.validation), ("test", fold.test)):
             per_band = {}
             for band, pos in banded_positions(agent.q_values, market, lo, hi, config.env).items():
