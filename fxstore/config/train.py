@@ -63,6 +63,10 @@ class AgentConfig:
     grad_clip: float = 10.0
     """Largest global L2 norm of the gradient; larger gradients are scaled down to it."""
 
+    weight_decay: float = 0.0
+    """Decoupled (AdamW) weight decay: each update first shrinks the online weights by the
+    factor ``1 - lr * weight_decay`` (biases too), then takes the Adam step. 0: plain Adam."""
+
     batch_size: int = 1024
     """Transitions per update."""
 
@@ -125,6 +129,11 @@ class AgentConfig:
             validate_in_range(name, getattr(self, name), 0.0, 1.0)
         for name in ("target_period", "eps_decay_steps", "seed"):
             validate_at_least(name, getattr(self, name), 0, integral=True)
+        if validate_at_least("weight_decay", self.weight_decay, 0.0) * self.lr >= 1.0:
+            raise InvalidInputError(
+                f"`weight_decay` times `lr` must be < 1 (the weights shrink by that factor "
+                f"each update), was {self.weight_decay!r} x {self.lr!r}; lower one of them."
+            )
 
     def epsilon(self, step: int) -> float:
         """ε-greedy exploration rate at environment step `step` (linear decay, then flat)."""

@@ -43,12 +43,13 @@ _sum_squares = cupy.ReductionKernel(
 )
 _adam = cupy.ElementwiseKernel(
     "float32 g, float32 scale, float32 beta1, float32 omb1, float32 beta2, float32 omb2, "
-    "float32 c1, float32 c2, float32 lr, float32 eps, float32 tau",
+    "float32 c1, float32 c2, float32 lr, float32 eps, float32 tau, float32 keep",
     "float32 p, float32 m, float32 v, float32 pt",
     """
     float gs = g * scale;
     m = beta1 * m + omb1 * gs;
     v = beta2 * v + omb2 * (gs * gs);
+    p = p * keep;  // decoupled weight decay; keep is exactly 1 without it
     p = p - lr * (m / c1) / (sqrtf(v / c2) + eps);
     pt = pt + tau * (p - pt);
     """,
@@ -310,6 +311,7 @@ class CupyOps:
             s.lr,
             s.eps,
             s.tau,
+            s.keep,
             s.params,
             s.m,
             s.v,

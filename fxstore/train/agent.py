@@ -212,6 +212,7 @@ class _AdamInputs:
     lr: np.float32
     eps: np.float32
     tau: np.float32  # 0 between periodic target updates
+    keep: np.float32  # 1 - lr * weight_decay: decoupled decay (exactly 1 without it)
 
 
 def _dueling_log_probs(head: F32, n_actions: int) -> F32:
@@ -279,6 +280,7 @@ class _NumpyOps:
         m += s.one_minus_beta1 * g
         v *= s.beta2
         v += s.one_minus_beta2 * (g * g)
+        params *= s.keep
         params -= s.lr * (m / s.correction1) / (np.sqrt(v / s.correction2) + s.eps)
         target += s.tau * (params - target)
 
@@ -485,6 +487,7 @@ class Agent:
                 lr=f(c.lr),
                 eps=f(c.adam_eps),
                 tau=f(tau),
+                keep=f(1.0 - c.lr * c.weight_decay),
             )
         )
 

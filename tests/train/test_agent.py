@@ -285,6 +285,21 @@ def test_update_wrong_obs_width_raises() -> None:
         agent.update(make_batch(16, 5, 3))
 
 
+def test_update_weight_decay_shrinks_the_weights_then_takes_the_same_adam_step() -> None:
+    decayed = dataclasses.replace(SMALL, weight_decay=50.0)  # lr 1e-3: keep 0.95
+    plain, shrunk = Agent(SMALL, 4, 3), Agent(decayed, 4, 3)
+    before = plain.state_dict()["params"]
+    batch = make_batch(32, 4, 3, seed=5)
+    (stats_a, _), (stats_b, _) = plain.update(batch), shrunk.update(batch)
+
+    assert stats_a.loss == stats_b.loss  # the gradient is taken before the weights move
+    step = plain.state_dict()["params"] - before
+    np.testing.assert_allclose(
+        shrunk.state_dict()["params"], np.float32(0.95) * before + step, rtol=0, atol=1e-6
+    )
+    assert np.abs(shrunk.state_dict()["params"]).sum() < np.abs(plain.state_dict()["params"]).sum()
+
+
 # --- config ---------------------------------------------------------------------------------
 
 INVALID_CONFIGS = [
@@ -296,6 +311,12 @@ INVALID_CONFIGS = [
     ({"hidden": 2.5}, "`hidden` must be a whole number, was 2.5."),
     ({"target_period": -1}, "`target_period` must be >= 0, was -1."),
     ({"lr": 0.0}, "`lr` must be > 0, was 0.0."),
+    ({"weight_decay": -0.1}, "`weight_decay` must be >= 0, was -0.1."),
+    (
+        {"weight_decay": 20000.0},
+        "`weight_decay` times `lr` must be < 1 (the weights shrink by that factor each "
+        "update), was 20000.0 x 0.0001; lower one of them.",
+    ),
 ]
 
 
