@@ -38,11 +38,12 @@ def test_q_values_cupy_equal_numpy() -> None:
     np.testing.assert_allclose(cupy.asnumpy(device), host, atol=1e-4)
 
 
-@pytest.mark.parametrize("n_actions", [1, 3, 4])
-def test_update_cupy_equals_numpy(n_actions: int) -> None:
+@pytest.mark.parametrize(("n_actions", "weight_decay"), [(1, 0.0), (3, 0.0), (4, 0.0), (3, 50.0)])
+def test_update_cupy_equals_numpy(n_actions: int, weight_decay: float) -> None:
     import cupy
 
-    host, device = Agent(CONFIG, 6, n_actions), Agent(CONFIG, 6, n_actions, xp=cupy)
+    config = dataclasses.replace(CONFIG, weight_decay=weight_decay)
+    host, device = Agent(config, 6, n_actions), Agent(config, 6, n_actions, xp=cupy)
     for seed in range(5):
         batch = make_batch(200, 6, n_actions, seed=seed)
         (stats_h, prio_h), (stats_d, prio_d) = host.update(batch), device.update(to_device(batch))
