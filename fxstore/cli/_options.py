@@ -131,6 +131,17 @@ def featureset_option(*, default_from: str = "the only one") -> Callable[[F], F]
     )
 
 
+def features_file_option(purpose: str) -> Callable[[F], F]:
+    """--features FILE.toml: a feature-set file (``features_file``), None for the default set."""
+    return click.option(
+        "--features",
+        "features_file",
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=None,
+        help=f"Feature-set TOML file {purpose} [default: the default set].",
+    )
+
+
 def seed_option(meaning: str, *, default_from: type[DataclassInstance] | str) -> Callable[[F], F]:
     """--seed: the config's `seed`, None when not given."""
     return click.option("--seed", type=int, default=None, help=_help(meaning, default_from, "seed"))

@@ -10,6 +10,7 @@ import click
 from fxstore.cli._options import (
     command,
     default_of,
+    features_file_option,
     featureset_option,
     json_option,
     override,
@@ -49,13 +50,7 @@ def run_precompute(
     help="Bar series' instrument key (one continuous series).",
 )
 @click.option("--bar-key", default=None, help="Bar series' bar key [default: the only one].")
-@click.option(
-    "--features",
-    "features_file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Feature-set TOML file picking and parameterising features [default: the default set].",
-)
+@features_file_option("picking and parameterising features")
 @click.option(
     "--shard-by",
     type=click.Choice(["month", "year", "day"]),
@@ -216,13 +211,7 @@ def gc(
 
 
 @command("features")
-@click.option(
-    "--features",
-    "features_file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Feature-set TOML file to list [default: the default set].",
-)
+@features_file_option("to list")
 @click.option(
     "--toml",
     "as_toml",
