@@ -233,6 +233,13 @@ class TrainConfig:
     """Folder of the planted signal's side files for the 'oracle' baseline; None: the store's
     synthetic market folder ``<root>/synth/<symbol>``."""
 
+    no_trade_bands: tuple[float, ...] = (0.0,)
+    """Candidate no-trade bands of the agent's greedy policy (reward units, e.g. one-sigma bar
+    moves with ``reward = "vol"``): it leaves the position it holds only when the best
+    action's expected value beats holding by more than the band. Each validation evaluation
+    scores every band; the best (weights, band) pair is kept, and every band counts as a
+    trial of the deflated Sharpe. (0.0,): plain greedy."""
+
     prior_trials: int = 1
     """Profiles or settings already tried on the same data before this run: multiplies the
     trial count of the agent's deflated Sharpe ratio (be honest: every run you looked at)."""
@@ -254,6 +261,10 @@ class TrainConfig:
         if self.episode_bars < 2:
             raise InvalidInputError(f"`episode_bars` must be >= 2, was {self.episode_bars}.")
         validate_number("capital", self.capital, above=0.0)
+        if not self.no_trade_bands:
+            raise InvalidInputError("`no_trade_bands` must hold at least one band, was [].")
+        for band in self.no_trade_bands:
+            validate_at_least("no_trade_bands", band, 0.0)
         unknown = [b for b in self.baselines if b not in BASELINE_POLICIES]
         if unknown:
             raise InvalidInputError(
@@ -265,4 +276,5 @@ class TrainConfig:
         out = asdict(self)
         out["env"] = self.env.to_json()
         out["baselines"] = list(self.baselines)
+        out["no_trade_bands"] = list(self.no_trade_bands)
         return out

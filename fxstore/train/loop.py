@@ -52,7 +52,7 @@ from fxstore.train.memory import check_host_memory
 from fxstore.train.metrics import sharpe_per_bar, to_host
 from fxstore.train.oracle import PlantedSignal
 from fxstore.train.plots import plot_equity_all
-from fxstore.train.policy import greedy_positions
+from fxstore.train.policy import action_values, banded_positions, greedy_positions
 from fxstore.train.replay import NStepAccumulator, PrioritizedReplay
 from fxstore.train.resume import check_resumed_cache
 from fxstore.train.runs import RunFolder
@@ -125,6 +125,8 @@ class _FoldState:
     best_params: dict[str, npt.NDArray[np.generic]] | None = None
     """The kept weights; None while no evaluation has beaten flat."""
     best_step: int | None = None
+    best_band: float = 0.0
+    """The no-trade band kept with `best_params` (TrainConfig.no_trade_bands)."""
     bad_evals: int = 0
     stopped: bool = False
     evals: list[dict[str, float | None]] = dataclasses.field(default_factory=list)
@@ -136,17 +138,24 @@ class _FoldState:
 
 def _validation_sharpe(
     agent: Agent, market: Market, fold: Fold, config: TrainConfig, spec: ContractSpec
-) -> float:
-    """Annualised per-bar Sharpe of the greedy policy on the fold's validation slice."""
+) -> tuple[float, float]:
+    """The best annualised per-bar Sharpe of the greedy policy on the fold's validation slice
+    over the no-trade bands, and its band (the first of equal scores)."""
     lo, hi = fold.validation
-    positions = greedy_positions(agent.q_values, market, lo, hi, config.env)
-    window = evaluate_positions(market, positions, lo, hi, config.env, spec)
-    sharpe = sharpe_per_bar(
-        to_host(window.pnl), bars_per_day=market.bars_per_day, capital=config.capital
-    )
-    # A policy that stays flat has no variance and so no Sharpe: it scores 0 (no risk, no
-    # return), which any policy that earns something beats.
-    return sharpe if np.isfinite(sharpe) else 0.0
+    q = action_values(agent.q_values, market, lo, hi, config.env)
+    best, best_band = -np.inf, config.no_trade_bands[0]
+    for band in config.no_trade_bands:
+        positions = banded_positions(q, market, lo, hi, config.env, band)
+        window = evaluate_positions(market, positions, lo, hi, config.env, spec)
+        sharpe = sharpe_per_bar(
+            to_host(window.pnl), bars_per_day=market.bars_per_day, capital=config.capital
+        )
+        # A policy that stays flat has no variance and so no Sharpe: it scores 0 (no risk,
+        # no return), which any policy that earns something beats.
+        score = sharpe if np.isfinite(sharpe) else 0.0
+        if score > best:
+            best, best_band = score, band
+    return best, best_band
 
 
 def _fold_agent_config(config: TrainConfig, sizes: dict[str, int], fold: int) -> AgentConfig:
@@ -265,9 +274,10 @@ def _run_fold(
     logger.info("fold %d: trading the %s policy on the test window", fold.index, chosen)
     if chosen == "flat":
         return np.zeros(fold.test[1] - fold.test[0]), np.zeros(fold.train[1] - fold.train[0])
+    band = state.best_band if chosen == "best" else config.no_trade_bands[0]
     return (
-        greedy_positions(agent.q_values, market, *fold.test, config.env),
-        greedy_positions(agent.q_values, market, *fold.train, config.env),
+        greedy_positions(agent.q_values, market, *fold.test, config.env, band),
+        greedy_positions(agent.q_values, market, *fold.train, config.env, band),
     )
 
 
@@ -300,21 +310,26 @@ def _evaluate(
     has_validation: bool,
 ) -> None:
     """Score the greedy policy on the validation slice; keep the best weights; stop early."""
-    score = _validation_sharpe(agent, market, fold, config, spec) if has_validation else np.nan
-    state.evals.append(
-        {
-            "step": float(state.step),
-            "updates": float(agent.step),
-            "loss": state.loss_sum / state.loss_count if state.loss_count else None,
-            "val_sharpe": float(score) if np.isfinite(score) else None,
-        }
+    score, band = (
+        _validation_sharpe(agent, market, fold, config, spec)
+        if has_validation
+        else (np.nan, config.no_trade_bands[0])
     )
+    entry: dict[str, float | None] = {
+        "step": float(state.step),
+        "updates": float(agent.step),
+        "loss": state.loss_sum / state.loss_count if state.loss_count else None,
+        "val_sharpe": float(score) if np.isfinite(score) else None,
+    }
+    if len(config.no_trade_bands) > 1:
+        entry["band"] = float(band)
+    state.evals.append(entry)
     state.loss_sum, state.loss_count = 0.0, 0
     if not has_validation:
         return
     if score > state.best_score:
         state.best_score, state.best_params, state.bad_evals = score, agent.state_dict(), 0
-        state.best_step = state.step
+        state.best_step, state.best_band = state.step, band
     else:
         state.bad_evals += 1
         state.stopped = config.patience > 0 and state.bad_evals >= config.patience
@@ -344,6 +359,7 @@ def _save(path: Path, learner: _Learner, state: _FoldState, obs: npt.NDArray[np.
         "step": state.step,
         "best_score": state.best_score,
         "best_step": state.best_step,
+        "best_band": state.best_band,
         "bad_evals": state.bad_evals,
         "stopped": state.stopped,
         "evals": state.evals,
@@ -382,6 +398,8 @@ def _restore(path: Path, learner: _Learner, state: _FoldState) -> npt.NDArray[np
     step = meta.get("best_step")
     state.best_step = int(meta_value(meta, "best_step", int, path)) if step is not None else None
     state.bad_evals = int(meta_value(meta, "bad_evals", int, path))
+    if "best_band" in meta:  # checkpoints before no-trade bands had none: plain greedy
+        state.best_band = meta_value(meta, "best_band", float, path)
     state.stopped = bool(meta_value(meta, "stopped", bool, path))
     evals = meta.get("evals")
     if not isinstance(evals, list):
@@ -623,18 +641,18 @@ def _agent_significance(
     """PSR/DSR of the agent's pooled test days, counting every candidate it was chosen from.
 
     Trials: in each fold the kept weights are the best of its validation evaluations or
-    standing aside, so a fold chooses among (evaluations + 1) candidates; the count is the
-    largest such number over folds and seeds, times `seeds` (any one could be shown), times
-    `prior_trials` (profiles or settings already tried on the same data). The trials'
-    Sharpe variance is that of every finite validation Sharpe (annualised per bar, about
-    the annualised daily Sharpe of independent bars).
+    standing aside, so a fold chooses among (evaluations x no-trade bands + 1) candidates;
+    the count is the largest such number over folds and seeds, times `seeds` (any one could
+    be shown), times `prior_trials` (profiles or settings already tried on the same data).
+    The trials' Sharpe variance is that of every finite validation Sharpe kept (annualised
+    per bar, about the annualised daily Sharpe of independent bars).
     """
     sharpes: list[float] = []
     candidates = 1
     for fold in folds:
         for k in range(config.seeds):
             evals = run.read_evals(fold.index, k)
-            candidates = max(candidates, len(evals) + 1)
+            candidates = max(candidates, len(evals) * len(config.no_trade_bands) + 1)
             sharpes += [float(v) for e in evals if isinstance(v := e.get("val_sharpe"), float)]
     variance = float(np.var(sharpes, ddof=1)) if len(sharpes) > 1 else 0.0
     return pooled_significance(

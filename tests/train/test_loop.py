@@ -96,6 +96,30 @@ def test_train_resume_after_interrupt_equals_uninterrupted_run(store: Path) -> N
     assert evals[0] == evals[1]
 
 
+def test_train_no_trade_bands_are_chosen_on_validation_and_counted_as_trials(
+    store: Path,
+) -> None:
+    plain = train(TINY, store)
+    banded = train(dataclasses.replace(TINY, no_trade_bands=(0.0, 0.3, 1e9)), store)
+
+    for fold in ("fold00", "fold01"):
+        evals = json.loads((banded.run_dir / fold / "evals.json").read_text())
+        assert all(e["band"] in (0.0, 0.3, 1e9) for e in evals["evals"])
+        assert (
+            "band" not in json.loads((plain.run_dir / fold / "evals.json").read_text())["evals"][0]
+        )
+    n_evals = len(json.loads((plain.run_dir / "fold00" / "evals.json").read_text())["evals"])
+    (sig_plain,), (sig_banded,) = plain.significance, banded.significance
+    assert sig_plain.n_trials == n_evals + 1
+    assert sig_banded.n_trials == 3 * n_evals + 1
+    # the band 1e9 never trades, so a band is kept only where it beats the plain policy
+    for fold in ("fold00", "fold01"):
+        kept = json.loads((banded.run_dir / fold / "evals.json").read_text())
+        scores = [e["val_sharpe"] for e in kept["evals"]]
+        again = json.loads((plain.run_dir / fold / "evals.json").read_text())["evals"]
+        assert all(b >= a["val_sharpe"] for b, a in zip(scores, again, strict=True))
+
+
 def test_train_no_validated_edge_stands_aside_on_the_test_window(store: Path) -> None:
     ruinous = dataclasses.replace(TINY.env, commission_per_contract=1e6)
     result = train(dataclasses.replace(TINY, env=ruinous), store)
@@ -124,6 +148,18 @@ def test_load_profile_builtin_round_trips_through_json(name: str) -> None:
     config = load_profile(name)
     assert config.profile == name
     assert config_from_json(json.loads(json.dumps(config.to_json())), where="x") == config
+
+
+def test_load_profile_no_trade_bands_round_trip_and_bad_band_is_one_line(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "bands.toml"
+    path.write_text("no_trade_bands = [0.0, 0.25]\n")
+    config = load_profile(str(path))
+    assert config.no_trade_bands == (0.0, 0.25)
+    assert config_from_json(json.loads(json.dumps(config.to_json())), where="x") == config
+    with pytest.raises(InvalidInputError, match=r"`no_trade_bands` must be >= 0, was -1.0"):
+        dataclasses.replace(config, no_trade_bands=(-1.0,))
 
 
 def test_load_profile_file_overrides_only_what_it_sets(tmp_path: Path) -> None:
