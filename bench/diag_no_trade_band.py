@@ -26,53 +26,26 @@ from pathlib import Path
 import numpy as np
 from _common import write_result
 
-from fxstore.config import EnvConfig
 from fxstore.train import loop
-from fxstore.train.env import Market, evaluate_positions, policy_positions
+from fxstore.train.env import Market, evaluate_positions
 from fxstore.train.metrics import sharpe_per_bar, to_host
-from fxstore.train.policy import QFunction, observations
+from fxstore.train.policy import action_values, banded_positions
 from fxstore.train.profiles import load_profile
 
 BANDS = (0.0, 0.02, 0.05, 0.1, 0.2, 0.4, 0.8)
 
 
-def banded_positions(
-    q_values: QFunction, market: Market, lo: int, hi: int, config: EnvConfig
-) -> dict[float, np.ndarray]:
-    """Positions of the greedy policy with each band of `BANDS` over rows [lo, hi)."""
-    xp, n_pos = market.xp, len(config.positions)
-    rows = xp.arange(lo, hi, dtype=xp.int64)
-    q = np.stack(
-        [to_host(q_values(observations(market, rows, float(h), config))) for h in config.positions],
-        axis=1,
-    )  # (rows, held position, action)
-    held = np.arange(n_pos)
-    gain = q.max(axis=2) - q[:, held, held]
-    return {
-        band: policy_positions(
-            np.where(gain > band, q.argmax(axis=2), held[None, :]), market, lo, hi, config
-        )
-        for band in BANDS
-    }
-
-
-def q_edge_ic(
-    q_values: QFunction, market: Market, lo: int, hi: int, config: EnvConfig
-) -> dict[str, float]:
-    """Correlation of the flat agent's Q(long) - Q(short) with the next 1 and 4 bars' move."""
-    xp = market.xp
-    rows = xp.arange(lo, hi, dtype=xp.int64)
-    q = to_host(q_values(observations(market, rows, 0.0, config)))
-    edge = (
-        q[:, -1] - q[:, 0]
-    )  # positions are ordered: the last is the longest, the first the shortest
+def q_edge_ic(q_flat: np.ndarray, market: Market, lo: int, hi: int) -> dict[str, float]:
+    """Correlation of the flat agent's Q(longest) - Q(shortest) (`q_flat`: (rows, actions),
+    positions in ascending order) with the next 1 and 4 bars' close-to-close move (rows whose
+    horizon passes the cache's end left out; moves across a roll are not masked)."""
+    edge = q_flat[:, -1] - q_flat[:, 0]
     close = to_host(market.close)
     out = {}
     for h in (1, 4):
-        move = np.full(hi - lo, np.nan)
         end = np.minimum(np.arange(lo, hi) + h, market.n_rows - 1)
-        move[:] = close[end] - close[lo:hi]
-        ok = np.isfinite(move) & (np.arange(lo, hi) + h < market.n_rows)
+        move = close[end] - close[lo:hi]
+        ok = np.arange(lo, hi) + h < market.n_rows
         out[f"h{h}"] = (
             float(np.corrcoef(edge[ok], move[ok])[0, 1]) if ok.sum() > 2 else float("nan")
         )
@@ -90,19 +63,22 @@ def main() -> None:
     scored = loop._validation_sharpe
 
     def validation_sharpe(agent, market, fold, config, spec):  # type: ignore[no-untyped-def]
-        score = scored(agent, market, fold, config, spec)
+        kept = scored(agent, market, fold, config, spec)  # (score, band): unchanged
         record: dict[str, object] = {"fold": fold.index, "step_updates": agent.step}
-        record["q_edge_ic"] = {
-            name: q_edge_ic(agent.q_values, market, lo, hi, config.env)
-            for name, (lo, hi) in (
-                ("train", fold.train),
-                ("validation", fold.validation),
-                ("test", fold.test),
-            )
+        flat = config.env.positions.index(0)
+        windows = {"train": fold.train, "validation": fold.validation, "test": fold.test}
+        tables = {
+            name: action_values(agent.q_values, market, lo, hi, config.env)
+            for name, (lo, hi) in windows.items()
         }
-        for name, (lo, hi) in (("validation", fold.validation), ("test", fold.test)):
+        record["q_edge_ic"] = {
+            name: q_edge_ic(q[:, flat], market, *windows[name]) for name, q in tables.items()
+        }
+        for name in ("validation", "test"):
+            lo, hi = windows[name]
             per_band = {}
-            for band, pos in banded_positions(agent.q_values, market, lo, hi, config.env).items():
+            for band in BANDS:
+                pos = banded_positions(tables[name], market, lo, hi, config.env, band)
                 pnl = to_host(evaluate_positions(market, pos, lo, hi, config.env, spec).pnl)
                 sharpe = sharpe_per_bar(
                     pnl, bars_per_day=market.bars_per_day, capital=config.capital
@@ -114,7 +90,7 @@ def main() -> None:
                 }
             record[name] = per_band
         evals.append(record)
-        return score
+        return kept
 
     loop._validation_sharpe = validation_sharpe  # type: ignore[assignment]
     config = dataclasses.replace(load_profile(args.profile), symbol=args.symbol)
