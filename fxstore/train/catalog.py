@@ -22,6 +22,7 @@ from fxstore.errors import InvalidInputError
 from fxstore.store import existing_run_dir, list_runs, read_json
 from fxstore.train.backtest import BacktestResult, FoldResult
 from fxstore.train.metrics import BacktestMetrics
+from fxstore.train.runs import finished_fold_metrics
 from fxstore.train.significance import SharpeSignificance
 from fxstore.train.status import Headline, RunStatus, read_status
 from fxstore.train.walkforward import Fold
@@ -110,11 +111,8 @@ def read_run_result(root: Path, run_id: str) -> BacktestResult:
     facts = record.get("fxcache")
     key = facts.get("key") if isinstance(facts, dict) else None
     folds: list[FoldResult] = []
-    for fold_path in sorted(folder.glob("fold*/metrics.json")):
-        if not (fold_path.parent / "results.npz").is_file():
-            continue
-        data = read_json(fold_path)
-        folds += _fold_results(data, fold_path)
+    for fold_path in finished_fold_metrics(folder):
+        folds += _fold_results(read_json(fold_path), fold_path)
     policies = tuple(dict.fromkeys(r.policy for r in folds))
     return BacktestResult(folder, str(symbol), str(key), policies, tuple(folds), {})
 

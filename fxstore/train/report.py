@@ -41,6 +41,7 @@ from fxstore.store import (
     os_errors,
     read_json,
 )
+from fxstore.train.runs import finished_fold_metrics
 
 __all__ = ["find_run", "render_report", "write_report"]
 
@@ -164,7 +165,7 @@ def _read_metrics(folder: Path) -> tuple[Json, bool]:
     """The run's metrics.json, or one gathered from its finished folds (and False)."""
     if (folder / _METRICS).is_file():
         return read_json(folder / _METRICS), True
-    folds = [read_json(p) for p in sorted(folder.glob(f"fold*/{_METRICS}"))]
+    folds = [read_json(p) for p in finished_fold_metrics(folder)]
     return {"folds": folds, "totals": {}}, False
 
 

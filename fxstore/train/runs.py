@@ -49,7 +49,7 @@ from fxstore.train.resume import ResumePlan, plan_resume, run_inputs
 from fxstore.train.status import RunLock, read_status
 from fxstore.train.walkforward import Fold
 
-__all__ = ["RunFolder"]
+__all__ = ["RunFolder", "finished_fold_metrics"]
 
 logger = logging.getLogger(__name__)
 
@@ -57,6 +57,12 @@ _CONFIG: Final = "config.json"
 _REDO_FOLD: Final = (
     "the file is damaged: move it aside (the fold is then trained again on --resume)."
 )
+
+
+def finished_fold_metrics(run: Path) -> list[Path]:
+    """The ``metrics.json`` of every finished fold of the run folder `run`, in fold order: a
+    fold is finished once its ``results.npz`` exists (written after its metrics)."""
+    return sorted(p for p in run.glob("fold*/metrics.json") if (p.parent / "results.npz").is_file())
 
 
 def _check_resumable(

@@ -73,7 +73,10 @@ def make_run(root: Path, *, finished: bool = True, plots: bool = True) -> Path:
         folder, "ES.FUT", cache.name, ("agent", "flat", HOSTILE), tuple(results), totals
     )
     for entry in result.to_json()["folds"]:  # type: ignore[attr-defined]
-        atomic_write_json(folder / f"fold{entry['fold']['index']:02d}" / "metrics.json", entry)
+        fold = folder / f"fold{entry['fold']['index']:02d}"
+        atomic_write_json(fold / "metrics.json", entry)
+        if finished or entry["fold"]["index"] == 0:  # unfinished: fold 1 lacks results.npz
+            np.savez(fold / "results.npz", trading_day=np.zeros(1, np.int32))
     if finished:
         atomic_write_json(folder / "metrics.json", result.to_json())
     if plots:
@@ -177,7 +180,8 @@ def test_report_of_an_unfinished_run_shows_its_finished_folds(tmp_path: Path) ->
     page = render_report(tmp_path, make_run(tmp_path, finished=False))
 
     assert "has not finished" in page
-    assert page.count("<table>") == 2 + 1  # two folds, data
+    # fold 1 wrote its metrics but not its results.npz: not finished, not shown
+    assert page.count("<table>") == 1 + 1  # fold 0, data
 
 
 def test_report_of_a_run_without_plots_says_so(tmp_path: Path) -> None:
