@@ -241,7 +241,8 @@ class PrioritizedReplay:
             getattr(self, key)[...] = self.xp.asarray(state[key])
         # `[()]`: numpy's scalar, as `update_priorities` leaves it (cupy: a 0-d array, as
         # there). numpy's scalar and 0-d-array float32 powers differ in the last bit for
-        # about a quarter of values, so a 0-d array here would make a resumed run drift.
+        # many values (tests/train/test_replay.py holds one), so a 0-d array here would make
+        # a resumed run drift.
         self._max_priority = self.xp.asarray(state["max_priority"], dtype=self.xp.float32)[()]
         self._pos, self._size = int(position[0]), int(position[1])
         words = [int(w) for w in np.asarray(state["rng"], dtype=np.uint64)]
