@@ -631,7 +631,7 @@ def run_backtest(
     lock.acquire()
     status = RunStatus(folder.name, "backtest", config.symbol, now_iso(), "running", 0, len(folds))
     # no resume: a half-written run is noise, so any failure removes the folder
-    with record_run(folder, lock, status, discard=lambda _r, _e: True) as recorder:
+    with record_run(folder, lock, status, discard=lambda _recorder: True) as recorder:
         return _backtest_into(folder, config, cache, folds, spec, planted, on_progress, recorder)
 
 

@@ -515,7 +515,7 @@ def _train_run(
         profile=config.profile,
     )
 
-    def worthless(recorder: StatusRecorder, _err: BaseException) -> bool:
+    def worthless(recorder: StatusRecorder) -> bool:
         """A new run that ended, however, with nothing to resume: no finished fold and no
         checkpoint (one that has a checkpoint is kept: --resume continues it)."""
         if resumed is not None or recorder.status.folds_done:

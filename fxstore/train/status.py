@@ -303,20 +303,20 @@ def record_run(
     lock: RunLock,
     status: RunStatus,
     *,
-    discard: Callable[[StatusRecorder, BaseException], bool],
+    discard: Callable[[StatusRecorder], bool],
 ) -> Iterator[StatusRecorder]:
     """Write `status` ("running"), yield its recorder; release `lock` at the end.
 
     When the block raises, the run is marked "interrupted" (a stop request or Ctrl-C) or
-    "failed" (any other error, its message kept), unless ``discard(recorder, error)`` says
-    the run is worth nothing: then its folder is deleted.
+    "failed" (any other error, its message kept), unless ``discard(recorder)`` says the
+    run is worth nothing (nothing in it to resume or read): then its folder is deleted.
     """
     recorder = StatusRecorder(folder, status)
     try:
         recorder.write_first()
         yield recorder
     except BaseException as err:
-        if discard(recorder, err):
+        if discard(recorder):
             shutil.rmtree(folder, ignore_errors=True)
         else:
             stopped = isinstance(err, RunInterruptedError | KeyboardInterrupt)
