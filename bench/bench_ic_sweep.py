@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime as dt
+import logging
 import os
 import time
 from pathlib import Path
@@ -66,7 +67,10 @@ def main() -> None:
     parser.add_argument("--events-per-day", type=int, default=200_000)
     parser.add_argument("--market-seed", type=int, default=11)
     parser.add_argument("--name", default="ic_sweep", help="results/<name>.json")
+    parser.add_argument("--verbose", action="store_true", help="log training progress")
     args = parser.parse_args()
+    if args.verbose:
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     config = dataclasses.replace(load_profile(args.profile), seeds=args.seeds)
     if args.device is not None:
         config = dataclasses.replace(config, device=args.device)

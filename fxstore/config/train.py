@@ -31,7 +31,8 @@ class AgentConfig:
     """Width of each hidden layer."""
 
     layers: int = 2
-    """Hidden layers (Linear + ReLU) in the shared torso."""
+    """Hidden layers (Linear + ReLU) in the shared torso; 0: the head reads the observation
+    directly (a linear distributional Q, the lowest capacity)."""
 
     n_atoms: int = 51
     """Atoms of the return distribution (C51: 51); > 1."""
@@ -111,8 +112,9 @@ class AgentConfig:
 
     def __post_init__(self) -> None:
         validate_bool("tf32", self.tf32, spelled="true or false")
-        for name in ("hidden", "layers", "n_step", "batch_size", "replay_size"):
+        for name in ("hidden", "n_step", "batch_size", "replay_size"):
             validate_number(name, getattr(self, name), above=0, integral=True)
+        validate_at_least("layers", self.layers, 0, integral=True)
         validate_number("n_atoms", self.n_atoms, above=1, integral=True)
         validate_number("v_min", self.v_min)
         if validate_number("v_max", self.v_max) <= self.v_min:

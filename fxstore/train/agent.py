@@ -457,6 +457,8 @@ class Agent:
         xp, ops, net, grad = self.xp, self._ops, self._net, self._grad_net
         xp.matmul(acts[-1].T, d_head, out=grad["head.weight"])
         ops.col_sum(d_head, grad["head.bias"])
+        if not self._layout.layers:
+            return
         d_h = d_head @ net["head.weight"].T
         for i in reversed(range(self._layout.layers)):
             ops.relu_grad(acts[i + 1], d_h)

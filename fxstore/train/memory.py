@@ -39,8 +39,10 @@ def host_bytes_needed(
     """
     agent = config.agent
     hidden, layers = agent.hidden, agent.layers
-    head = hidden * agent.n_atoms * (1 + n_actions)
-    params = n_obs * hidden + (layers - 1) * hidden * hidden + head + layers * hidden
+    width = hidden if layers else n_obs  # what the head reads
+    head = width * agent.n_atoms * (1 + n_actions)
+    params = (n_obs * hidden + (layers - 1) * hidden * hidden if layers else 0) + head
+    params += layers * hidden
     transition = 2 * n_obs * _F32 + 8 + 3 * _F32
     # Online and target forward passes over obs and next obs, kept for the backward pass.
     activations = 3 * sizes["batch_size"] * (layers * hidden + head) * _F32 * 2

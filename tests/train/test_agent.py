@@ -330,3 +330,37 @@ def test_agent_config_invalid_field_raises(kwargs: dict[str, object], message: s
 def test_agent_config_epsilon_decays_linearly(step: int, expected: float) -> None:
     assert AgentConfig().epsilon(step) == pytest.approx(expected)
     assert AgentConfig().to_json()["n_atoms"] == 51
+
+
+@pytest.mark.parametrize("name", [t for t in TENSORS if not t.startswith("torso")])
+def test_loss_and_grad_without_hidden_layers_matches_central_differences(name: str) -> None:
+    """layers = 0: the head reads the observation (a linear distributional Q)."""
+    agent = Agent(dataclasses.replace(SMALL, layers=0), 4, 3)
+    assert [n for n, _ in agent._layout.tensors] == ["head.weight", "head.bias"]
+    agent._cast(np.float64)
+    rng = np.random.default_rng(6)
+    agent._params[:] = rng.normal(scale=0.3, size=agent._params.shape)
+    agent._target[:] = agent._params + rng.normal(scale=0.1, size=agent._target.shape)
+    batch = agent._check_batch(make_batch(7, 4, 3, dtype=np.float64))
+
+    def loss() -> float:
+        return agent._loss_and_grad(batch)[0] / 7
+
+    loss()
+    analytic = agent._layout.views(agent._grad.copy())[name]
+    view = agent.parameters[name]
+    numeric = np.zeros_like(analytic)
+    for index in np.ndindex(view.shape):
+        original = view[index]
+        view[index] = original + 1e-6
+        up = loss()
+        view[index] = original - 1e-6
+        down = loss()
+        view[index] = original
+        numeric[index] = (up - down) / 2e-6
+    np.testing.assert_allclose(analytic, numeric, rtol=1e-5, atol=1e-9)
+
+
+def test_layers_below_zero_is_refused() -> None:
+    with pytest.raises(InvalidInputError, match="`layers` must be >= 0"):
+        dataclasses.replace(SMALL, layers=-1)

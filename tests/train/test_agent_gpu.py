@@ -38,11 +38,14 @@ def test_q_values_cupy_equal_numpy() -> None:
     np.testing.assert_allclose(cupy.asnumpy(device), host, atol=1e-4)
 
 
-@pytest.mark.parametrize(("n_actions", "weight_decay"), [(1, 0.0), (3, 0.0), (4, 0.0), (3, 50.0)])
-def test_update_cupy_equals_numpy(n_actions: int, weight_decay: float) -> None:
+@pytest.mark.parametrize(
+    ("n_actions", "weight_decay", "layers"),
+    [(1, 0.0, 2), (3, 0.0, 2), (4, 0.0, 2), (3, 50.0, 2), (3, 0.0, 0)],
+)
+def test_update_cupy_equals_numpy(n_actions: int, weight_decay: float, layers: int) -> None:
     import cupy
 
-    config = dataclasses.replace(CONFIG, weight_decay=weight_decay)
+    config = dataclasses.replace(CONFIG, weight_decay=weight_decay, layers=layers)
     host, device = Agent(config, 6, n_actions), Agent(config, 6, n_actions, xp=cupy)
     for seed in range(5):
         batch = make_batch(200, 6, n_actions, seed=seed)
