@@ -15,6 +15,7 @@ COMMANDS = (
     "backtest",
     "demo",
     "features",
+    "fetch",
     "gc",
     "info",
     "ingest",
