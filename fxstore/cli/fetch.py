@@ -131,7 +131,9 @@ def _ingest(result: FetchResult, request: FetchRequest, store_root: Path, quiet:
     help="Refuse to buy when it costs more US dollars than this (no limit when not given).",
 )
 @click.option("-y", "--yes", is_flag=True, help="Buy without asking.")
-@click.option("--dry-run", is_flag=True, help="Show the plan and its cost; buy nothing.")
+@click.option(
+    "--dry-run", is_flag=True, default=False, help="Show the plan and its cost; buy nothing."
+)
 @click.option(
     "--via",
     type=click.Choice(["auto", "batch", "stream"]),
@@ -218,11 +220,11 @@ def fetch(
         _check_ingest(request)
     api = connect(api_key_file, gateway)
     plan = plan_fetch(api, request, store_root)
-    if as_json:
-        echo_json(plan.to_json())
-    else:
+    if not as_json:
         click.echo(plan.format_text())
     if dry_run:
+        if as_json:
+            echo_json(plan.to_json())
         return
     if max_cost is not None and plan.cost_usd > max_cost:
         raise InvalidInputError(
@@ -232,7 +234,9 @@ def fetch(
     if plan.cost_usd > 0 and not yes:
         _confirm(plan)
     result = run_fetch(api, plan, poll_seconds, quiet)
-    for part in result.parts:
+    if as_json:
+        echo_json({"plan": plan.to_json(), "fetched": [p.to_json() for p in result.parts]})
+    for part in result.parts if not as_json else ():
         verb = "Up to date" if part.was_skipped else "Fetched"
         click.echo(
             f"{verb}: {part.schema} {len(part.files)} files ({part.n_bytes:,} bytes) -> "

@@ -242,7 +242,10 @@ class Api:
             try:
                 return call()
             except BentoHttpError as err:
+                # A gateway timeout (504) of a billed call may have been served behind it.
                 transient = err.http_status == 429 or err.http_status >= 500
+                if is_billed and err.http_status == 504:
+                    raise self._transport_error(name, err, attempt, is_billed) from None
                 if not transient or attempt >= self.retry.attempts:
                     raise self._http_error(name, err, attempt) from None
                 retry_after = err.headers.get("Retry-After") if err.headers else None
@@ -290,8 +293,8 @@ class Api:
             )
         if is_billed:
             return DatabentoApiError(
-                f"the connection to {self.gateway} broke during {name} ({reason}); it may have "
-                "been billed: look at the portal's download center before running again."
+                f"{name} did not complete ({reason}); it may have been billed: look at the "
+                "portal's download center before running again."
             )
         return DatabentoApiError(
             f"cannot reach Databento's API at {self.gateway} ({name}, {attempt} tries: "

@@ -69,6 +69,16 @@ class FetchedPart:
         """Bytes of its files."""
         return sum(f.size for f in self.files)
 
+    def to_json(self) -> dict[str, object]:
+        """The part as JSON data."""
+        return {
+            "schema": self.schema,
+            "job_id": self.job_id,
+            "folder": str(self.folder),
+            "files": [{"name": f.name, "size": f.size, "sha256": f.sha256} for f in self.files],
+            "was_skipped": self.was_skipped,
+        }
+
 
 @dataclass(frozen=True, slots=True)
 class FetchResult:

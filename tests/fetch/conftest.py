@@ -41,6 +41,9 @@ def server(
         monkeypatch.delenv(name, raising=False)
     monkeypatch.delenv("FXSTORE_HOME", raising=False)
     monkeypatch.setattr("fxstore.fetch.api._pause", lambda _s: None)
+    # The client writes what it read in 4 KiB chunks; the real test files are smaller, so a
+    # download cut after 100 bytes leaves 100 bytes on disk only with smaller chunks.
+    monkeypatch.setattr("databento.historical.api.batch.HTTP_STREAMING_READ_SIZE", 50)
     fake = FakeDatabento(context)
     yield fake
     fake.close()
@@ -50,8 +53,11 @@ def server(
 def run_fetch(server: FakeDatabento, tmp_path: Path) -> FetchRun:
     """Run ``fxstore fetch`` on the fake API into ``tmp_path/store``."""
 
-    def run(*args: str, input: str | None = None, catch: bool = True) -> Result:
+    def run(
+        *args: str, input: str | None = None, catch: bool = True, verbose: bool = False
+    ) -> Result:
         argv = [
+            *(["-vv"] if verbose else []),
             "fetch",
             "--symbol",
             "ES.FUT",

@@ -59,7 +59,7 @@ class FakeState:
     job_states: list[str] = field(default_factory=lambda: ["queued", "processing", "done"])
     faults: dict[str, list[Fault]] = field(default_factory=lambda: defaultdict(list))
     cut_after: dict[str, tuple[int, int]] = field(default_factory=dict)
-    """file name -> (bytes sent before the connection drops, times; -1 for ever)."""
+    """file name -> (offset in the file where the connection drops, times; -1 for ever)."""
     corrupt: dict[str, int] = field(default_factory=dict)
     """file name -> times it is served with a flipped byte."""
     calls: list[tuple[str, dict[str, str]]] = field(default_factory=list)
@@ -200,9 +200,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         cut, times = state.cut_after.get(name, (0, 0))
-        if times != 0 and cut < len(body):
+        if times != 0 and cut < len(data):
             state.cut_after[name] = (cut, times - 1)
-            self.wfile.write(body[:cut])
+            self.wfile.write(data[start:cut])
             self.wfile.flush()
             self.close_connection = True
             return
