@@ -226,11 +226,7 @@ def fetch(
         if as_json:
             echo_json(plan.to_json())
         return
-    if max_cost is not None and plan.cost_usd > max_cost:
-        raise InvalidInputError(
-            f"the plan costs ${plan.cost_usd:,.2f}, above --max-cost {max_cost:g}; nothing was "
-            "bought: narrow --start/--end or --symbol, or raise --max-cost."
-        )
+    plan.check_max_cost()
     if plan.cost_usd > 0 and not yes:
         _confirm(plan)
     result = run_fetch(api, plan, poll_seconds, quiet)

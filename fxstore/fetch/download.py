@@ -27,13 +27,13 @@ from fxstore.fetch.layout import (
     quarantine,
     read_job_record,
     remove_tree,
-    sha256_of,
+    requests_dir,
     staging_dir,
     verify_folder,
     write_fetch_manifest,
     write_job_record,
 )
-from fxstore.store import key_lock, os_errors, validate_key
+from fxstore.store import file_sha256, key_lock, os_errors, validate_key
 
 if TYPE_CHECKING:
     from fxstore.fetch.api import Api
@@ -126,7 +126,10 @@ def fetch(
         A call failed (after retries), or a job expired or failed on Databento's side.
     ChecksumError
         A file failed its sha256 check twice.
+    InvalidInputError
+        The plan costs more than the request's `max_cost_usd` (nothing is bought).
     """
+    plan.check_max_cost()
     root = plan.store_root
     done = []
     for item in plan.parts:
@@ -145,8 +148,7 @@ def fetch(
 
 def _submit(api: Api, root: Path, part: Part) -> str:
     """Buy `part` as a batch job, unless another fetch bought it meanwhile; its job id."""
-    records = job_dir(root, part.dataset, "x").parent / ".requests"
-    with key_lock(records):
+    with key_lock(requests_dir(root, part.dataset)):
         bought = read_job_record(root, part.dataset, part.key)
         if bought is not None:
             return bought
@@ -238,7 +240,7 @@ def _download_checked(
         if too_big:
             bad.append(quarantine(path, root, part.dataset, job_id))
         api.download_file(job_id, staged.parent, name)
-        got = sha256_of(path)
+        got = file_sha256(path)
         if got == sha:
             return FetchedFile(name, size, sha)
         logger.warning("%s of job %s failed its sha256 check", name, job_id)
@@ -271,7 +273,7 @@ def _stream(api: Api, root: Path, item: PartPlan) -> FetchedPart:
         path = staged / name
         with os_errors(path, "read"):
             size = path.stat().st_size
-        files = (FetchedFile(name, size, sha256_of(path)),)
+        files = (FetchedFile(name, size, file_sha256(path)),)
         facts = {"request": part.to_json(), "job_id": folder_id, "via": "stream"}
         write_fetch_manifest(staged, files, {**facts, "cost_usd": item.cost_usd})
         final = job_dir(root, part.dataset, folder_id)

@@ -29,7 +29,6 @@ from fxstore import __version__
 from fxstore.errors import SchemaError
 from fxstore.store import (
     atomic_write_json,
-    file_sha256,
     fsync_dir,
     manifest_field,
     matches_manifest,
@@ -47,6 +46,8 @@ __all__ = [
     "quarantine",
     "raw_dir",
     "read_job_record",
+    "remove_tree",
+    "requests_dir",
     "staging_dir",
     "verify_folder",
     "write_fetch_manifest",
@@ -83,8 +84,13 @@ def staging_dir(root: Path, dataset: str) -> Path:
     return raw_dir(root, dataset) / ".partial"
 
 
+def requests_dir(root: Path, dataset: str) -> Path:
+    """``<root>/raw/<DATASET>/.requests``: which job each request bought."""
+    return raw_dir(root, dataset) / ".requests"
+
+
 def _record_path(root: Path, dataset: str, key: str) -> Path:
-    return raw_dir(root, dataset) / ".requests" / f"{validate_key(key, 'request key')}.json"
+    return requests_dir(root, dataset) / f"{validate_key(key, 'request key')}.json"
 
 
 def read_job_record(root: Path, dataset: str, key: str) -> str | None:
@@ -173,11 +179,6 @@ def commit_folder(staged: Path, final: Path) -> None:
             final.rmdir()
         os.replace(staged, final)
     fsync_dir(final.parent)
-
-
-def sha256_of(path: Path) -> str:
-    """Hex SHA-256 of `path`."""
-    return file_sha256(path)
 
 
 def remove_tree(path: Path) -> None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from fxstore.errors import FxStoreWarning, SymbolNotFoundError
+from fxstore.errors import FxStoreWarning, InvalidInputError, SymbolNotFoundError
 from fxstore.fetch.layout import job_dir, read_job_record, verify_folder
 
 if TYPE_CHECKING:
@@ -67,6 +67,16 @@ class FetchPlan:
     def cost_usd(self) -> float:
         """US dollars still to spend: the new parts."""
         return sum(p.cost_usd for p in self.parts if p.status == "new")
+
+    def check_max_cost(self) -> None:
+        """Raise InvalidInputError when what is left to buy costs more than the request's
+        `max_cost_usd`."""
+        limit = self.request.max_cost_usd
+        if limit is not None and self.cost_usd > limit:
+            raise InvalidInputError(
+                f"the plan costs ${self.cost_usd:,.2f}, above --max-cost {limit:g}; nothing was "
+                "bought: narrow --start/--end or --symbol, or raise --max-cost."
+            )
 
     @property
     def is_complete(self) -> bool:

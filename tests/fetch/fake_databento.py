@@ -60,6 +60,11 @@ class FakeState:
     faults: dict[str, list[Fault]] = field(default_factory=lambda: defaultdict(list))
     cut_after: dict[str, tuple[int, int]] = field(default_factory=dict)
     """file name -> (offset in the file where the connection drops, times; -1 for ever)."""
+    stall_at: dict[str, int] = field(default_factory=dict)
+    """file name -> offset where the download hangs until `release` is set, then drops."""
+    release: threading.Event = field(default_factory=threading.Event)
+    stalled: threading.Event = field(default_factory=threading.Event)
+    """Set once a download hangs at its `stall_at` offset."""
     corrupt: dict[str, int] = field(default_factory=dict)
     """file name -> times it is served with a flipped byte."""
     calls: list[tuple[str, dict[str, str]]] = field(default_factory=list)
@@ -199,6 +204,14 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(206 if start else 200)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
+        stall = state.stall_at.get(name)
+        if stall is not None and start < stall:
+            self.wfile.write(data[start:stall])
+            self.wfile.flush()
+            state.stalled.set()
+            state.release.wait(timeout=30)
+            self.close_connection = True
+            return
         cut, times = state.cut_after.get(name, (0, 0))
         if times != 0 and cut < len(data):
             state.cut_after[name] = (cut, times - 1)

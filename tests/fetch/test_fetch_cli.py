@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -346,3 +351,66 @@ def test_fetch_json_reports_plan_and_files(run_fetch: FetchRun) -> None:
     assert report["plan"]["cost_usd"] == 12.5
     [part] = report["fetched"]
     assert part["schema"] == "mbp-10" and len(part["files"]) == 5
+
+
+def test_fetch_killed_by_sigkill_mid_download_resumes_on_the_next_run(
+    run_fetch: FetchRun, server: FakeDatabento, tmp_path: Path
+) -> None:
+    server.state.stall_at[MBP_FILE] = 100
+    partial = _dataset(tmp_path) / ".partial" / "GLBX-20240101-JOB0000001" / MBP_FILE
+    # A real process, killed -9 while the server hangs 100 bytes into the file.
+    argv = ["fetch", "--symbol", "ES.FUT", "--start", "2020-12-28", "--end", "2020-12-28"]
+    argv += ["--gateway", server.url, "--store", str(tmp_path / "store"), "--yes", "-q"]
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).parents[2]))
+    proc = subprocess.Popen([sys.executable, "-m", "fxstore", *argv], env=env)
+    try:
+        assert server.state.stalled.wait(timeout=60)
+        deadline = time.monotonic() + 30
+        while not partial.is_file():  # the client opens it once the answer's headers are in
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGKILL)
+        assert proc.wait(timeout=30) == -signal.SIGKILL
+    finally:
+        server.state.release.set()
+        proc.kill()
+    assert _visible(tmp_path) == []
+    on_disk = partial.stat().st_size  # what reached the disk before the kill (0 to 100 bytes)
+    del server.state.stall_at[MBP_FILE]
+
+    result = run_fetch("--yes", catch=False)
+
+    assert result.exit_code == 0
+    assert server.state.calls_to("batch.submit_job") == 1
+    assert server.state.ranges == [(MBP_FILE, f"bytes={on_disk}-421")]
+    folder = _dataset(tmp_path) / "GLBX-20240101-JOB0000001"
+    assert (folder / MBP_FILE).read_bytes() == (DATA / SCHEMA_FILES["mbp-10"]).read_bytes()
+
+
+def test_fetch_expired_job_is_one_error(run_fetch: FetchRun, server: FakeDatabento) -> None:
+    server.state.job_states = ["queued", "expired"]
+
+    result = run_fetch("--yes")
+
+    assert result.exit_code == 1
+    assert _error_lines(result.output) == [
+        "Error: batch job GLBX-20240101-JOB0000001 has expired (Databento keeps a job's files 30 "
+        "days); delete its record under raw/<DATASET>/.requests/ to buy it again."
+    ]
+
+
+def test_fetch_damaged_download_is_fetched_again_from_its_job_at_no_cost(
+    run_fetch: FetchRun, server: FakeDatabento, tmp_path: Path
+) -> None:
+    assert run_fetch("--yes", catch=False).exit_code == 0
+    folder = _dataset(tmp_path) / "GLBX-20240101-JOB0000001"
+    (folder / MBP_FILE).write_bytes(b"edited")
+
+    again = run_fetch(catch=False)  # nothing to buy: no question asked
+
+    assert again.exit_code == 0, again.output
+    assert "paid" in again.stdout and "Buy it" not in again.output
+    assert server.state.calls_to("batch.submit_job") == 1
+    assert (folder / MBP_FILE).read_bytes() == (DATA / SCHEMA_FILES["mbp-10"]).read_bytes()
+    [moved] = (_dataset(tmp_path) / ".quarantine" / "GLBX-20240101-JOB0000001").iterdir()
+    assert (moved / MBP_FILE).read_bytes() == b"edited"
