@@ -25,6 +25,7 @@ from fxstore.fetch.layout import (
     commit_folder,
     job_dir,
     quarantine,
+    read_job_cost,
     read_job_record,
     remove_tree,
     requests_dir,
@@ -141,12 +142,12 @@ def fetch(
         if item.via == "stream":
             done.append(_stream(api, root, item))
         else:
-            job_id = item.job_id or _submit(api, root, item.part)
+            job_id = item.job_id or _submit(api, root, item.part, item.cost_usd)
             done.append(_download_job(api, root, item, job_id, poll_s, on_job, on_file))
     return FetchResult(tuple(done), plan.cost_usd)
 
 
-def _submit(api: Api, root: Path, part: Part) -> str:
+def _submit(api: Api, root: Path, part: Part, cost_usd: float) -> str:
     """Buy `part` as a batch job, unless another fetch bought it meanwhile; its job id."""
     with key_lock(requests_dir(root, part.dataset)):
         bought = read_job_record(root, part.dataset, part.key)
@@ -154,7 +155,7 @@ def _submit(api: Api, root: Path, part: Part) -> str:
             return bought
         job = api.submit_job(part)
         job_id = validate_key(str(job.get("id", "")), "job id from batch.submit_job")
-        write_job_record(root, part.dataset, part.key, job_id, part.to_json())
+        write_job_record(root, part.dataset, part.key, job_id, part.to_json(), cost_usd)
     logger.info("bought %s of %s as batch job %s", part.schema, part.dataset, job_id)
     return job_id
 
@@ -222,8 +223,9 @@ def _download_job(
             files.append(_download_checked(api, root, part, job_id, staged, name, size, sha256))
             if on_file is not None:
                 on_file(job_id, name, index, len(listed))
-        facts = {"request": part.to_json(), "job_id": job_id, "via": "batch"}
-        write_fetch_manifest(staged, files, {**facts, "cost_usd": item.cost_usd})
+        cost = read_job_cost(root, part.dataset, part.key)
+        facts = {"request": part.to_json(), "job_id": job_id, "via": "batch", "cost_usd": cost}
+        write_fetch_manifest(staged, files, facts)
         commit_folder(staged, final)
     return FetchedPart(part.schema, job_id, final, tuple(files), False)
 
@@ -269,7 +271,7 @@ def _stream(api: Api, root: Path, item: PartPlan) -> FetchedPart:
         with os_errors(staged, "create"):
             staged.mkdir(parents=True)
         api.get_range(part, staged / name)
-        write_job_record(root, part.dataset, part.key, folder_id, part.to_json())
+        write_job_record(root, part.dataset, part.key, folder_id, part.to_json(), item.cost_usd)
         path = staged / name
         with os_errors(path, "read"):
             size = path.stat().st_size

@@ -45,6 +45,7 @@ __all__ = [
     "job_dir",
     "quarantine",
     "raw_dir",
+    "read_job_cost",
     "read_job_record",
     "remove_tree",
     "requests_dir",
@@ -102,11 +103,24 @@ def read_job_record(root: Path, dataset: str, key: str) -> str | None:
 
 
 def write_job_record(
-    root: Path, dataset: str, key: str, job_id: str, request: Mapping[str, object]
+    root: Path, dataset: str, key: str, job_id: str, request: Mapping[str, object], cost_usd: float
 ) -> None:
-    """Record that request `key` bought `job_id` (written before anything is downloaded)."""
-    record = {"job_id": job_id, "request": dict(request), "submitted_at": _now()}
+    """Record that request `key` bought `job_id` for `cost_usd` (metadata.get_cost's price),
+    written before anything is downloaded."""
+    record = {
+        "job_id": job_id,
+        "request": dict(request),
+        "cost_usd": cost_usd,
+        "submitted_at": _now(),
+    }
     atomic_write_json(_record_path(root, dataset, key), record)
+
+
+def read_job_cost(root: Path, dataset: str, key: str) -> float | None:
+    """What request `key` cost when it was bought (None when not recorded)."""
+    path = _record_path(root, dataset, key)
+    cost = read_json(path).get("cost_usd") if path.is_file() else None
+    return float(cost) if isinstance(cost, int | float) and not isinstance(cost, bool) else None
 
 
 def write_fetch_manifest(

@@ -173,6 +173,8 @@ def test_fetch_killed_download_resumes_without_buying_again(
     assert server.state.calls_to("batch.submit_job") == 1
     assert server.state.ranges == [(MBP_FILE, "bytes=100-421")]
     assert _visible(tmp_path) == ["GLBX-20240101-JOB0000001"]
+    manifest = _dataset(tmp_path) / "GLBX-20240101-JOB0000001" / "fxstore-fetch.json"
+    assert json.loads(manifest.read_text())["cost_usd"] == 12.5  # what it cost when bought
 
 
 def test_fetch_checksum_mismatch_quarantines_and_fetches_once_more(
