@@ -52,6 +52,8 @@ _OPTION_OF: Final = (
     ("end", "--end"),
 )
 _KEYS_URL: Final = "https://databento.com/portal/keys"
+#: The calls that cost money (Databento's docs: "Calling this method will incur a cost").
+_BILLED: Final = frozenset({"batch.submit_job", "timeseries.get_range"})
 
 
 class DatabentoApiError(FxStoreError):
@@ -208,7 +210,7 @@ class Api:
                     job_id=job_id, output_dir=output_dir, filename_to_download=filename
                 )
 
-        self._call("batch.download", download)
+        self._call("batch.download", download, subject=filename)
 
     # The billed calls: a dropped connection is not retried (it may have been served).
 
@@ -223,7 +225,6 @@ class Api:
                 compression=BATCH_LAYOUT["compression"],
                 split_duration=BATCH_LAYOUT["split_duration"],
             ),
-            is_billed=True,
         )
 
     def get_range(self, part: Part, path: Path) -> None:
@@ -231,12 +232,18 @@ class Api:
         self._call(
             "timeseries.get_range",
             lambda: self._client.timeseries.get_range(**_q(part), path=path),
-            is_billed=True,
         )
 
-    def _call(self, name: str, call: Callable[[], T], *, is_billed: bool = False) -> T:
+    def _call(
+        self,
+        name: str,
+        call: Callable[[], T],
+        *,
+        subject: str | None = None,
+    ) -> T:
         from databento.common.error import BentoError, BentoHttpError
 
+        is_billed = name in _BILLED
         attempt = 1
         while True:
             try:
@@ -245,14 +252,20 @@ class Api:
                 # A gateway timeout (504) of a billed call may have been served behind it.
                 transient = err.http_status == 429 or err.http_status >= 500
                 if is_billed and err.http_status == 504:
-                    raise self._transport_error(name, err, attempt, is_billed) from None
+                    raise self._transport_error(name, err, attempt, subject) from None
                 if not transient or attempt >= self.retry.attempts:
                     raise self._http_error(name, err, attempt) from None
                 retry_after = err.headers.get("Retry-After") if err.headers else None
             except (BentoError, OSError) as err:  # requests' errors are OSErrors
                 if is_billed or attempt >= self.retry.attempts:
-                    raise self._transport_error(name, err, attempt, is_billed) from None
+                    raise self._transport_error(name, err, attempt, subject) from None
                 retry_after = None
+            except (ValueError, RuntimeError) as err:  # the client's checks of an answer
+                reason = redact(" ".join(str(err).split()), self._key)
+                raise DatabentoApiError(
+                    f"the databento client refused the answer to {name} ({reason}); look at "
+                    "the request in the portal."
+                ) from None
             wait = self.retry.wait_s(attempt, retry_after)
             logger.info("%s failed (try %d), retrying in %.1f s", name, attempt, wait)
             _pause(wait)
@@ -283,15 +296,15 @@ class Api:
         return DatabentoApiError(f"Databento refused {name} ({status}): {detail}.")
 
     def _transport_error(
-        self, name: str, err: Exception, attempt: int, is_billed: bool
+        self, name: str, err: Exception, attempt: int, subject: str | None
     ) -> DatabentoApiError:
         reason = redact(" ".join(str(err).split()), self._key)[:300]
         if name == "batch.download":
             return DatabentoApiError(
-                f"the download was cut off {attempt} times ({reason}); run the same command "
-                "again: it resumes where it stopped, at no cost."
+                f"the download of {subject} failed {attempt} times ({reason}); run the same "
+                "command again: it resumes where it stopped, at no cost."
             )
-        if is_billed:
+        if name in _BILLED:
             return DatabentoApiError(
                 f"{name} did not complete ({reason}); it may have been billed: look at the "
                 "portal's download center before running again."

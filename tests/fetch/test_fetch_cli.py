@@ -159,7 +159,12 @@ def test_fetch_killed_download_resumes_without_buying_again(
     first = run_fetch("--yes")
     assert first.exit_code == 1
     assert len(_error_lines(first.output)) == 1
-    assert "the download was cut off 5 times" in first.output and "resumes" in first.output
+    assert _error_lines(first.output)[0].startswith(
+        f"Error: the download of {MBP_FILE} failed 5 times (Error downloading file: "
+    )
+    assert first.output.rstrip().endswith(
+        "run the same command again: it resumes where it stopped, at no cost."
+    )
     assert _visible(tmp_path) == []  # the partial file stays in .partial/, out of ingest's way
     partial = _dataset(tmp_path) / ".partial" / "GLBX-20240101-JOB0000001" / MBP_FILE
     assert partial.stat().st_size == 100
@@ -331,19 +336,23 @@ def test_fetch_unknown_symbol_names_it(
     assert _visible(tmp_path) == []
 
 
-def test_fetch_gateway_timeout_of_submit_job_is_not_retried(
-    run_fetch: FetchRun, server: FakeDatabento, tmp_path: Path
+@pytest.mark.parametrize(
+    ("endpoint", "via"), [("batch.submit_job", "batch"), ("timeseries.get_range", "stream")]
+)
+def test_fetch_gateway_timeout_of_a_billed_call_is_not_retried(
+    run_fetch: FetchRun, server: FakeDatabento, tmp_path: Path, endpoint: str, via: str
 ) -> None:
-    server.state.faults["batch.submit_job"].append(Fault(504, "Gateway timeout"))
+    server.state.faults[endpoint].append(Fault(504, "Gateway timeout"))
 
-    result = run_fetch("--yes")
+    result = run_fetch("--yes", "--via", via)
 
     assert result.exit_code == 1
     assert _error_lines(result.output) == [
-        "Error: batch.submit_job did not complete (504 The remote gateway timed out.); it may "
+        f"Error: {endpoint} did not complete (504 The remote gateway timed out.); it may "
         "have been billed: look at the portal's download center before running again."
     ]
-    assert server.state.calls_to("batch.submit_job") == 1
+    assert server.state.calls_to(endpoint) == 1
+    assert _visible(tmp_path) == []
 
 
 def test_fetch_json_reports_plan_and_files(run_fetch: FetchRun) -> None:
