@@ -235,7 +235,8 @@ def fetch(
     for part in result.parts if not as_json else ():
         verb = "Up to date" if part.was_skipped else "Fetched"
         click.echo(
-            f"{verb}: {part.schema} {len(part.files)} files ({part.n_bytes:,} bytes) -> "
+            f"{verb}: {part.schema} {len(part.files)} file{'s' if len(part.files) != 1 else ''}"
+            f" ({part.n_bytes:,} bytes) -> "
             f"{part.folder}"
         )
     if then_ingest:

@@ -88,15 +88,14 @@ class FetchPlan:
         req = self.request
         lines = [
             f"Plan: {req.dataset} {', '.join(req.symbols)} ({req.stype_in}), {req.start} to "
-            f"{req.end} ({self.parts[0].part.n_days} UTC days; Databento's end "
+            f"{req.end} ({_count(self.parts[0].part.n_days, 'UTC day')}; Databento's end "
             f"{self.parts[0].part.end_exclusive} is exclusive)",
         ]
         for item in self.resolved:
             ids = ", ".join(map(str, item.instrument_ids[:8]))
             more = ", ..." if len(item.instrument_ids) > 8 else ""
             lines.append(
-                f"  {item.symbol} resolves to {len(item.instrument_ids)} instrument"
-                f"{'s' if len(item.instrument_ids) != 1 else ''} "
+                f"  {item.symbol} resolves to {_count(len(item.instrument_ids), 'instrument')} "
                 f"(ids {ids}{more})"
             )
         lines.append(
@@ -234,6 +233,10 @@ def _resolve(api: Api, part: Part, symbols: Sequence[str]) -> tuple[Resolved, ..
         )
         out.append(Resolved(symbol, tuple(ids)))
     return tuple(out)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"
 
 
 def _bytes(n: int) -> str:
