@@ -4,6 +4,7 @@ No logic lives here. Every FxStoreError becomes one ``Error: ...`` line and exit
 (in :class:`_Group`); FxStoreWarnings become ``Warning: ...`` lines on stderr.
 
 - :mod:`~fxstore.cli.data`: ``synth``, ``scan``, ``ingest`` (DBN files and bars).
+- :mod:`~fxstore.cli.fetch`: ``fetch`` (buy data from Databento's historical API).
 - :mod:`~fxstore.cli.features`: ``precompute``, ``ls``, ``info``, ``gc``, ``features`` (the
   store and its feature sets).
 - :mod:`~fxstore.cli.train`: ``backtest``, ``train`` (baselines and the agent).
@@ -26,7 +27,7 @@ from typing import TextIO
 import click
 
 from fxstore import __version__
-from fxstore.cli import data, demo, features, report, runs, train, verify
+from fxstore.cli import data, demo, features, fetch, report, runs, train, verify
 from fxstore.cli._options import CONTEXT_SETTINGS
 from fxstore.errors import FxStoreError, FxStoreWarning
 
@@ -93,6 +94,7 @@ for _command in (
     data.synth,
     data.scan,
     data.ingest,
+    fetch.fetch,
     demo.demo,
     features.precompute,
     features.ls,
