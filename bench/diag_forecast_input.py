@@ -7,8 +7,9 @@ correlation with that move on the validation slice (test rows never read), predi
 out-of-fold on the training part (five contiguous blocks, each predicted by a ridge fitted on
 the other four) and by the whole training part's ridge elsewhere, scaled to unit standard
 deviation on the training part. With ``--input only`` the agent observes that one column
-(and its position); with ``append`` the 30 features and the column. Everything else, and the
-per-evaluation record (Q-edge correlations, validation and test PnL per no-trade band), is
+(and its position); with ``append`` the 30 features and the column. It prints, per fold, the
+forecast's own correlation with the next 1 and 4 bars' move on each window (stderr).
+Everything else, and the per-evaluation record (Q-edge correlations, validation and test PnL per no-trade band), is
 bench/diag_no_trade_band.py's.
 
 Run (CPU, the demo's store: ``fxstore demo --no-train`` first)::
@@ -60,8 +61,20 @@ def forecast(market: Market, fold: Fold) -> np.ndarray:
         fit = linear.fit_ridge(feats[rows[keep]], target[keep], best_lambda)
         out[block] = _predict(feats[block], fit)
     scale = float(out[lo:hi].std()) or 1.0
+    close = to_host(market.close)
+    ics = []
+    for name, (a, b) in (
+        ("train", fold.train),
+        ("validation", fold.validation),
+        ("test", fold.test),
+    ):
+        for h in (1, horizon):
+            r = np.arange(a, max(a, b - h))
+            ic = np.corrcoef(out[r], close[r + h] - close[r])[0, 1] if len(r) > 2 else np.nan
+            ics.append(f"{name} {h}-bar {ic:.3f}")
     print(
-        f"fold {fold.index}: lambda {best_lambda:g}, validation IC {best_ic:.3f}",
+        f"fold {fold.index}: lambda {best_lambda:g}; the forecast's IC (out-of-fold on the "
+        f"training part): {', '.join(ics)}",
         file=sys.stderr,
     )
     column: np.ndarray = (out / scale).astype(np.float32)[:, None]
