@@ -93,6 +93,7 @@ for _command in (
     data.synth,
     data.scan,
     data.ingest,
+    data.rolls,
     demo.demo,
     features.precompute,
     features.ls,

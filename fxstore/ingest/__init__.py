@@ -41,12 +41,14 @@ if TYPE_CHECKING:
     from fxstore.ingest.run.manifest import IngestSummary
     from fxstore.ingest.run.pipeline import ingest
     from fxstore.ingest.run.pool import start_worker_server
+    from fxstore.ingest.run.rolls import RollsReport, read_rolls
     from fxstore.ingest.run.scan import ScanReport, scan_dbn
     from fxstore.ingest.select.front_month import (
         FrontMonthSelector,
         RollEntry,
         select_front_month,
     )
+    from fxstore.ingest.select.transitions import Transition, with_adjusted_prices
 
 #: Public name → the module that defines it.
 _HOME: Final = {
@@ -65,6 +67,10 @@ _HOME: Final = {
     "N_LEVELS": "fxstore.ingest.dbn.format",
     "RTYPE_MBP10": "fxstore.ingest.dbn.format",
     "RollEntry": "fxstore.ingest.select.front_month",
+    "RollsReport": "fxstore.ingest.run.rolls",
+    "Transition": "fxstore.ingest.select.transitions",
+    "read_rolls": "fxstore.ingest.run.rolls",
+    "with_adjusted_prices": "fxstore.ingest.select.transitions",
     "ScanReport": "fxstore.ingest.run.scan",
     "UNDEF_PRICE": "fxstore.ingest.dbn.format",
     "WRITE_VERSION": "fxstore.ingest.dbn.format",
@@ -94,15 +100,19 @@ __all__ = [
     "FrontMonthSelector",
     "IngestSummary",
     "RollEntry",
+    "RollsReport",
     "ScanReport",
     "SymbolInterval",
+    "Transition",
     "build_bars",
     "encode_metadata",
     "ingest",
     "open_dbn",
+    "read_rolls",
     "scan_dbn",
     "select_front_month",
     "start_worker_server",
+    "with_adjusted_prices",
 ]
 
 

@@ -29,7 +29,11 @@ from fxstore.ingest.dbn.symbology import Symbology
 from fxstore.ingest.run.day_files import DayFile, combine_instruments, write_day_file
 from fxstore.ingest.run.fragments import FragmentSource
 from fxstore.ingest.run.plan import IngestPlan
-from fxstore.ingest.select.activity import DaySplitter, count_by_instrument
+from fxstore.ingest.select.activity import (
+    DaySplitter,
+    count_by_instrument,
+    last_trade_by_instrument,
+)
 from fxstore.ingest.select.front_month import symbols_listed
 from fxstore.market.contracts import parse_outright
 from fxstore.market.master import contract_expiry
@@ -91,6 +95,9 @@ class DayResult:
     #: Worker mode: the day's files in the parts folder, by instrument id (front month) or
     #: ALL_INSTRUMENTS; a built instrument with no bars has none.
     parts: dict[int, DayFile] | None = None
+    #: instrument_id → price (DBN fixed point) of its last trade of the day; kept only when
+    #: the run records roll transitions (``IngestPlan.records_transitions``).
+    last_trade: dict[int, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,6 +230,7 @@ def _iter_days(
     wanted: set[int] | None = None
     builders: dict[int, BarBuilder] = {}
     splitter = DaySplitter(task.plan.sessions)
+    track_trades = task.plan.records_transitions
     for chunk in source.iter_chunks(chunk_records=task.plan.chunk_records):
         for day, run in splitter.split(chunk.records):
             if current is None or day != current.day:
@@ -239,6 +247,8 @@ def _iter_days(
                 current = DayResult(day, symbols_listed(source.symbology, day, task.plan.sessions))
                 wanted = chooser(day, current.listed)
             _count_out_of_session(current, run, task.plan)
+            if track_trades:  # the prices of a roll, as known when the next session opens
+                current.last_trade |= last_trade_by_instrument(run)
             counts = count_by_instrument(run)
             for key, (n, v) in counts.items():
                 old = current.activity.get(key, (0, 0))
