@@ -146,7 +146,8 @@ def _front_month_series(store_root: Path, symbol: str, instrument_key: str | Non
     known = ", ".join(f"{i}/{b}" for _, i, b in series) or "none"
     if not found:
         raise SymbolNotFoundError(
-            f"No front-month bars {instrument_key or ''} for {symbol!r} in "
+            f"No front-month bars{' ' + instrument_key if instrument_key else ''} for "
+            f"{symbol!r} in "
             f"{store_root / 'bars'}; known: {known}. Run `fxstore ingest --instrument-mode "
             "front-month` first."
         )
