@@ -37,7 +37,7 @@ from fxstore.config import (
 if TYPE_CHECKING:
     from fxstore.config import BarType, SplitMode
     from fxstore.config.ingest import AdjustDirection, AdjustMethod, RollRule
-    from fxstore.ingest import IngestSummary, ScanReport
+    from fxstore.ingest import IngestSummary, RollsReport, ScanReport
     from fxstore.synth import SynthSummary
 
 #: The choices of --bar-type, in the order help lists them.
@@ -252,24 +252,28 @@ def run_ingest(
 @multiplier_option
 @click.option(
     "--roll",
-    "roll_rule",
+    "rule",
     type=click.Choice(["volume", "open-interest", "calendar"]),
-    default=default_of(RollConfig, "rule"),
-    show_default=True,
+    default=None,
     help="Front-month rule: previous-day volume, open interest published before the "
-    "session (needs --statistics), or a calendar offset (--roll-offset).",
+    "session (needs --statistics), or a calendar offset (--roll-offset) "
+    f"[default: {default_of(RollConfig, 'rule')}].",
 )
 @click.option(
     "--roll-offset",
+    "offset",
     type=int,
-    default=None,
+    default=default_of(RollConfig, "offset"),
+    show_default=True,
     help="--roll calendar: trading days before the last trading day (first notice day of "
-    "deliverable GC, ZN, ...) to roll on [default: 0].",
+    "deliverable GC, ZN, ...) to roll on.",
 )
 @click.option(
     "--roll-months",
+    "months",
     default=None,
-    help="Contract months the series holds, CME codes (GJMQVZ or G,J,M,Q,V,Z) [default: all].",
+    help="Contract months the series holds, CME codes (GJMQVZ or G,J,M,Q,V,Z) "
+    "[default: every listed month].",
 )
 @click.option(
     "--adjust",
@@ -305,9 +309,9 @@ def ingest(
     workers: int | None,
     definitions: tuple[Path, ...],
     multiplier: float | None,
-    roll_rule: RollRule,
-    roll_offset: int | None,
-    roll_months: str | None,
+    rule: RollRule | None,
+    offset: int,
+    months: str | None,
     adjust: AdjustMethod,
     adjust_direction: AdjustDirection,
     statistics: tuple[Path, ...],
@@ -326,10 +330,11 @@ def ingest(
       fxstore ingest data/synth/ES.FUT --symbol ES.FUT --instrument-mode front-month
       fxstore ingest data/synth/ES.FUT --roll calendar --roll-offset 5 --adjust difference
     """
-    roll = RollConfig(
-        rule=roll_rule,
-        offset=roll_offset or 0,
-        months=parse_roll_months(roll_months),
+    roll = override(
+        RollConfig(),
+        rule=rule,
+        offset=offset,
+        months=parse_roll_months(months),
         adjust=adjust,
         direction=adjust_direction,
     )
@@ -351,13 +356,21 @@ def ingest(
     run_ingest(config, paths, store_root, quiet)
 
 
+def run_rolls(store_root: Path, symbol: str, **options: object) -> RollsReport:
+    """Read the transitions of a series (see :func:`fxstore.ingest.read_rolls`)."""
+    from fxstore.ingest import read_rolls
+
+    return read_rolls(store_root, symbol, **options)  # type: ignore[arg-type]
+
+
 @command()
 @click.argument("symbol")
 @click.option(
     "--instrument-key",
-    default=None,
-    help="The front-month series (mbp10_front_month, mbp10_front_month-cal5, ...) "
-    "[default: the only one].",
+    default="mbp10_front_month",
+    show_default=True,
+    help="The front-month series: mbp10_front_month (previous-day volume), "
+    "mbp10_front_month-cal5 (--roll calendar --roll-offset 5), ...-oi (open interest).",
 )
 @click.option("--bar-key", default=None, help="The bar series [default: the only one].")
 @click.option(
@@ -377,7 +390,7 @@ def ingest(
 @store_option
 def rolls(
     symbol: str,
-    instrument_key: str | None,
+    instrument_key: str,
     bar_key: str | None,
     databento: Path | None,
     databento_symbol: str | None,
@@ -396,9 +409,7 @@ def rolls(
     Example:
       fxstore rolls ES.FUT --csv
     """
-    from fxstore.ingest import read_rolls
-
-    report = read_rolls(
+    report = run_rolls(
         store_root,
         symbol,
         instrument_key=instrument_key,

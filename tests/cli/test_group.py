@@ -21,6 +21,7 @@ COMMANDS = (
     "ls",
     "precompute",
     "report",
+    "rolls",
     "runs",
     "scan",
     "synth",
