@@ -292,8 +292,8 @@ def test_rolls_cli_without_front_month_bars_is_one_error_line(tmp_path: Path) ->
 
     assert result.exit_code == 1
     assert result.output.splitlines() == [
-        f"Error: No front-month bars mbp10_front_month for 'ES.FUT' in {tmp_path / 'bars'}; known: none. Run "
-        "`fxstore ingest --instrument-mode front-month` first."
+        f"Error: No front-month bars mbp10_front_month for 'ES.FUT' in {tmp_path / 'bars'}; "
+        "known: none. Run `fxstore ingest --instrument-mode front-month` first."
     ]
 
 
