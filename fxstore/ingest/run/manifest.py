@@ -174,7 +174,7 @@ def _transitions_json(writer: DayWriter, schedule: Sequence[RollEntry]) -> Json:
     plan = writer.plan
     if not plan.records_transitions:
         return {}
-    transitions = build_transitions(schedule, plan.roll, writer.last_trades())
+    transitions = build_transitions(schedule, plan.roll, plan.sessions, writer.last_trades())
     return {
         "roll": plan.roll.to_json()
         | {"switch": "session open (17:00 America/Chicago of the day before)"},

@@ -36,6 +36,7 @@ __all__ = ["TRANSITION_COLUMNS", "RollsReport", "read_rolls"]
 #: The columns of ``fxstore rolls --csv``, in order.
 TRANSITION_COLUMNS: Final = (
     "trading_day",
+    "switch_ns",
     "from_contract",
     "from_instrument_id",
     "to_contract",

@@ -41,6 +41,7 @@ import pyarrow as pa
 from fxstore.config import RollConfig
 from fxstore.errors import FxStoreWarning, InvalidInputError
 from fxstore.ingest.select.front_month import RollEntry
+from fxstore.market.calendar import Sessions, sessions
 
 __all__ = [
     "ADJUSTED_COLUMNS",
@@ -68,6 +69,9 @@ class Transition:
     """One roll of a continuous series: the first trading day of the new contract."""
 
     trading_day: dt.date
+    #: When the new contract became the front: the session open of `trading_day` (17:00
+    #: Chicago on the evening before), int64 ns UTC (nautilus_trader's transition_time_ns).
+    switch_ns: int
     from_contract: str
     from_instrument_id: int
     to_contract: str
@@ -102,6 +106,7 @@ class Transition:
         """One row of the manifest's ``transitions`` (and of ``fxstore rolls --json``)."""
         return {
             "trading_day": self.trading_day.isoformat(),
+            "switch_ns": self.switch_ns,
             "from_contract": self.from_contract,
             "from_instrument_id": self.from_instrument_id,
             "to_contract": self.to_contract,
@@ -121,6 +126,7 @@ class Transition:
         price_day = row.get("price_day")
         return cls(
             trading_day=dt.date.fromisoformat(str(row["trading_day"])),
+            switch_ns=int(row["switch_ns"]),
             from_contract=str(row["from_contract"]),
             from_instrument_id=int(row["from_instrument_id"]),
             to_contract=str(row["to_contract"]),
@@ -149,10 +155,12 @@ def _last_px(
 def build_transitions(
     schedule: Sequence[RollEntry],
     roll: RollConfig,
+    table: Sessions,
     last_trades: Mapping[dt.date, Mapping[int, float]] | None = None,
 ) -> list[Transition]:
-    """The transitions of a roll schedule (one per change of contract), priced when
-    `last_trades` (trading day → instrument_id → last trade price that day) is given.
+    """The transitions of a roll schedule (one per change of contract), switching at the
+    session opens of `table`, priced when `last_trades` (trading day → instrument_id → last
+    trade price that day) is given.
 
     A contract without a trade before the switch leaves the roll unpriced: a FxStoreWarning
     says so, and adjustment treats that roll's gap as 0 (difference) or 1 (ratio).
@@ -183,6 +191,7 @@ def build_transitions(
         out.append(
             Transition(
                 trading_day=entry.trading_day,
+                switch_ns=table.bounds(entry.trading_day)[0],
                 from_contract=prev.contract,
                 from_instrument_id=prev.instrument_id,
                 to_contract=entry.contract,
@@ -259,7 +268,9 @@ def transitions_from_manifest(manifest: Mapping[str, Any]) -> list[Transition]:
         return [Transition.from_json(r) for r in rows]
     schedule = schedule_from_manifest(manifest)
     roll = roll_of_manifest(manifest)
-    return build_transitions(schedule, roll)
+    recorded = manifest.get("calendar")
+    name = recorded.get("name") if isinstance(recorded, dict) else None
+    return build_transitions(schedule, roll, sessions(str(name)) if name else sessions())
 
 
 def schedule_from_manifest(manifest: Mapping[str, Any]) -> list[RollEntry]:

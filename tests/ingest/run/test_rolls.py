@@ -224,12 +224,12 @@ def test_rolls_cli_prints_one_csv_row_per_transition(built: Path) -> None:
     lines = result.output.splitlines()
     assert result.exit_code == 0
     assert lines[0] == (
-        "trading_day,from_contract,from_instrument_id,to_contract,to_instrument_id,rule,"
-        "reason,price_day,from_px,to_px,gap_add,gap_mul"
+        "trading_day,switch_ns,from_contract,from_instrument_id,to_contract,to_instrument_id,"
+        "rule,reason,price_day,from_px,to_px,gap_add,gap_mul"
     )
-    assert [line.split(",")[:4] for line in lines[1:]] == [
-        ["2024-03-12", "ESH4", "432403", "ESM4"],
-        ["2024-06-18", "ESM4", "432406", "ESU4"],
+    assert [line.split(",")[:5] for line in lines[1:]] == [
+        ["2024-03-12", str(sessions().bounds(dt.date(2024, 3, 12))[0]), "ESH4", "432403", "ESM4"],
+        ["2024-06-18", str(sessions().bounds(dt.date(2024, 6, 18))[0]), "ESM4", "432406", "ESU4"],
     ]
 
 

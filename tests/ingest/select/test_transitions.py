@@ -16,8 +16,10 @@ from fxstore.ingest.select.transitions import (
     transitions_from_manifest,
     with_adjusted_prices,
 )
+from fxstore.market.calendar import sessions
 
 D1, D2, D3, D4 = (dt.date(2024, 3, d) for d in (11, 12, 13, 14))
+TABLE = sessions()
 
 
 def _entry(day: dt.date, contract: str, instrument_id: int, reason: str) -> RollEntry:
@@ -33,19 +35,21 @@ SCHEDULE = [
 
 
 def _transition(day: dt.date, from_px: float, to_px: float) -> Transition:
-    return Transition(day, "A", 1, "B", 2, "volume", "volume", day, from_px, to_px)
+    return Transition(day, 0, "A", 1, "B", 2, "volume", "volume", day, from_px, to_px)
 
 
 def test_build_transitions_prices_each_roll_from_the_day_before() -> None:
     last = {D1: {1: 100.0, 2: 104.0}, D2: {2: 105.0, 3: 110.0}, D3: {2: 106.0, 3: 111.5}}
 
-    found = build_transitions(SCHEDULE, RollConfig(rule="calendar", offset=1), last)
+    found = build_transitions(SCHEDULE, RollConfig(rule="calendar", offset=1), TABLE, last)
 
     assert [(t.trading_day, t.from_contract, t.to_contract) for t in found] == [
         (D2, "ESH4", "ESM4"),
         (D4, "ESM4", "ESU4"),
     ]
     assert (found[0].from_px, found[0].to_px, found[0].price_day) == (100.0, 104.0, D1)
+    # Tuesday 03-12's session opened at 17:00 CDT on Monday 03-11: 22:00 UTC.
+    assert found[0].switch_ns == int(np.datetime64("2024-03-11T22:00", "ns").astype(np.int64))
     assert found[1].gap_add == pytest.approx(5.5)
     assert found[1].gap_mul == pytest.approx(111.5 / 106.0)
     assert found[1].rule == "calendar" and found[1].reason == "calendar"
@@ -54,14 +58,14 @@ def test_build_transitions_prices_each_roll_from_the_day_before() -> None:
 def test_build_transitions_takes_an_earlier_day_when_a_contract_did_not_trade() -> None:
     last = {D1: {1: 100.0, 2: 104.0}, D2: {2: 105.0, 3: 110.0}, D3: {2: 106.0}}
 
-    found = build_transitions(SCHEDULE, RollConfig(), last)
+    found = build_transitions(SCHEDULE, RollConfig(), TABLE, last)
 
     assert (found[1].from_px, found[1].to_px, found[1].price_day) == (106.0, 110.0, D2)
 
 
 def test_build_transitions_warns_when_a_roll_cannot_be_priced() -> None:
     with pytest.warns(FxStoreWarning, match="ESM4 has no trade before the switch"):
-        found = build_transitions(SCHEDULE[:2], RollConfig(), {D1: {1: 100.0}})
+        found = build_transitions(SCHEDULE[:2], RollConfig(), TABLE, {D1: {1: 100.0}})
 
     assert found[0].gap_add is None and found[0].price_day is None
 
@@ -143,7 +147,8 @@ def test_with_adjusted_prices_adds_every_adjusted_column_and_keeps_raw() -> None
 
 
 def test_transitions_from_manifest_round_trips_and_falls_back_to_the_schedule() -> None:
-    found = build_transitions(SCHEDULE, RollConfig(), {D1: {1: 1.0, 2: 2.0}, D3: {2: 3, 3: 4}})
+    last = {D1: {1: 1.0, 2: 2.0}, D3: {2: 3.0, 3: 4.0}}
+    found = build_transitions(SCHEDULE, RollConfig(), TABLE, last)
     manifest = {"transitions": [t.to_json() for t in found]}
 
     assert transitions_from_manifest(manifest) == found
