@@ -114,16 +114,19 @@ class GroupResult:
     build_s: float
 
 
-def outright_chooser(root: str) -> Chooser:
+def outright_chooser(root: str, months: str | None = None) -> Chooser:
     """The two nearest live outrights of `root` listed that day (front-month mode, in
-    parallel): the front month is one of them unless a contract further out led yesterday's
-    volume, and then the parent builds that day again for the contract it chose."""
+    parallel), of the series' `months` when it holds only some: the front month is one of
+    them unless a contract further out led yesterday's volume, and then the parent builds
+    that day again for the contract it chose."""
 
     def choose(day: dt.date, listed: dict[int, str]) -> set[int] | None:
         live = []
         for instrument_id, symbol in listed.items():
             contract = parse_outright(symbol, root, day)
-            if contract is not None and contract_expiry(root, contract) >= day:
+            if contract is None or (months is not None and contract.month_code not in months):
+                continue
+            if contract_expiry(root, contract) >= day:
                 live.append((contract, instrument_id))
         return {instrument_id for _, instrument_id in sorted(live)[:2]}
 
@@ -150,14 +153,16 @@ def _pruned(wanted: set[int], activity: dict[int, tuple[int, int]]) -> set[int]:
     return {key for key, v in volume.items() if v >= PRUNE_SHARE * total}
 
 
-def selection_chooser(selection: InstrumentSelection, root: str | None) -> Chooser:
-    """The chooser of a parallel group for `selection`."""
+def selection_chooser(
+    selection: InstrumentSelection, root: str | None, months: str | None = None
+) -> Chooser:
+    """The chooser of a parallel group for `selection` (front month: of `months` only)."""
     if selection.mode == "all":
         return lambda _day, _listed: None
     if selection.mode == "id":
         wanted = {int(selection.instrument_id or 0)}
         return lambda _day, _listed: wanted
-    return outright_chooser(root or "")
+    return outright_chooser(root or "", months)
 
 
 def _start_builder(day: DayResult, instrument_id: int, plan: IngestPlan) -> BarBuilder:
@@ -296,8 +301,12 @@ def build_group(
         opens ``task.paths`` itself.
     """
     started = time.perf_counter()
-    chooser = choose or selection_chooser(task.plan.selection, task.plan.root)
-    prune = choose is None and task.plan.selection.mode == "front-month"
+    plan = task.plan
+    chooser = choose or selection_chooser(plan.selection, plan.root, plan.roll.months)
+    # Pruning drops a candidate that trades little today: right for the volume rule (a
+    # contract that led yesterday trades well today), not for rules that may pick one that
+    # trades less (a calendar roll ahead of the volume, open interest).
+    prune = choose is None and plan.selection.mode == "front-month" and plan.roll.rule == "volume"
     if task.fragments is not None:  # one day of split files: their inputs are counted there
         assert task.symbology is not None
         fragments = FragmentSource(task.fragments, task.symbology)

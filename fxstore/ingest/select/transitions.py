@@ -47,6 +47,7 @@ __all__ = [
     "ADJUSTED_COLUMNS",
     "Transition",
     "adjust_prices",
+    "adjusted_column",
     "build_transitions",
     "roll_of_manifest",
     "schedule_from_manifest",
@@ -239,6 +240,22 @@ def adjust_prices(
     raise InvalidInputError(f"`--adjust` must be 'difference' or 'ratio', was {method!r}.")
 
 
+def adjusted_column(
+    bars: pa.Table, name: str, transitions: Sequence[Transition], method: str, direction: str
+) -> pa.Array:
+    """The column `name` of `bars` adjusted (float64; nulls stay null), by each row's
+    ``trading_day`` segment (:func:`adjust_prices`)."""
+    day = bars.column("trading_day").to_numpy().astype("datetime64[D]")
+    roll_days = np.array([t.trading_day for t in transitions], dtype="datetime64[D]")
+    segment = np.searchsorted(roll_days, day, side="right").astype(np.int64)
+    gap_add = np.array([t.gap_add or 0.0 for t in transitions], dtype=np.float64)
+    gap_mul = np.array([t.gap_mul or 1.0 for t in transitions], dtype=np.float64)
+    column = bars.column(name)
+    px = column.to_numpy(zero_copy_only=False).astype(np.float64)
+    out = adjust_prices(px, segment, gap_add, gap_mul, method, direction)
+    return pa.array(out, pa.float64(), mask=column.is_null().to_numpy(zero_copy_only=False))
+
+
 def with_adjusted_prices(
     bars: pa.Table, transitions: Sequence[Transition], method: str, direction: str
 ) -> pa.Table:
@@ -247,16 +264,10 @@ def with_adjusted_prices(
     `bars` holds a ``trading_day`` column (date32) and the raw price columns present of
     open, high, low, close, vwap; rows in time order.
     """
-    day = bars.column("trading_day").to_numpy().astype("datetime64[D]")
-    roll_days = np.array([t.trading_day for t in transitions], dtype="datetime64[D]")
-    segment = np.searchsorted(roll_days, day, side="right").astype(np.int64)
-    gap_add = np.array([t.gap_add or 0.0 for t in transitions], dtype=np.float64)
-    gap_mul = np.array([t.gap_mul or 1.0 for t in transitions], dtype=np.float64)
     for raw, adjusted in ADJUSTED_COLUMNS.items():
         if raw in bars.column_names and adjusted not in bars.column_names:
-            px = bars.column(raw).to_numpy(zero_copy_only=False).astype(np.float64)
-            out = adjust_prices(px, segment, gap_add, gap_mul, method, direction)
-            bars = bars.append_column(adjusted, pa.array(out, pa.float64()))
+            column = adjusted_column(bars, raw, transitions, method, direction)
+            bars = bars.append_column(adjusted, column)
     return bars
 
 

@@ -16,7 +16,10 @@ from click.testing import CliRunner
 
 import fxstore
 from fxstore.cli import cli
-from fxstore.config import IngestConfig, RollConfig
+from fxstore.config import FeatureConfig, IngestConfig, RollConfig
+from fxstore.errors import InvalidInputError
+from fxstore.features.definitions import FeatureDef, FeatureSet, Settings
+from fxstore.features.precompute import precompute
 from fxstore.ingest import ingest
 from fxstore.market.calendar import sessions
 from fxstore.synth.contracts import outright_id
@@ -333,3 +336,34 @@ def test_ingest_roll_options_without_their_inputs_are_one_error_line(
     assert result.exit_code == 1
     assert result.output.splitlines() == [message]
     assert not (store / "bars").exists()
+
+
+SMALL = FeatureSet(
+    (FeatureDef("ret_2", "log_return", {"horizon": 2}), FeatureDef("imb", "book_imbalance")),
+    (FeatureDef("fwd_2", "forward_return", {"horizon": 2}),),
+    Settings(vol_window=20),
+)
+
+
+def test_features_read_adjusted_price_levels_by_configuration(built: Path) -> None:
+    adjusted = dataclasses.replace(SMALL, settings=Settings(vol_window=20, prices="adjusted"))
+    config = FeatureConfig(instrument_key="mbp10_front_month-cal3", features=SMALL)
+
+    raw = precompute(config, built)
+    adj = precompute(dataclasses.replace(config, features=adjusted), built)
+
+    assert raw.out_dir != adj.out_dir  # the setting is part of the feature-set hash
+    store = fxstore.open(built)
+    first, second = (store.read("ES.FUT", featureset=s.out_dir.name) for s in (raw, adj))
+    np.testing.assert_array_equal(first["f_imb"].to_numpy(), second["f_imb"].to_numpy())
+    # difference adjustment shifts price levels, so log returns move a little, not a lot
+    ret_raw, ret_adj = first["f_ret_2"].to_numpy(), second["f_ret_2"].to_numpy()
+    assert not np.array_equal(ret_raw, ret_adj)
+    np.testing.assert_allclose(ret_raw, ret_adj, atol=0.05)
+
+
+def test_adjusted_features_of_unadjusted_bars_are_one_error(built: Path) -> None:
+    adjusted = dataclasses.replace(SMALL, settings=Settings(vol_window=20, prices="adjusted"))
+
+    with pytest.raises(InvalidInputError, match="ingested without --adjust"):
+        precompute(FeatureConfig(features=adjusted), built)
