@@ -41,7 +41,7 @@ from fxstore.fxcache import (
 from fxstore.market.master import calendar_of_symbol
 
 if TYPE_CHECKING:
-    from fxstore.ingest.select.transitions import Transition
+    from fxstore.ingest import Transition
 from fxstore.store import (
     atomic_write_json,
     bars_dir,
@@ -228,7 +228,7 @@ def read_bars(source: BarSource, prices: str = "raw") -> pa.Table:
 
 
 def _adjustment(source: BarSource) -> tuple[list[Transition], str, str]:
-    from fxstore.ingest.select.transitions import roll_of_manifest, transitions_from_manifest
+    from fxstore.ingest import roll_of_manifest, transitions_from_manifest
 
     roll = roll_of_manifest(source.manifest)
     if roll.adjust == "none":
@@ -244,7 +244,7 @@ def _adjusted(
     table: pa.Table, transitions: list[Transition], method: str, direction: str
 ) -> pa.Table:
     """`table` with its price levels replaced by adjusted ones (nulls stay null)."""
-    from fxstore.ingest.select.transitions import adjusted_column
+    from fxstore.ingest import adjusted_column
 
     for name in ADJUSTED_INPUTS:
         column = adjusted_column(table, name, transitions, method, direction)

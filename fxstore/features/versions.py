@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 if TYPE_CHECKING:
-    from fxstore.ingest.select.transitions import Transition
+    from fxstore.ingest import Transition
 
 from fxstore.errors import FxStoreError, InvalidInputError, SymbolNotFoundError
 from fxstore.store import (
@@ -300,7 +300,7 @@ def read_version(
         with os_errors(path, "read"):
             table = pq.read_table(path)
         if adjust is not None:  # adj_* columns: a function of the version's transitions
-            from fxstore.ingest.select.transitions import with_adjusted_prices
+            from fxstore.ingest import with_adjusted_prices
 
             table = with_adjusted_prices(table, *adjust)
         unknown = [c for c in columns or () if c not in table.schema.names]
@@ -316,8 +316,7 @@ def read_version(
         "manifest_sha256": version.manifest_sha256,
     }
     if not tables:
-        from fxstore.ingest import BAR_SCHEMA
-        from fxstore.ingest.select.transitions import ADJUSTED_COLUMNS
+        from fxstore.ingest import ADJUSTED_COLUMNS, BAR_SCHEMA
 
         full = BAR_SCHEMA
         if adjust is not None:
@@ -331,7 +330,7 @@ def read_version(
 
 def _adjustment(manifest: dict[str, Any]) -> tuple[list[Transition], str, str] | None:
     """The transitions and adjustment of a version built with --adjust; None without."""
-    from fxstore.ingest.select.transitions import roll_of_manifest, transitions_from_manifest
+    from fxstore.ingest import roll_of_manifest, transitions_from_manifest
 
     roll = roll_of_manifest(manifest)
     if roll.adjust == "none":

@@ -48,10 +48,18 @@ if TYPE_CHECKING:
         RollEntry,
         select_front_month,
     )
-    from fxstore.ingest.select.transitions import Transition, with_adjusted_prices
+    from fxstore.ingest.select.transitions import (
+        ADJUSTED_COLUMNS,
+        Transition,
+        adjusted_column,
+        roll_of_manifest,
+        transitions_from_manifest,
+        with_adjusted_prices,
+    )
 
 #: Public name → the module that defines it.
 _HOME: Final = {
+    "ADJUSTED_COLUMNS": "fxstore.ingest.select.transitions",
     "BAR_SCHEMA": "fxstore.ingest.bars.table",
     "BarBuilder": "fxstore.ingest.bars.builder",
     "build_bars": "fxstore.ingest.bars.builder",
@@ -71,6 +79,9 @@ _HOME: Final = {
     "Transition": "fxstore.ingest.select.transitions",
     "read_rolls": "fxstore.ingest.run.rolls",
     "with_adjusted_prices": "fxstore.ingest.select.transitions",
+    "adjusted_column": "fxstore.ingest.select.transitions",
+    "roll_of_manifest": "fxstore.ingest.select.transitions",
+    "transitions_from_manifest": "fxstore.ingest.select.transitions",
     "ScanReport": "fxstore.ingest.run.scan",
     "UNDEF_PRICE": "fxstore.ingest.dbn.format",
     "WRITE_VERSION": "fxstore.ingest.dbn.format",
@@ -84,6 +95,7 @@ _HOME: Final = {
 }
 
 __all__ = [
+    "ADJUSTED_COLUMNS",
     "BAR_SCHEMA",
     "FIXED_PRICE_SCALE",
     "F_LAST",
@@ -104,14 +116,17 @@ __all__ = [
     "ScanReport",
     "SymbolInterval",
     "Transition",
+    "adjusted_column",
     "build_bars",
     "encode_metadata",
     "ingest",
     "open_dbn",
     "read_rolls",
+    "roll_of_manifest",
     "scan_dbn",
     "select_front_month",
     "start_worker_server",
+    "transitions_from_manifest",
     "with_adjusted_prices",
 ]
 
