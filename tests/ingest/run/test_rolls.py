@@ -367,3 +367,40 @@ def test_adjusted_features_of_unadjusted_bars_are_one_error(built: Path) -> None
 
     with pytest.raises(InvalidInputError, match="ingested without --adjust"):
         precompute(FeatureConfig(features=adjusted), built)
+
+
+def test_rolls_cli_text_names_each_roll_and_the_days_databento_differs(
+    built: Path, tmp_path: Path
+) -> None:
+    resolve = tmp_path / "ES.v.0.json"
+    intervals = [
+        {"d0": "2024-02-01", "d1": "2024-03-12", "s": "ESH4"},
+        {"d0": "2024-03-12", "d1": "2024-07-01", "s": "ESM4"},
+    ]
+    resolve.write_text(json.dumps({"result": {"ES.v.0": intervals}}))
+
+    result = CliRunner().invoke(
+        cli,
+        [
+            "rolls",
+            "ES.FUT",
+            "--instrument-key",
+            "mbp10_front_month-cal3",
+            "--databento",
+            str(resolve),
+            "--store",
+            str(built),
+        ],
+        catch_exceptions=False,
+    )
+
+    lines = result.output.splitlines()
+    assert lines[0].startswith("ES.FUT v1: 2 rolls by calendar 3 (adjust difference, backward)")
+    assert lines[1].startswith("  2024-03-12  ESH4 (432403) -> ESM4 (432406)  calendar  ")
+    # Both switch to ESM4 on 03-12, Databento at midnight UTC: the evening before differs;
+    # Databento never maps ESU4, so the series' last days differ.
+    assert (
+        "  2024-03-12  fxstore ESM4  databento ESM4 (open's UTC date 2024-03-11: ESH4)  evening"
+        in lines
+    )
+    assert any(line.endswith("  no") and "fxstore ESU4" in line for line in lines)
