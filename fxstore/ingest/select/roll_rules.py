@@ -37,9 +37,12 @@ __all__ = [
 _OPEN_INTEREST: Final = int(databento_dbn.StatType.OPEN_INTEREST)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class OpenInterest:
-    """Open interest as published: one row per statistics record, sorted by ts_recv."""
+    """Open interest as published: one row per statistics record, sorted by ts_recv.
+
+    Compared and hashed by identity (it holds arrays), so the plan holding it stays hashable.
+    """
 
     instrument_id: npt.NDArray[np.uint32]
     #: When the value was received, int64 ns UTC.
