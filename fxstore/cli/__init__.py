@@ -95,6 +95,7 @@ for _command in (
     data.scan,
     data.ingest,
     fetch.fetch,
+    data.rolls,
     demo.demo,
     features.precompute,
     features.ls,

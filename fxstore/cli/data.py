@@ -25,11 +25,19 @@ from fxstore.cli._options import (
     synth_options,
 )
 from fxstore.cli._output import echo_json, progress
-from fxstore.config import BarConfig, IngestConfig, InstrumentSelection, SynthConfig
+from fxstore.config import (
+    BarConfig,
+    IngestConfig,
+    InstrumentSelection,
+    RollConfig,
+    SynthConfig,
+    parse_roll_months,
+)
 
 if TYPE_CHECKING:
     from fxstore.config import BarType, SplitMode
-    from fxstore.ingest import IngestSummary, ScanReport
+    from fxstore.config.ingest import AdjustDirection, AdjustMethod, RollRule
+    from fxstore.ingest import IngestSummary, RollsReport, ScanReport
     from fxstore.synth import SynthSummary
 
 #: The choices of --bar-type, in the order help lists them.
@@ -197,7 +205,10 @@ def run_ingest(
     )
     for entry in summary.schedule:
         if entry.is_roll:
-            click.echo(f"  roll {entry.trading_day}: {entry.contract} (id {entry.instrument_id})")
+            why = "" if config.roll.is_default else f" ({entry.reason})"
+            click.echo(
+                f"  roll {entry.trading_day}: {entry.contract} (id {entry.instrument_id}){why}"
+            )
     return summary
 
 
@@ -239,6 +250,52 @@ def run_ingest(
 )
 @definitions_option
 @multiplier_option
+@click.option(
+    "--roll",
+    "rule",
+    type=click.Choice(["volume", "open-interest", "calendar"]),
+    default=None,
+    help="Front-month rule: previous-day volume, open interest published before the "
+    "session (needs --statistics), or a calendar offset (--roll-offset) "
+    f"[default: {default_of(RollConfig, 'rule')}].",
+)
+@click.option(
+    "--roll-offset",
+    "offset",
+    type=int,
+    default=default_of(RollConfig, "offset"),
+    show_default=True,
+    help="--roll calendar: trading days before the last trading day (first notice day of "
+    "deliverable GC, ZN, ...) to roll on.",
+)
+@click.option(
+    "--roll-months",
+    "months",
+    default=None,
+    help="Contract months the series holds, CME codes (GJMQVZ or G,J,M,Q,V,Z) "
+    "[default: every listed month].",
+)
+@click.option(
+    "--adjust",
+    type=click.Choice(["none", "difference", "ratio"]),
+    default=default_of(RollConfig, "adjust"),
+    show_default=True,
+    help="Adjusted prices (adj_* columns, read from the bars' transitions) beside the raw ones.",
+)
+@click.option(
+    "--adjust-direction",
+    type=click.Choice(["backward", "forward"]),
+    default=default_of(RollConfig, "direction"),
+    show_default=True,
+    help="backward: the latest contract keeps its prices; forward: the first one does.",
+)
+@click.option(
+    "--statistics",
+    "statistics",
+    multiple=True,
+    type=click.Path(path_type=Path),
+    help="Databento statistics file or folder (open interest for --roll open-interest).",
+)
 @click.option("--force", is_flag=True, help="Rebuild even when inputs and config are unchanged.")
 @store_option
 @quiet_option
@@ -252,6 +309,12 @@ def ingest(
     workers: int | None,
     definitions: tuple[Path, ...],
     multiplier: float | None,
+    rule: RollRule | None,
+    offset: int,
+    months: str | None,
+    adjust: AdjustMethod,
+    adjust_direction: AdjustDirection,
+    statistics: tuple[Path, ...],
     force: bool,
     store_root: Path,
     quiet: bool,
@@ -265,7 +328,16 @@ def ingest(
     \b
     Example:
       fxstore ingest data/synth/ES.FUT --symbol ES.FUT --instrument-mode front-month
+      fxstore ingest data/synth/ES.FUT --roll calendar --roll-offset 5 --adjust difference
     """
+    roll = override(
+        RollConfig(),
+        rule=rule,
+        offset=offset,
+        months=parse_roll_months(months),
+        adjust=adjust,
+        direction=adjust_direction,
+    )
     bars = override(
         BarConfig(bar_type=bar_type, threshold=threshold, multiplier=multiplier),
         target_bars_per_day=target_bars_per_day,
@@ -277,6 +349,77 @@ def ingest(
         bars=bars,
         workers=workers if workers is not None else (os.cpu_count() or 1),
         definitions=definitions,
+        roll=roll,
+        statistics=statistics,
         force=force,
     )
     run_ingest(config, paths, store_root, quiet)
+
+
+def run_rolls(store_root: Path, symbol: str, **options: object) -> RollsReport:
+    """Read the transitions of a series (see :func:`fxstore.ingest.read_rolls`)."""
+    from fxstore.ingest import read_rolls
+
+    return read_rolls(store_root, symbol, **options)  # type: ignore[arg-type]
+
+
+@command()
+@click.argument("symbol")
+@click.option(
+    "--instrument-key",
+    default="mbp10_front_month",
+    show_default=True,
+    help="The front-month series: mbp10_front_month (previous-day volume), "
+    "mbp10_front_month-cal5 (--roll calendar --roll-offset 5), ...-oi (open interest).",
+)
+@click.option("--bar-key", default=None, help="The bar series [default: the only one].")
+@click.option(
+    "--databento",
+    "databento",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="A saved symbology.resolve JSON (ES.c.0, ES.v.0 ...) to compare with, per trading day.",
+)
+@click.option(
+    "--databento-symbol",
+    default=None,
+    help="The continuous symbol of --databento to use [default: the only one].",
+)
+@json_option
+@click.option("--csv", "as_csv", is_flag=True, help="Print the rows as CSV.")
+@store_option
+def rolls(
+    symbol: str,
+    instrument_key: str,
+    bar_key: str | None,
+    databento: Path | None,
+    databento_symbol: str | None,
+    as_json: bool,
+    as_csv: bool,
+    store_root: Path,
+) -> None:
+    """Show the roll transitions of SYMBOL's front-month bars (ES.FUT).
+
+    One row per roll: trading day, from and to contract and instrument id, rule and reason,
+    the prices used (each contract's last trade before the switch) and the additive and
+    multiplicative gap. With --databento, each trading day next to Databento's continuous
+    symbology, which switches at 00:00 UTC where fxstore switches at the 17:00 Chicago open.
+
+    \b
+    Example:
+      fxstore rolls ES.FUT --csv
+    """
+    report = run_rolls(
+        store_root,
+        symbol,
+        instrument_key=instrument_key,
+        bar_key=bar_key,
+        databento=databento,
+        databento_symbol=databento_symbol,
+    )
+    if as_json:
+        echo_json(report.to_json())
+    elif as_csv:
+        click.echo(report.to_csv(), nl=False)
+    else:
+        click.echo(report.format_text())

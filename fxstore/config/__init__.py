@@ -28,6 +28,9 @@ from fxstore.config.ingest import (
     BarType,
     IngestConfig,
     InstrumentSelection,
+    RollConfig,
+    RollRule,
+    parse_roll_months,
 )
 from fxstore.config.synth import SYNTH_FIRST_DAY, SYNTH_LAST_DAY, SplitMode, SynthConfig
 from fxstore.config.train import AgentConfig, DeviceChoice, TrainConfig
@@ -48,10 +51,13 @@ __all__ = [
     "IngestConfig",
     "InstrumentSelection",
     "RewardMode",
+    "RollConfig",
     "RollMode",
+    "RollRule",
     "ShardBy",
     "SplitMode",
     "SynthConfig",
     "TrainConfig",
     "WalkForwardConfig",
+    "parse_roll_months",
 ]

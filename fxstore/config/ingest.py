@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Final, Literal, get_args
 
-from fxstore.config._validate import validate_number
+from fxstore.config._validate import validate_at_least, validate_number
 from fxstore.errors import InvalidInputError
 from fxstore.store import validate_key
 
@@ -205,6 +205,98 @@ class InstrumentSelection:
 
 FRONT_MONTH: Final = InstrumentSelection("front-month")
 
+RollRule = Literal["volume", "open-interest", "calendar"]
+AdjustMethod = Literal["none", "difference", "ratio"]
+AdjustDirection = Literal["backward", "forward"]
+_MONTH_CODES: Final = "FGHJKMNQUVXZ"
+
+
+def parse_roll_months(text: str | None) -> str | None:
+    """``--roll-months``: CME month codes ("GJMQVZ" or "G,J,M,Q,V,Z"), in calendar order."""
+    if text is None or not text.strip():
+        return None
+    codes = text.replace(",", "").replace(" ", "").upper()
+    bad = sorted({c for c in codes if c not in _MONTH_CODES})
+    if bad or len(set(codes)) != len(codes):
+        raise InvalidInputError(
+            f"`--roll-months` must be distinct CME month codes (F G H J K M N Q U V X Z, e.g. "
+            f"GJMQVZ or G,J,M,Q,V,Z), was {text!r}."
+        )
+    return "".join(c for c in _MONTH_CODES if c in codes)
+
+
+@dataclass(frozen=True, slots=True)
+class RollConfig:
+    """How the front month of a continuous series is chosen, and how its prices are adjusted.
+
+    Every rule is causal (decided from what was known before the session it applies to),
+    forward only (never back to an earlier delivery month) and switches at the session
+    boundary (17:00 Chicago); the reason of each day's choice goes into the roll schedule.
+    """
+
+    rule: RollRule = "volume"
+    """'volume': the outright with the highest traded volume on the previous trading day;
+    'open-interest': the highest open interest published before the session opens (Databento
+    ``statistics`` records, --statistics); 'calendar': `offset` trading days before the last
+    trading day, or before the first notice day of a deliverable product."""
+
+    offset: int = 0
+    """Calendar rule only: trading days before the last trading day (or first notice day)
+    on which the next contract becomes the front month; 0 rolls on that day itself."""
+
+    months: str | None = None
+    """Contract months the series holds, as CME month codes in calendar order ("GJMQVZ" for
+    GC's liquid months); None: every listed month."""
+
+    adjust: AdjustMethod = "none"
+    """Adjusted prices next to the raw ones (adj_open, adj_high, adj_low, adj_close,
+    adj_vwap): 'difference' (Panama canal: add each roll's gap) or 'ratio' (multiply by
+    each roll's price ratio); 'none' keeps raw prices only."""
+
+    direction: AdjustDirection = "backward"
+    """'backward': the latest contract keeps its traded prices and history is shifted;
+    'forward': the first contract keeps its prices and later ones are shifted."""
+
+    def __post_init__(self) -> None:
+        for name, value, choices in (
+            ("--roll", self.rule, get_args(RollRule)),
+            ("--adjust", self.adjust, get_args(AdjustMethod)),
+            ("--adjust-direction", self.direction, get_args(AdjustDirection)),
+        ):
+            if value not in choices:
+                names = ", ".join(repr(c) for c in choices)
+                raise InvalidInputError(f"`{name}` must be one of {names}, was {value!r}.")
+        validate_at_least("--roll-offset", self.offset, 0, integral=True)
+        if self.offset and self.rule != "calendar":
+            raise InvalidInputError(
+                f"`--roll-offset` applies to `--roll calendar` only, was {self.offset} with "
+                f"`--roll {self.rule}`."
+            )
+        if self.months is not None and parse_roll_months(self.months) != self.months:
+            raise InvalidInputError(
+                f"`months` must be CME month codes in calendar order, was {self.months!r}: "
+                "parse the text with parse_roll_months."
+            )
+
+    @property
+    def is_default(self) -> bool:
+        """Today's rule (previous-day volume, every month, raw prices only)."""
+        return self == RollConfig()
+
+    @property
+    def key_suffix(self) -> str:
+        """What the rule adds to the instrument-key ("" for the volume rule over every month):
+        "-oi", "-cal5", "-vol-GJMQVZ"; the adjustment never changes the key (the day files
+        are the same, only the manifest's transitions differ)."""
+        if self.rule == "volume" and self.months is None:
+            return ""
+        rule = {"volume": "-vol", "open-interest": "-oi", "calendar": f"-cal{self.offset}"}
+        return rule[self.rule] + ("" if self.months is None else f"-{self.months}")
+
+    def to_json(self) -> dict[str, object]:
+        """The settings as manifests record them."""
+        return asdict(self)
+
 
 @dataclass(frozen=True, slots=True)
 class IngestConfig:
@@ -236,6 +328,13 @@ class IngestConfig:
     """Databento ``definition`` files (or folders of them) to take contract facts from,
     besides any definition file among the inputs (``--definitions``)."""
 
+    roll: RollConfig = field(default_factory=RollConfig)
+    """Front-month mode: the roll rule and the price adjustment (``--roll``, ``--adjust``)."""
+
+    statistics: tuple[Path, ...] = ()
+    """Databento ``statistics`` files (or folders of them): open interest for
+    ``--roll open-interest`` (``--statistics``)."""
+
     def __post_init__(self) -> None:
         validate_key(self.symbol, "symbol")
         if not isinstance(self.instrument_mode, InstrumentSelection):
@@ -245,11 +344,24 @@ class IngestConfig:
             )
         validate_number("workers", self.workers, above=0.0, integral=True)
         validate_number("chunk_records", self.chunk_records, above=0.0, integral=True)
+        if not self.roll.is_default and self.instrument_mode.mode != "front-month":
+            raise InvalidInputError(
+                f"`--roll`, `--roll-months` and `--adjust` apply to --instrument-mode "
+                f"front-month only, was {self.instrument_mode}."
+            )
+
+    @property
+    def instrument_key(self) -> str:
+        """The instrument-key of the series: the mode's, plus the roll rule's suffix."""
+        return self.instrument_mode.key + self.roll.key_suffix
 
     def to_json(self) -> dict[str, object]:
         """The settings that decide the output (not workers, chunking or force), as JSON data."""
-        return {
+        out: dict[str, object] = {
             "symbol": self.symbol,
             "instrument_mode": str(self.instrument_mode),
             "bars": asdict(self.bars),
         }
+        if not self.roll.is_default:  # absent for today's rule: those series stay as they were
+            out["roll"] = self.roll.to_json()
+        return out

@@ -88,7 +88,13 @@ class Settings:
     """Lower bound of sigma_t (log-return units), so a market that did not move for
     `vol_window` bars does not divide by zero."""
 
+    prices: str = "raw"
+    """Price levels the features read: 'raw' (as traded) or 'adjusted' (the bars'
+    roll-adjusted close, VWAP and best bid/ask, from bars ingested with ``--adjust``)."""
+
     def __post_init__(self) -> None:
+        if self.prices not in ("raw", "adjusted"):
+            raise InvalidInputError(f"`prices` must be 'raw' or 'adjusted', was {self.prices!r}.")
         if self.tick_size is not None:
             _check_float("tick_size", self.tick_size, low=0.0)
         if isinstance(self.vol_window, bool) or not isinstance(self.vol_window, int):
@@ -111,11 +117,14 @@ class Settings:
 
     def to_json(self) -> dict[str, ParamValue | None]:
         """The settings as JSON data (`tick_size` None: not resolved yet)."""
-        return {
+        out: dict[str, ParamValue | None] = {
             "tick_size": None if self.tick_size is None else float(self.tick_size),
             "vol_window": self.vol_window,
             "vol_floor": float(self.vol_floor),
         }
+        if self.prices != "raw":  # absent by default: existing feature-set hashes hold
+            out["prices"] = self.prices
+        return out
 
 
 def _check_param(where: str, name: str, spec: Param, value: object) -> ParamValue:

@@ -58,6 +58,8 @@ def featureset_toml(featureset: FeatureSet, *, title: str) -> str:
         lines.append(f"tick_size = {settings.tick_size!r}  # index points per tick")
     lines.append(f"vol_window = {settings.vol_window}  # bars of the volatility normaliser")
     lines.append(f"vol_floor = {settings.vol_floor!r}  # least sigma_t, log-return units")
+    if settings.prices != "raw":
+        lines.append(f"prices = {settings.prices!r}  # the bars' roll-adjusted price levels")
     for definition in featureset.features:
         lines += _entry("features", definition)
     for definition in featureset.targets:
@@ -86,6 +88,8 @@ def format_featureset(featureset: FeatureSet, *, tick_source: str | None = None)
         f"          vol_window  {settings.vol_window} bars (sigma_t, the volatility normaliser)",
         f"          vol_floor   {settings.vol_floor:g} (least sigma_t, log-return units)",
     ]
+    if settings.prices != "raw":
+        lines.append(f"          prices      {settings.prices} (the bars' roll-adjusted levels)")
     for group, prefix in (("features", "f_"), ("targets", "target_")):
         definitions = getattr(featureset, group)
         lines += ["", f"{group} ({len(definitions)}):"]

@@ -18,7 +18,7 @@ import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 import pyarrow as pa
@@ -39,6 +39,9 @@ from fxstore.fxcache import (
     write_shard,
 )
 from fxstore.market.master import calendar_of_symbol
+
+if TYPE_CHECKING:
+    from fxstore.ingest import Transition
 from fxstore.store import (
     atomic_write_json,
     bars_dir,
@@ -187,16 +190,25 @@ def contract_tick_size(manifest: Json, where: str) -> float:
     )
 
 
-def read_bars(source: BarSource) -> pa.Table:
+#: The price-level columns ``[settings] prices = "adjusted"`` replaces by adjusted ones.
+ADJUSTED_INPUTS: Final = ("close", "vwap", "bid_px_00", "ask_px_00")
+
+
+def read_bars(source: BarSource, prices: str = "raw") -> pa.Table:
     """The bar columns features need, every day file checked against its SHA-256.
+
+    With `prices` "adjusted", the price levels (:data:`ADJUSTED_INPUTS`) are the bars'
+    roll-adjusted ones, by the adjustment and transitions their manifest records.
 
     Raises
     ------
     InvalidInputError
-        A day file is missing or changed since ingest, or the series has no bars.
+        A day file is missing or changed since ingest, or the series has no bars; adjusted
+        prices asked of bars ingested without ``--adjust``.
     SchemaError
         The bar manifest names a file outside the series folder.
     """
+    adjust = _adjustment(source) if prices == "adjusted" else None
     tables = []
     for day in source.manifest.get("days", []):
         if not isinstance(day, dict) or "file" not in day:
@@ -208,10 +220,36 @@ def read_bars(source: BarSource) -> pa.Table:
                 "manifest); re-run `fxstore ingest --force`."
             )
         with os_errors(path, "read"):
-            tables.append(pq.read_table(path, columns=list(REQUIRED_COLUMNS)))
+            table = pq.read_table(path, columns=list(REQUIRED_COLUMNS))
+        tables.append(table if adjust is None else _adjusted(table, *adjust))
     if not tables:
         raise InvalidInputError(f"{source.folder}: the bar series has no bars.")
     return pa.concat_tables(tables)
+
+
+def _adjustment(source: BarSource) -> tuple[list[Transition], str, str]:
+    from fxstore.ingest import roll_of_manifest, transitions_from_manifest
+
+    roll = roll_of_manifest(source.manifest)
+    if roll.adjust == "none":
+        raise InvalidInputError(
+            f"{source.folder}: the feature set reads adjusted prices ([settings] prices = "
+            "'adjusted') but these bars were ingested without --adjust; re-run `fxstore "
+            "ingest` with --adjust difference or ratio, or set prices = 'raw'."
+        )
+    return transitions_from_manifest(source.manifest), roll.adjust, roll.direction
+
+
+def _adjusted(
+    table: pa.Table, transitions: list[Transition], method: str, direction: str
+) -> pa.Table:
+    """`table` with its price levels replaced by adjusted ones (nulls stay null)."""
+    from fxstore.ingest import adjusted_column
+
+    for name in ADJUSTED_INPUTS:
+        column = adjusted_column(table, name, transitions, method, direction)
+        table = table.set_column(table.schema.get_field_index(name), name, column)
+    return table
 
 
 def _bars_per_day(bars: pa.Table) -> float:
@@ -432,7 +470,7 @@ def precompute(config: FeatureConfig, store_root: Path) -> PrecomputeSummary:
         existing = None if config.force else _existing(out_dir, source, config)
         if existing is not None:  # another process finished it while we waited for the lock
             return _summary(out_dir, existing, started, up_to_date=True)
-        bars = read_bars(source)
+        bars = read_bars(source, featureset.settings.prices)
         frame = compute_features(bars, featureset, calendar=_calendar(source, config))
         manifest_path(out_dir).unlink(missing_ok=True)  # incomplete until the new one is written
         shards = _write_shards(out_dir, frame, config)

@@ -16,10 +16,13 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Any, Final
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+if TYPE_CHECKING:
+    from fxstore.ingest import Transition
 
 from fxstore.errors import FxStoreError, InvalidInputError, SymbolNotFoundError
 from fxstore.store import (
@@ -280,6 +283,7 @@ def read_version(
     first, last = _iso_day(start, "start"), _iso_day(end, "end")
     where = version.manifest
     manifest = read_json(where)
+    adjust = _adjustment(manifest)
     tables = []
     for day in manifest_field(manifest, "days", list, where):
         if not isinstance(day, dict) or "file" not in day:
@@ -295,6 +299,10 @@ def read_version(
             )
         with os_errors(path, "read"):
             table = pq.read_table(path)
+        if adjust is not None:  # adj_* columns: a function of the version's transitions
+            from fxstore.ingest import with_adjusted_prices
+
+            table = with_adjusted_prices(table, *adjust)
         unknown = [c for c in columns or () if c not in table.schema.names]
         if unknown:
             raise InvalidInputError(
@@ -308,14 +316,26 @@ def read_version(
         "manifest_sha256": version.manifest_sha256,
     }
     if not tables:
-        from fxstore.ingest import BAR_SCHEMA
+        from fxstore.ingest import ADJUSTED_COLUMNS, BAR_SCHEMA
 
-        schema = (
-            BAR_SCHEMA if columns is None else pa.schema([BAR_SCHEMA.field(c) for c in columns])
-        )
+        full = BAR_SCHEMA
+        if adjust is not None:
+            for name in ADJUSTED_COLUMNS.values():
+                full = full.append(pa.field(name, pa.float64()))
+        schema = full if columns is None else pa.schema([full.field(c) for c in columns])
         tables = [schema.empty_table()]
     table = pa.concat_tables(tables)
     return table.replace_schema_metadata({b"fxstore_bar_version": json.dumps(meta).encode()})
+
+
+def _adjustment(manifest: dict[str, Any]) -> tuple[list[Transition], str, str] | None:
+    """The transitions and adjustment of a version built with --adjust; None without."""
+    from fxstore.ingest import roll_of_manifest, transitions_from_manifest
+
+    roll = roll_of_manifest(manifest)
+    if roll.adjust == "none":
+        return None
+    return transitions_from_manifest(manifest), roll.adjust, roll.direction
 
 
 # --- gc ------------------------------------------------------------------------------------

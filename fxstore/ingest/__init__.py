@@ -41,15 +41,25 @@ if TYPE_CHECKING:
     from fxstore.ingest.run.manifest import IngestSummary
     from fxstore.ingest.run.pipeline import ingest
     from fxstore.ingest.run.pool import start_worker_server
+    from fxstore.ingest.run.rolls import RollsReport, read_rolls
     from fxstore.ingest.run.scan import ScanReport, scan_dbn
     from fxstore.ingest.select.front_month import (
         FrontMonthSelector,
         RollEntry,
         select_front_month,
     )
+    from fxstore.ingest.select.transitions import (
+        ADJUSTED_COLUMNS,
+        Transition,
+        adjusted_column,
+        roll_of_manifest,
+        transitions_from_manifest,
+        with_adjusted_prices,
+    )
 
 #: Public name → the module that defines it.
 _HOME: Final = {
+    "ADJUSTED_COLUMNS": "fxstore.ingest.select.transitions",
     "BAR_SCHEMA": "fxstore.ingest.bars.table",
     "BarBuilder": "fxstore.ingest.bars.builder",
     "build_bars": "fxstore.ingest.bars.builder",
@@ -65,6 +75,13 @@ _HOME: Final = {
     "N_LEVELS": "fxstore.ingest.dbn.format",
     "RTYPE_MBP10": "fxstore.ingest.dbn.format",
     "RollEntry": "fxstore.ingest.select.front_month",
+    "RollsReport": "fxstore.ingest.run.rolls",
+    "Transition": "fxstore.ingest.select.transitions",
+    "read_rolls": "fxstore.ingest.run.rolls",
+    "with_adjusted_prices": "fxstore.ingest.select.transitions",
+    "adjusted_column": "fxstore.ingest.select.transitions",
+    "roll_of_manifest": "fxstore.ingest.select.transitions",
+    "transitions_from_manifest": "fxstore.ingest.select.transitions",
     "ScanReport": "fxstore.ingest.run.scan",
     "UNDEF_PRICE": "fxstore.ingest.dbn.format",
     "WRITE_VERSION": "fxstore.ingest.dbn.format",
@@ -78,6 +95,7 @@ _HOME: Final = {
 }
 
 __all__ = [
+    "ADJUSTED_COLUMNS",
     "BAR_SCHEMA",
     "FIXED_PRICE_SCALE",
     "F_LAST",
@@ -94,15 +112,22 @@ __all__ = [
     "FrontMonthSelector",
     "IngestSummary",
     "RollEntry",
+    "RollsReport",
     "ScanReport",
     "SymbolInterval",
+    "Transition",
+    "adjusted_column",
     "build_bars",
     "encode_metadata",
     "ingest",
     "open_dbn",
+    "read_rolls",
+    "roll_of_manifest",
     "scan_dbn",
     "select_front_month",
     "start_worker_server",
+    "transitions_from_manifest",
+    "with_adjusted_prices",
 ]
 
 

@@ -184,6 +184,25 @@ class Sessions:
         hi = np.searchsorted(self.days, np.datetime64(end, "D"), side="right")
         return [d.item() for d in self.days[lo:hi]]
 
+    def day_before(self, day: dt.date, n: int) -> dt.date:
+        """The trading day `n` sessions before `day` (before the last trading day on or
+        before it, when `day` has no session); ``n=0``: that day itself.
+
+        Raises
+        ------
+        InvalidInputError
+            The table holds no session that early.
+        """
+        k = int(np.searchsorted(self.days, np.datetime64(day, "D"), side="right")) - 1 - n
+        if k < 0:
+            raise InvalidInputError(
+                f"no {self.name} session {n} trading days before {day}: the calendar starts "
+                f"on {self.days[0]}."
+            )
+        found = self.days[k].item()
+        assert isinstance(found, dt.date)
+        return found
+
     def length_ns(self, day: dt.date) -> int:
         """The session's length (shorter on an early-close day)."""
         open_ns, close_ns = self.bounds(day)

@@ -43,6 +43,7 @@ __all__ = [
     "RootSpec",
     "calendar_of_symbol",
     "contract_expiry",
+    "first_notice_day",
     "last_trading_day",
     "read_definitions",
     "root_spec",
@@ -191,6 +192,20 @@ def last_trading_day(spec: RootSpec, year: int, month: int) -> dt.date:
     if rule == "treasury_long":
         return business_days_before(last, 7)
     return last  # treasury_short
+
+
+def first_notice_day(spec: RootSpec, year: int, month: int) -> dt.date | None:
+    """The first notice day of `spec`'s contract of `month` `year`, where it precedes the
+    last trading day; None for cash-settled roots and for those whose notices start only
+    after trading ends (CL, NG, CME FX).
+
+    COMEX metals (GC, SI, HG) and CBOT Treasuries (ZN, ZB, ZF, ZT): the last business day of
+    the month before the contract month, which is why longs roll out of them before the
+    delivery month begins.
+    """
+    if not spec.is_deliverable or spec.group not in ("metals", "rates"):
+        return None
+    return _last_business_day(*_month_before(year, month))
 
 
 def contract_expiry(root: str, contract: Contract) -> dt.date:

@@ -22,6 +22,7 @@ COMMANDS = (
     "ls",
     "precompute",
     "report",
+    "rolls",
     "runs",
     "scan",
     "synth",

@@ -29,10 +29,10 @@ from fxstore.config import BASELINE_POLICIES
 from fxstore.train.profiles import load_profile
 
 #: Arguments each command needs to run at all.
-ARGS = {"info": ["ES.FUT"], "ingest": ["in.dbn"], "scan": ["in.dbn"]}
+ARGS = {"info": ["ES.FUT"], "ingest": ["in.dbn"], "rolls": ["ES.FUT"], "scan": ["in.dbn"]}
 #: The library calls of each command, by module and name, replaced while it runs.
 CALLS = {
-    "fxstore.cli.data": ("run_synth", "run_ingest", "scan_files"),
+    "fxstore.cli.data": ("run_synth", "run_ingest", "scan_files", "run_rolls"),
     "fxstore.cli.demo": ("run_synth", "run_ingest", "scan_files", "run_precompute", "run_train"),
     "fxstore.cli.features": ("run_precompute",),
     "fxstore.cli.train": ("run_backtest", "run_train"),
@@ -59,6 +59,7 @@ DESCRIBED: dict[str, Callable[[object, str, str], bool]] = {
     "the latest written": _is_none,
     "the default set": _is_none,
     "each contract's own": _is_none,
+    "every listed month": _is_none,
     "by root": _is_none,
     "<store>/synth/<symbol>": _is_none,
     "<store>/runs/RUN_ID/report.html": _is_none,

@@ -76,7 +76,9 @@ def test_config_exports_every_public_name() -> None:
         "IngestConfig",
         "InstrumentSelection",
         "RewardMode",
+        "RollConfig",
         "RollMode",
+        "RollRule",
         "SYNTH_FIRST_DAY",
         "SYNTH_LAST_DAY",
         "ShardBy",
@@ -84,6 +86,7 @@ def test_config_exports_every_public_name() -> None:
         "SynthConfig",
         "TrainConfig",
         "WalkForwardConfig",
+        "parse_roll_months",
     ]
 
     assert sorted(fxstore.config.__all__) == sorted(names)

@@ -267,7 +267,7 @@ def test_parse_featureset_omitted_tables_take_defaults(
         ("[[features]]\nkind = 'depth'\n", r"\[\[features\]\] entry 1 needs a `name`"),
         ("[[features]]\nname = 'd'\nkind = 'depth'\nlevels = 11\n", "`levels` must be >= 1"),
         ("[[features]]\nname = 'x'\nkind = 'vwap_distance'\nfoo = 1\n", "no parameter 'foo'"),
-        ("[settings]\ntick = 1\n", "unknown setting 'tick'; known: tick_size"),
+        ("[settings]\ntick = 1\n", "unknown setting 'tick'; known: prices, tick_size"),
         ("[feature]\nname = 'x'\n", "unknown key 'feature'"),
         ("features = 3\n", "`features` must be an array of tables"),
         ("[[targets]]\nname = 'r'\nkind = 'log_return'\n", "target 'r': kind 'log_return'"),

@@ -29,7 +29,11 @@ from fxstore.ingest.dbn.symbology import Symbology
 from fxstore.ingest.run.day_files import DayFile, combine_instruments, write_day_file
 from fxstore.ingest.run.fragments import FragmentSource
 from fxstore.ingest.run.plan import IngestPlan
-from fxstore.ingest.select.activity import DaySplitter, count_by_instrument
+from fxstore.ingest.select.activity import (
+    DaySplitter,
+    count_by_instrument,
+    last_trade_by_instrument,
+)
 from fxstore.ingest.select.front_month import symbols_listed
 from fxstore.market.contracts import parse_outright
 from fxstore.market.master import contract_expiry
@@ -91,6 +95,9 @@ class DayResult:
     #: Worker mode: the day's files in the parts folder, by instrument id (front month) or
     #: ALL_INSTRUMENTS; a built instrument with no bars has none.
     parts: dict[int, DayFile] | None = None
+    #: instrument_id → price (DBN fixed point) of its last trade of the day; kept only when
+    #: the run records roll transitions (``IngestPlan.records_transitions``).
+    last_trade: dict[int, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,16 +114,19 @@ class GroupResult:
     build_s: float
 
 
-def outright_chooser(root: str) -> Chooser:
+def outright_chooser(root: str, months: str | None = None) -> Chooser:
     """The two nearest live outrights of `root` listed that day (front-month mode, in
-    parallel): the front month is one of them unless a contract further out led yesterday's
-    volume, and then the parent builds that day again for the contract it chose."""
+    parallel), of the series' `months` when it holds only some: the front month is one of
+    them unless a contract further out led yesterday's volume, and then the parent builds
+    that day again for the contract it chose."""
 
     def choose(day: dt.date, listed: dict[int, str]) -> set[int] | None:
         live = []
         for instrument_id, symbol in listed.items():
             contract = parse_outright(symbol, root, day)
-            if contract is not None and contract_expiry(root, contract) >= day:
+            if contract is None or (months is not None and contract.month_code not in months):
+                continue
+            if contract_expiry(root, contract) >= day:
                 live.append((contract, instrument_id))
         return {instrument_id for _, instrument_id in sorted(live)[:2]}
 
@@ -143,14 +153,16 @@ def _pruned(wanted: set[int], activity: dict[int, tuple[int, int]]) -> set[int]:
     return {key for key, v in volume.items() if v >= PRUNE_SHARE * total}
 
 
-def selection_chooser(selection: InstrumentSelection, root: str | None) -> Chooser:
-    """The chooser of a parallel group for `selection`."""
+def selection_chooser(
+    selection: InstrumentSelection, root: str | None, months: str | None = None
+) -> Chooser:
+    """The chooser of a parallel group for `selection` (front month: of `months` only)."""
     if selection.mode == "all":
         return lambda _day, _listed: None
     if selection.mode == "id":
         wanted = {int(selection.instrument_id or 0)}
         return lambda _day, _listed: wanted
-    return outright_chooser(root or "")
+    return outright_chooser(root or "", months)
 
 
 def _start_builder(day: DayResult, instrument_id: int, plan: IngestPlan) -> BarBuilder:
@@ -223,6 +235,7 @@ def _iter_days(
     wanted: set[int] | None = None
     builders: dict[int, BarBuilder] = {}
     splitter = DaySplitter(task.plan.sessions)
+    track_trades = task.plan.records_transitions
     for chunk in source.iter_chunks(chunk_records=task.plan.chunk_records):
         for day, run in splitter.split(chunk.records):
             if current is None or day != current.day:
@@ -239,6 +252,8 @@ def _iter_days(
                 current = DayResult(day, symbols_listed(source.symbology, day, task.plan.sessions))
                 wanted = chooser(day, current.listed)
             _count_out_of_session(current, run, task.plan)
+            if track_trades:  # the prices of a roll, as known when the next session opens
+                current.last_trade |= last_trade_by_instrument(run)
             counts = count_by_instrument(run)
             for key, (n, v) in counts.items():
                 old = current.activity.get(key, (0, 0))
@@ -286,8 +301,12 @@ def build_group(
         opens ``task.paths`` itself.
     """
     started = time.perf_counter()
-    chooser = choose or selection_chooser(task.plan.selection, task.plan.root)
-    prune = choose is None and task.plan.selection.mode == "front-month"
+    plan = task.plan
+    chooser = choose or selection_chooser(plan.selection, plan.root, plan.roll.months)
+    # Pruning drops a candidate that trades little today: right for the volume rule (a
+    # contract that led yesterday trades well today), not for rules that may pick one that
+    # trades less (a calendar roll ahead of the volume, open interest).
+    prune = choose is None and plan.selection.mode == "front-month" and plan.roll.rule == "volume"
     if task.fragments is not None:  # one day of split files: their inputs are counted there
         assert task.symbology is not None
         fragments = FragmentSource(task.fragments, task.symbology)

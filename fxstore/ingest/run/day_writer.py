@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from fxstore.ingest.dbn.format import FIXED_PRICE_SCALE
 from fxstore.ingest.run.day_builder import ALL_INSTRUMENTS, DayResult
 from fxstore.ingest.run.day_files import (
     DayFile,
@@ -25,6 +26,7 @@ from fxstore.ingest.run.day_files import (
 )
 from fxstore.ingest.run.plan import IngestPlan
 from fxstore.ingest.select.front_month import FrontMonthSelector
+from fxstore.market.contracts import parse_outright
 from fxstore.store import fsync_dir, os_errors
 
 __all__ = ["DayWriter", "Json"]
@@ -39,7 +41,7 @@ class DayWriter:
     def __init__(self, out_dir: Path, plan: IngestPlan) -> None:
         self.out_dir = out_dir
         self.plan = plan
-        self.selector = FrontMonthSelector(plan.root) if plan.root is not None else None
+        self.selector: FrontMonthSelector | None = plan.new_selector()
         self.entries: list[Json] = []
         self._begun: tuple[dt.date, int | None] | None = None
         self.metadata = bars_metadata(plan.config)
@@ -98,12 +100,32 @@ class DayWriter:
         }
         if any(v for _, v in outside):
             entry["volume_out_of_session"] = sum(v for _, v in outside)
+        if self.plan.records_transitions:
+            entry["last_trade_px"] = self._outright_last_trades(day)
         if written is None:
             path.unlink(missing_ok=True)  # a stale file of an earlier config or input
         else:
             entry |= {"file": path.name, "sha256": written.sha256} | written.quality
         self.entries.append(entry)
         return entry
+
+    def _outright_last_trades(self, day: DayResult) -> dict[str, float]:
+        """Last trade price of each outright of the root that traded, by instrument id."""
+        root = self.plan.root or ""
+        return {
+            str(i): px / FIXED_PRICE_SCALE
+            for i, px in sorted(day.last_trade.items())
+            if parse_outright(day.listed.get(i, ""), root, day.day) is not None
+        }
+
+    def last_trades(self) -> dict[dt.date, dict[int, float]]:
+        """Trading day → instrument_id → last trade price, of every day written or replayed."""
+        return {
+            dt.date.fromisoformat(str(e["trading_day"])): {
+                int(k): float(v) for k, v in e.get("last_trade_px", {}).items()
+            }
+            for e in self.entries
+        }
 
     def _place(self, day: DayResult, key: int | None, path: Path) -> DayFile | None:
         """Put the day's file of `key` at `path`: move a worker's part, or write the table."""

@@ -27,6 +27,7 @@ from fxstore.ingest.dbn.reader import DbnFile
 from fxstore.ingest.run.day_writer import DayWriter, Json
 from fxstore.ingest.run.plan import IngestPlan
 from fxstore.ingest.select.front_month import RollEntry
+from fxstore.ingest.select.transitions import build_transitions
 from fxstore.market.calendar import NS_PER_HOUR, Sessions
 from fxstore.market.plausible import plausible_range
 from fxstore.store import (
@@ -160,21 +161,29 @@ def write_manifest(
                 for p in definitions
             ],
             "contracts": contract_facts(writer.plan, writer.entries),
-            "roll_schedule": [
-                {
-                    "trading_day": e.trading_day.isoformat(),
-                    "contract": e.contract,
-                    "instrument_id": e.instrument_id,
-                    "prior_volume_share": e.prior_volume_share,
-                    "volume_share": e.volume_share,
-                    "reason": e.reason,
-                }
-                for e in schedule
-            ],
+            "roll_schedule": [e.to_json() for e in schedule],
+            **_transitions_json(writer, schedule),
             "days": writer.entries,
             "n_bars": sum(int(str(e["n_bars"])) for e in writer.entries),
         },
     )
+
+
+def _transitions_json(writer: DayWriter, schedule: Sequence[RollEntry]) -> Json:
+    """The roll rule, its inputs and the priced transitions (absent for a default run)."""
+    plan = writer.plan
+    if not plan.records_transitions:
+        return {}
+    transitions = build_transitions(schedule, plan.roll, plan.sessions, writer.last_trades())
+    return {
+        "roll": plan.roll.to_json()
+        | {"switch": "session open (17:00 America/Chicago of the day before)"},
+        "statistics": [
+            {"name": p.name, "size": p.stat().st_size, "sha256": file_sha256(p)}
+            for p in plan.statistics_files
+        ],
+        "transitions": [t.to_json() for t in transitions],
+    }
 
 
 def summary_from_manifest(out_dir: Path, manifest: Json, started: float) -> IngestSummary:

@@ -16,8 +16,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fxstore.config import BarConfig, IngestConfig, InstrumentSelection
+from fxstore.config import BarConfig, IngestConfig, InstrumentSelection, RollConfig
 from fxstore.errors import InvalidInputError
+from fxstore.ingest.select.front_month import FrontMonthSelector
+from fxstore.ingest.select.roll_rules import OpenInterest, read_open_interest
 from fxstore.market.calendar import DEFAULT_CALENDAR, Sessions, sessions
 from fxstore.market.contracts import root_of_parent
 from fxstore.market.master import InstrumentMaster, calendar_of_symbol, root_spec
@@ -43,6 +45,34 @@ class IngestPlan:
     #: The calendar of the product's Globex sessions (pandas_market_calendars name): which
     #: trading day each record belongs to, and when each session opens and closes.
     calendar: str = DEFAULT_CALENDAR
+    #: ``--roll open-interest``: the open interest of the --statistics files; else None.
+    open_interest: OpenInterest | None = None
+    #: The --statistics files, expanded (they are inputs: the fingerprint covers them).
+    statistics_files: tuple[Path, ...] = ()
+
+    @property
+    def roll(self) -> RollConfig:
+        """The roll rule and price adjustment."""
+        return self.config.roll
+
+    @property
+    def records_transitions(self) -> bool:
+        """Whether the run prices its rolls and records their transitions in the manifest:
+        whenever --roll, --roll-months or --adjust were given (a default run's output stays
+        what it always was)."""
+        return self.root is not None and not self.roll.is_default
+
+    def new_selector(self) -> FrontMonthSelector | None:
+        """A front-month selector of the run's roll rule (None outside front-month mode)."""
+        if self.root is None:
+            return None
+        return FrontMonthSelector(
+            self.root,
+            self.roll,
+            master=self.master,
+            table=self.sessions,
+            open_interest=self.open_interest,
+        )
 
     @property
     def sessions(self) -> Sessions:
@@ -86,7 +116,7 @@ class IngestPlan:
 
     def out_dir(self, store_root: Path) -> Path:
         """The bar series' folder: ``bars/<symbol>/<instrument-key>/<bar-key>/``."""
-        return bars_dir(store_root, self.symbol, self.selection.key, self.bars.key)
+        return bars_dir(store_root, self.symbol, self.config.instrument_key, self.bars.key)
 
 
 def plan_ingest(config: IngestConfig, definitions: Sequence[Path] = ()) -> IngestPlan:
@@ -108,9 +138,42 @@ def plan_ingest(config: IngestConfig, definitions: Sequence[Path] = ()) -> Inges
     if root is not None and config.bars.multiplier is None and not master.knows_root(root):
         root_spec(root)  # raises, naming --definitions
     calendar = calendar_of_symbol(config.symbol)
+    statistics = tuple(_expand(config.statistics, "--statistics", "statistics"))
+    open_interest = _open_interest(config, statistics)
+    if root is not None and config.roll.rule == "calendar" and not master.knows_root(root):
+        raise InvalidInputError(
+            f"`--roll calendar` needs the last trading days of {root}'s contracts: fxstore's "
+            f"table does not hold root {root!r}; pass Databento definition records with "
+            "--definitions PATH."
+        )
     return IngestPlan(
-        config=config, selection=selection, root=root, master=master, calendar=calendar
+        config=config,
+        selection=selection,
+        root=root,
+        master=master,
+        calendar=calendar,
+        open_interest=open_interest,
+        statistics_files=statistics,
     )
+
+
+def _open_interest(config: IngestConfig, files: Sequence[Path]) -> OpenInterest | None:
+    """The open interest `--roll open-interest` ranks by, from the statistics files."""
+    if config.roll.rule != "open-interest":
+        return None
+    if not files:
+        raise InvalidInputError(
+            "`--roll open-interest` needs open interest: pass Databento statistics files "
+            "(schema 'statistics') of the same days with --statistics PATH."
+        )
+    found = read_open_interest(files)
+    if not len(found):
+        names = ", ".join(p.name for p in files[:3])
+        raise InvalidInputError(
+            f"--statistics {names}: no open-interest record (stat_type 9) in the files; pass "
+            "statistics of the root's outrights for the same days."
+        )
+    return found
 
 
 def expand_definitions(paths: Sequence[Path]) -> list[Path]:
@@ -121,18 +184,22 @@ def expand_definitions(paths: Sequence[Path]) -> list[Path]:
     InvalidInputError
         A path that does not exist, or a folder without DBN files.
     """
+    return _expand(paths, "--definitions", "definition")
+
+
+def _expand(paths: Sequence[Path], option: str, schema: str) -> list[Path]:
     files: list[Path] = []
     for path in map(Path, paths):
         if path.is_dir():
             found = sorted(p for p in path.iterdir() if p.name.endswith((".dbn", ".dbn.zst")))
             if not found:
                 raise InvalidInputError(
-                    f"--definitions {path}: the folder holds no *.dbn or *.dbn.zst files; pass "
-                    "Databento definition files."
+                    f"{option} {path}: the folder holds no *.dbn or *.dbn.zst files; pass "
+                    f"Databento {schema} files."
                 )
             files += found
         elif path.is_file():
             files.append(path)
         else:
-            raise InvalidInputError(f"--definitions {path}: no such file or folder.")
+            raise InvalidInputError(f"{option} {path}: no such file or folder.")
     return files

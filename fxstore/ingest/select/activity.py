@@ -24,6 +24,7 @@ __all__ = [
     "DaySplitter",
     "count_by_instrument",
     "iter_day_runs",
+    "last_trade_by_instrument",
     "take_records",
 ]
 
@@ -146,6 +147,18 @@ def count_by_instrument(records: npt.NDArray[np.void]) -> dict[int, tuple[int, i
         key: (n, v)
         for key, n, v in zip(ids.tolist(), n_records.tolist(), volume.tolist(), strict=True)
     }
+
+
+def last_trade_by_instrument(records: npt.NDArray[np.void]) -> dict[int, int]:
+    """instrument_id → price (DBN fixed point, 1e-9) of its last trade in `records`
+    (MBP10_DTYPE, sorted by ts_recv); instruments without a trade are absent."""
+    trades = np.flatnonzero(records["action"].view(np.uint8) == _ACTION_TRADE)
+    if not trades.size:
+        return {}
+    ids = records["instrument_id"][trades]
+    keys, first_from_end = np.unique(ids[::-1], return_index=True)
+    last = trades[trades.size - 1 - first_from_end]
+    return dict(zip(keys.tolist(), records["price"][last].tolist(), strict=True))
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,11 +1,18 @@
 """Instrument selection: all records, one instrument id, or the front month with rolls.
 
-Front-month rule (causal): for each trading day D, the outright of the requested root with
-the highest traded volume on the previous trading day in the data. The first day takes the
-nearest unexpired outright. The roll only moves forward to a later delivery month, a tie
-keeps the current contract, and because days are CME trading days the switch happens at
-the session boundary (17:00 Chicago), never at midnight UTC. Spreads and other roots that
-share a prefix are never chosen (see :func:`fxstore.market.contracts.parse_outright`).
+Front-month rule (causal), by default (``--roll volume``): for each trading day D, the
+outright of the requested root with the highest traded volume on the previous trading day in
+the data. The first day takes the nearest unexpired outright. The roll only moves forward to
+a later delivery month, a tie keeps the current contract, and because days are CME trading
+days the switch happens at the session boundary (17:00 Chicago), never at midnight UTC.
+Spreads and other roots that share a prefix are never chosen (see
+:func:`fxstore.market.contracts.parse_outright`).
+
+The other rules (:class:`~fxstore.config.RollConfig`) keep those properties:
+``open-interest`` ranks by the open interest published before D's session opens,
+``calendar`` rolls a fixed number of trading days before each contract's last trading day
+or first notice day (:mod:`fxstore.ingest.select.roll_rules`), and ``months`` restricts any
+rule to a root's liquid months. Each day's entry says why its contract was chosen.
 """
 
 from __future__ import annotations
@@ -13,11 +20,12 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
-from fxstore.config import InstrumentSelection
+from fxstore.config import InstrumentSelection, RollConfig
 from fxstore.errors import NoFrontMonthError
 from fxstore.ingest.dbn.reader import Symbology
 from fxstore.ingest.select.activity import (
@@ -26,11 +34,16 @@ from fxstore.ingest.select.activity import (
     count_by_instrument,
     take_records,
 )
+from fxstore.ingest.select.roll_rules import OpenInterest, calendar_anchor
 from fxstore.market.calendar import Sessions, sessions
 from fxstore.market.contracts import Contract, parse_outright
-from fxstore.market.master import contract_expiry
+from fxstore.market.master import InstrumentMaster, contract_expiry
+
+#: The reasons of a day whose contract differs from the day before's.
+ROLL_REASONS = ("volume", "open-interest", "calendar", "expired")
 
 __all__ = [
+    "ROLL_REASONS",
     "FrontMonthSelector",
     "RollEntry",
     "iter_selected",
@@ -52,13 +65,40 @@ class RollEntry:
     prior_volume_share: float | None
     #: The contract's share of the root's outright volume on this day (reported, not used).
     volume_share: float
-    #: Why this contract: "first-day", "volume", "held" or "expired".
+    #: Why this contract: "first-day", "held", "expired", or the rule that rolled to it
+    #: ("volume", "open-interest", "calendar").
     reason: str
+    #: Open-interest rule: the contract's open interest as published before the session
+    #: opened (None when none was, and under the other rules).
+    prior_open_interest: int | None = None
+    #: Calendar rule: the trading day this contract stops being the front month (its
+    #: anchor less the offset), and what the anchor is ("last trading day 2024-03-15").
+    roll_day: dt.date | None = None
+    anchor: str | None = None
 
     @property
     def is_roll(self) -> bool:
         """Whether the choice changed to a new contract on this day (set by the schedule)."""
-        return self.reason in ("volume", "expired")
+        return self.reason in ROLL_REASONS
+
+    def to_json(self) -> dict[str, object]:
+        """The entry as the manifest's roll schedule records it (the rule's facts only
+        where the rule has them, so volume-rule schedules read as they always did)."""
+        out: dict[str, object] = {
+            "trading_day": self.trading_day.isoformat(),
+            "contract": self.contract,
+            "instrument_id": self.instrument_id,
+            "prior_volume_share": self.prior_volume_share,
+            "volume_share": self.volume_share,
+            "reason": self.reason,
+        }
+        if self.prior_open_interest is not None:
+            out["prior_open_interest"] = self.prior_open_interest
+        if self.roll_day is not None:
+            out["roll_day"] = self.roll_day.isoformat()
+        if self.anchor is not None:
+            out["anchor"] = self.anchor
+        return out
 
 
 def symbols_listed(
@@ -93,22 +133,55 @@ def _outrights(day: dt.date, symbols: Mapping[int, str], root: str) -> dict[Cont
     return found
 
 
+class _Facts(NamedTuple):
+    """What a rule other than volume decided from (see :class:`RollEntry`)."""
+
+    prior_open_interest: int | None = None
+    roll_day: dt.date | None = None
+    anchor: str | None = None
+
+
 def _share(volume: int, volumes: Mapping[Contract, int]) -> float:
     total = sum(volumes.values())
     return volume / total if total else 0.0
 
 
 class FrontMonthSelector:
-    """Chooses the front month one trading day at a time, from the previous day's volume.
+    """Chooses the front month one trading day at a time, by the roll rule of `roll`.
 
     Call :meth:`start_day` when a trading day begins (it only sees the day's symbology,
     never its records) and :meth:`end_day` with the day's traded volume once it is over.
     The batch schedule (:func:`select_front_month`) and the streaming filter
     (:func:`iter_front_month`) both drive this one class, so they always agree.
+
+    Parameters
+    ----------
+    root
+        The product root ("ES").
+    roll
+        The rule (default: previous-day volume over every listed month).
+    master, table, open_interest
+        The calendar rule's contract facts and session table; the open-interest rule's
+        published values (required by those rules).
     """
 
-    def __init__(self, root: str) -> None:
+    def __init__(
+        self,
+        root: str,
+        roll: RollConfig | None = None,
+        *,
+        master: InstrumentMaster | None = None,
+        table: Sessions | None = None,
+        open_interest: OpenInterest | None = None,
+    ) -> None:
         self.root = root
+        self.roll = roll if roll is not None else RollConfig()
+        if self.roll.rule == "open-interest" and open_interest is None:
+            raise ValueError("the open-interest rule needs open_interest")
+        self._master = master if master is not None else InstrumentMaster()
+        self._table = table if table is not None else sessions()
+        self._open_interest = open_interest
+        self._facts = _Facts()  # the day's rule facts for its entry
         self.schedule: list[RollEntry] = []
         self._current: Contract | None = None
         self._prior: dict[Contract, int] | None = None  # outright volumes of the last day
@@ -143,38 +216,116 @@ class FrontMonthSelector:
                 else _share(prior.get(self._current, 0), prior),
                 volume_share=_share(today.get(self._current, 0), today),
                 reason=self._reason,
+                prior_open_interest=self._facts.prior_open_interest,
+                roll_day=self._facts.roll_day,
+                anchor=self._facts.anchor,
             )
         )
         self._prior = today
 
+    def _allowed(self, contract: Contract) -> bool:
+        months = self.roll.months
+        return months is None or contract.month_code in months
+
     def _choose(self, day: dt.date) -> tuple[Contract, str]:
-        """The front month of `day` and why, from yesterday's volume only."""
+        """The front month of `day` and why, from what was known before its session."""
+        self._facts = _Facts()
+        rule = self.roll.rule
+        if rule == "calendar":
+            return self._choose_by_calendar(day)
+        live = sorted(
+            c for c in self._today if self._allowed(c) and contract_expiry(self.root, c) >= day
+        )
+        if rule == "open-interest":
+            return self._choose_by_open_interest(day, live)
+        return self._choose_by_volume(day, live)
+
+    def _first_day(self, day: dt.date, live: list[Contract]) -> Contract:
+        unexpired = [c for c in live if contract_expiry(self.root, c) > day] or live
+        if not unexpired:
+            months = "" if self.roll.months is None else f" in months {self.roll.months}"
+            raise NoFrontMonthError(
+                f"No unexpired outright of root {self.root!r}{months} is listed on {day}; "
+                "check --symbol, --roll-months and the input's dates."
+            )
+        return unexpired[0]
+
+    def _expired(self, day: dt.date, current: Contract, live: list[Contract]) -> Contract:
+        later = [c for c in live if c > current]
+        if not later:
+            raise NoFrontMonthError(
+                f"The front month {current.symbol} expired before {day} and no later "
+                f"outright of {self.root!r} is listed that day."
+            )
+        return later[0]
+
+    def _choose_by_volume(self, day: dt.date, live: list[Contract]) -> tuple[Contract, str]:
+        """Yesterday's volume leader, forward only."""
         root, current, prior = self.root, self._current, self._prior
-        live = sorted(c for c in self._today if contract_expiry(root, c) >= day)
+        if self.roll.months is not None and prior is not None:
+            prior = {c: v for c, v in prior.items() if self._allowed(c)}
         if current is None or prior is None:
-            unexpired = [c for c in live if contract_expiry(root, c) > day] or live
-            if not unexpired:
-                raise NoFrontMonthError(
-                    f"No unexpired outright of root {root!r} is listed on {day}; "
-                    "check --symbol and the input's dates."
-                )
-            return unexpired[0], "first-day"
+            return self._first_day(day, live), "first-day"
         if contract_expiry(root, current) < day:  # expired without a crossover in the data
-            later = [c for c in live if c > current]
-            if not later:
-                raise NoFrontMonthError(
-                    f"The front month {current.symbol} expired before {day} and no later "
-                    f"outright of {root!r} is listed that day."
-                )
-            return later[0], "expired"
+            return self._expired(day, current, live), "expired"
         leader = max(prior, key=lambda c: (prior[c], -c.year, -c.month), default=None)
         if leader is not None and leader > current and prior[leader] > prior.get(current, 0):
             return leader, "volume"  # forward only; a tie keeps the current contract
         return current, "held"
 
+    def _choose_by_open_interest(self, day: dt.date, live: list[Contract]) -> tuple[Contract, str]:
+        """The open-interest leader as published before the session opens, forward only."""
+        assert self._open_interest is not None
+        open_ns, _ = self._table.bounds(day)
+        published = self._open_interest.as_of(open_ns)
+        oi = {c: published[self._today[c]] for c in live if self._today[c] in published}
+        current = self._current
+        if current is None:
+            unexpired = [c for c in oi if contract_expiry(self.root, c) > day]
+            if unexpired:  # open interest is known before the first session: use it
+                chosen = max(unexpired, key=lambda c: (oi[c], -c.year, -c.month))
+            else:
+                chosen = self._first_day(day, live)
+            reason = "first-day"
+        elif contract_expiry(self.root, current) < day:
+            chosen, reason = self._expired(day, current, live), "expired"
+        else:
+            leader = max(oi, key=lambda c: (oi[c], -c.year, -c.month), default=None)
+            if leader is not None and leader > current and oi[leader] > oi.get(current, 0):
+                chosen, reason = leader, "open-interest"
+            else:
+                chosen, reason = current, "held"
+        self._facts = _Facts(prior_open_interest=oi.get(chosen))
+        return chosen, reason
+
+    def _choose_by_calendar(self, day: dt.date) -> tuple[Contract, str]:
+        """The nearest contract whose calendar roll day is after `day`, forward only."""
+        current = self._current
+        for contract in sorted(c for c in self._today if self._allowed(c)):
+            if current is not None and contract < current:
+                continue
+            anchor = calendar_anchor(self._master, self.root, contract, day)
+            roll_day = self._table.day_before(anchor.day, self.roll.offset)
+            if roll_day > day:
+                self._facts = _Facts(
+                    roll_day=roll_day, anchor=f"{anchor.kind} {anchor.day.isoformat()}"
+                )
+                if current is None:
+                    return contract, "first-day"
+                return contract, "held" if contract == current else "calendar"
+        months = "" if self.roll.months is None else f" in months {self.roll.months}"
+        raise NoFrontMonthError(
+            f"No outright of root {self.root!r}{months} listed on {day} rolls after it with "
+            f"--roll calendar --roll-offset {self.roll.offset}; check --roll-offset and the "
+            "input's dates."
+        )
+
 
 def select_front_month(
-    activity: DailyActivity, symbols_by_day: Mapping[dt.date, Mapping[int, str]], root: str
+    activity: DailyActivity,
+    symbols_by_day: Mapping[dt.date, Mapping[int, str]],
+    root: str,
+    selector: FrontMonthSelector | None = None,
 ) -> list[RollEntry]:
     """Build the front-month schedule, one entry per trading day listing an outright of `root`.
 
@@ -187,6 +338,8 @@ def select_front_month(
         symbology lists that day (with or without records).
     root
         The product root, e.g. "ES" for ES.FUT.
+    selector
+        A selector of another roll rule (default: previous-day volume for `root`).
 
     Returns
     -------
@@ -199,7 +352,7 @@ def select_front_month(
         No outright of `root` is listed at all, or the held contract expired and no later
         outright is listed.
     """
-    selector = FrontMonthSelector(root)
+    selector = selector if selector is not None else FrontMonthSelector(root)
     for day in activity.days:
         if selector.start_day(day, symbols_by_day.get(day, {})) is not None:
             selector.end_day({i: v for i, (_, v) in activity.on(day).items()})
