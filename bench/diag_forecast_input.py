@@ -9,8 +9,8 @@ the other four) and by the whole training part's ridge elsewhere, scaled to unit
 deviation on the training part. With ``--input only`` the agent observes that one column
 (and its position); with ``append`` the 30 features and the column. It prints, per fold, the
 forecast's own correlation with the next 1 and 4 bars' move on each window (stderr).
-Everything else, and the per-evaluation record (Q-edge correlations, validation and test PnL per no-trade band), is
-bench/diag_no_trade_band.py's.
+Everything else, and the per-evaluation record (Q-edge correlations, validation and test PnL
+per no-trade band), is bench/diag_no_trade_band.py's.
 
 Run (CPU, the demo's store: ``fxstore demo --no-train`` first)::
 
