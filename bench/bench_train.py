@@ -1,4 +1,5 @@
-"""Learner speed on a GPU: one C51 dueling double-DQN update, fxstore (CuPy) vs PyTorch eager.
+"""Learner speed on a GPU: one C51 dueling double-DQN update, fxstore (CuPy) vs PyTorch eager
+and PyTorch captured in a CUDA graph.
 
 Issue 7 and DESIGN.md: one update (batch 16,384, width 256, Adam, grad clip) on an H200 in
 <= 1.2 ms, faster than the same network and update in PyTorch eager. For every (batch, width)
@@ -11,6 +12,9 @@ timed with CUDA events:
   (b) PyTorch eager: the same network, loss and update written the usual way (scatter-add
       projection, autograd, clip_grad_norm_, torch.optim.Adam with foreach, Polyak via
       _foreach ops);
+  (c) PyTorch CUDA graph: (b) with Adam(capturable=True), captured once with
+      ``torch.cuda.graph`` after a warm-up on a side stream (PyTorch's "whole-network
+      capture" recipe) and replayed: what any PyTorch user can do in twenty lines;
 
 each with float32 matmuls and with TF32 matmul inputs (``AgentConfig.tf32``; PyTorch's
 ``allow_tf32``), plus kernel launches per update for both, counted with the PyTorch
@@ -106,8 +110,12 @@ def ours(batch: int, width: int, iters: int, repeat: int, tf32: bool) -> dict[st
     }
 
 
-def torch_update(batch: int, width: int, tf32: bool) -> tuple[Callable[[], object], Any]:
-    """The same C51 dueling double-DQN update in PyTorch eager; returns (update, torch)."""
+def torch_update(
+    batch: int, width: int, tf32: bool, *, capturable: bool = False
+) -> tuple[Callable[[], object], Any]:
+    """The same C51 dueling double-DQN update in PyTorch eager; returns (update, torch).
+
+    `capturable`: Adam keeps its step on the device, so the update can be graph-captured."""
     import torch
     from torch import nn
 
@@ -134,7 +142,9 @@ def torch_update(batch: int, width: int, tf32: bool) -> tuple[Callable[[], objec
 
     net, target = Net().to(dev), Net().to(dev)
     target.load_state_dict(net.state_dict())
-    opt = torch.optim.Adam(net.parameters(), lr=config.lr, eps=config.adam_eps, foreach=True)
+    opt = torch.optim.Adam(
+        net.parameters(), lr=config.lr, eps=config.adam_eps, foreach=True, capturable=capturable
+    )
     data = make_batch(batch, 0)
     obs, nobs = torch.from_dlpack(data.obs), torch.from_dlpack(data.next_obs)
     act, rew = torch.from_dlpack(data.action), torch.from_dlpack(data.reward)
@@ -183,6 +193,30 @@ def count_launches(func: Callable[[], object], calls: int = 20) -> float:
         torch.cuda.synchronize()
     kernels = [e for e in prof.events() if e.device_type.name == "CUDA"]
     return len(kernels) / calls
+
+
+def torch_graphed_update(batch: int, width: int, tf32: bool) -> Callable[[], object]:
+    """(c): the update of :func:`torch_update` captured in one CUDA graph; returns replay."""
+    update, torch = torch_update(batch, width, tf32, capturable=True)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm-up: allocator pools, Adam state, cuBLAS workspaces
+        for _ in range(3):
+            update()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        update()
+    return graph.replay
+
+
+def graphed(batch: int, width: int, iters: int, repeat: int, tf32: bool) -> dict[str, object]:
+    import torch
+
+    replay = torch_graphed_update(batch, width, tf32)
+    ms, all_ms = cuda_ms(replay, iters, repeat)
+    torch.cuda.synchronize()
+    return {"update_ms": ms, "update_ms_all": all_ms, "launches_per_update": count_launches(replay)}
 
 
 def theirs(batch: int, width: int, iters: int, repeat: int, tf32: bool) -> dict[str, object]:
@@ -242,13 +276,16 @@ def main() -> None:
             print(f"{precision} batch {batch} width {width}: {err}")
             continue
         ref = theirs(batch, width, args.iters, args.repeat, tf32)
+        graph = graphed(batch, width, args.iters, args.repeat, tf32)
         row = {
             "precision": precision,
             "batch": batch,
             "width": width,
             "fxstore": mine,
             "pytorch_eager": ref,
+            "pytorch_graph": graph,
             "speedup_vs_pytorch": ref["update_ms"] / mine["update_ms"],  # type: ignore[operator]
+            "speedup_vs_pytorch_graph": graph["update_ms"] / mine["update_ms"],  # type: ignore[operator]
             "fxstore_samples_per_s": batch / (mine["learner_step_ms"] / 1e3),  # type: ignore[operator]
         }
         rows.append(row)
@@ -257,7 +294,8 @@ def main() -> None:
             f"{mine['update_ms']:.3f} ms (learner step {mine['learner_step_ms']:.3f} ms, "
             f"{mine['launches_per_update']:.0f} launches), PyTorch eager "
             f"{ref['update_ms']:.3f} ms ({ref['launches_per_update']:.0f} launches): "
-            f"{row['speedup_vs_pytorch']:.2f}x"
+            f"{row['speedup_vs_pytorch']:.2f}x; PyTorch CUDA graph {graph['update_ms']:.3f} ms: "
+            f"{row['speedup_vs_pytorch_graph']:.2f}x"
         )
     gpu = cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
     payload = {"gpu": gpu, "n_obs": N_OBS, "n_actions": N_ACTIONS, "iters": args.iters}

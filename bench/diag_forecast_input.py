@@ -82,11 +82,18 @@ def forecast(market: Market, fold: Fold) -> np.ndarray:
 
 
 def main() -> None:
-    mode = "only"
+    mode, argv = "only", list(sys.argv)
     if "--input" in sys.argv:
         at = sys.argv.index("--input")
         mode = sys.argv[at + 1]
-        del sys.argv[at : at + 2]
+        del sys.argv[at : at + 2]  # diag_no_trade_band's parser does not know it
+    write_result = diag_no_trade_band.write_result
+
+    def write_with_input(name: str, payload: dict[str, object]) -> Any:
+        sys.argv[:] = argv  # the recorded command keeps --input
+        return write_result(name, payload)
+
+    diag_no_trade_band.write_result = write_with_input  # type: ignore[assignment]
     if mode not in ("only", "append"):
         raise SystemExit("--input must be only or append")
     run_fold = loop._run_fold
