@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -25,7 +26,17 @@ __all__ = [
     "fetch_inputs",
     "is_url",
     "open_store",
+    "store_options",
 ]
+
+#: The mirrors open in this process: local root → the options that name its store.
+_OPEN: dict[Path, tuple[str, ...]] = {}
+
+
+def store_options(root: Path) -> str:
+    """The command-line options that name the store at `root`: ``--store ROOT``, or for the
+    mirror of an s3:// store its URL (with ``--s3-endpoint`` and ``--cache-dir`` as given)."""
+    return " ".join(shlex.quote(a) for a in _OPEN.get(root, ("--store", str(root))))
 
 
 def is_url(value: str | os.PathLike[str]) -> bool:
@@ -81,14 +92,20 @@ def open_store(
     bucket.check()
     cache = cache_dir if cache_dir is not None else default_cache_dir()
     root = cache / "stores" / mirror_name(url.url(), bucket.endpoint)
+    options = ("--store", url.url())
+    options += ("--s3-endpoint", endpoint) if endpoint else ()
+    options += ("--cache-dir", str(cache_dir)) if cache_dir is not None else ()
     with mirror_lock(root):
         mirror = Mirror(bucket, root)
         mirror.pull()
+        _OPEN[root] = options
         try:
             yield root
         except RunInterruptedError:
             mirror.push(commits=False)
             raise
+        finally:
+            _OPEN.pop(root, None)
         mirror.push()
 
 

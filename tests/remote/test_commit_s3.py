@@ -61,7 +61,8 @@ def _committed(store: S3Store) -> tuple[dict[str, object], dict[str, str]]:
     keys = [o["Key"] for o in client.list_objects_v2(Bucket=store.bucket)["Contents"]]
     (series,) = [k for k in keys if k.count("/") == 5 and k.endswith("manifest.json")]
     manifest = json.loads(client.get_object(Bucket=store.bucket, Key=series)["Body"].read())
-    version = series.rsplit("/", 1)[0] + "/v0001/manifest.json"
+    number = next(v["version"] for v in manifest["versions"] if v["version"] == manifest["current"])
+    version = series.rsplit("/", 1)[0] + f"/v{number:04d}/manifest.json"
     days = json.loads(client.get_object(Bucket=store.bucket, Key=version)["Body"].read())["days"]
     return manifest, {d["file"]: d["sha256"] for d in days if "file" in d}
 
@@ -117,6 +118,13 @@ def test_a_commit_after_another_writers_commit_builds_a_new_version(
 
     manifest, _ = _committed(s3_store)
     assert [v["version"] for v in manifest["versions"]] == [1, 2]
+
+    gc = CliRunner().invoke(cli, ["gc", "--keep", "1", "--delete", *s3_store.cli])
+
+    assert gc.exit_code == 0, gc.output
+    client = boto3.client("s3", endpoint_url=s3_store.endpoint)
+    keys = [o["Key"] for o in client.list_objects_v2(Bucket=s3_store.bucket)["Contents"]]
+    assert not [k for k in keys if "/v0001/" in k] and [k for k in keys if "/v0002/" in k]
 
 
 def _error_line(*args: str) -> str:

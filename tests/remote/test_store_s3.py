@@ -230,3 +230,20 @@ def test_synth_files_written_into_an_s3_store_are_uploaded(s3_store: S3Store) ->
 
     assert code == 0, out
     assert any(k.startswith("synth/ES.FUT/") and ".dbn" in k for k in bucket_files(s3_store))
+
+
+def test_backtest_on_an_s3_store_writes_its_run_into_the_bucket(
+    s3_store: S3Store, small_market: SynthMarket
+) -> None:
+    build(small_market, *s3_store.cli)
+    days = ("--train-days", "3", "--test-days", "2", "--embargo-days", "0")
+
+    code, out = run_cli("backtest", *days, "--min-train-days", "1", "--no-plots", *s3_store.cli)
+
+    assert code == 0, out
+    assert f"--store {s3_store.url}" in out  # the report command names the bucket
+    runs = {k.split("/")[1] for k in bucket_files(s3_store) if k.startswith("runs/")}
+    assert len(runs) == 1
+    code, listed = run_cli("runs", *s3_store.cli[:4], "--cache-dir", str(s3_store.cache_dir / "x"))
+    assert code == 0, listed
+    assert runs.pop() in listed
