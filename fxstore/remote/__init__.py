@@ -92,7 +92,7 @@ def open_store(
     bucket.check()
     cache = cache_dir if cache_dir is not None else default_cache_dir()
     root = cache / "stores" / mirror_name(url.url(), bucket.endpoint)
-    options = ("--store", url.url())
+    options: tuple[str, ...] = ("--store", url.url())
     options += ("--s3-endpoint", endpoint) if endpoint else ()
     options += ("--cache-dir", str(cache_dir)) if cache_dir is not None else ()
     with mirror_lock(root):
