@@ -123,12 +123,12 @@ class Mirror:
             if parts[0] in ("bars", "fxcache") and _is_commit(parts):
                 for key in parts[1:-1]:
                     validate_key(key, f"the folder name in {self.bucket.url.url(rel)}")
-                data, etag = self._pull_manifest(rel)
+                data, etag, changed = self._pull_manifest(rel)
                 self.pulled[rel] = (data, etag)
                 if parts[0] == "bars":
-                    self._pull_series(rel)
+                    self._pull_series(rel, trusted=not changed)
                 else:
-                    self._pull_fxcache(rel)
+                    self._pull_fxcache(rel, trusted=not changed)
             elif parts[0] in _PLAIN:
                 self._pull_plain(rel, self.listing[rel])
         for path in self._local_commits():
@@ -137,7 +137,9 @@ class Mirror:
                 with os_errors(path, "delete"):
                     path.unlink()
 
-    def _pull_manifest(self, rel: str) -> tuple[bytes, str]:
+    def _pull_manifest(self, rel: str) -> tuple[bytes, str, bool]:
+        """Write the bucket's manifest `rel` into the mirror; return it, its ETag and whether
+        the mirror held other bytes (or none)."""
         found = self.bucket.get(rel)
         if found is None:  # deleted since the listing
             raise CommitConflictError(
@@ -149,22 +151,26 @@ class Mirror:
             same = path.is_file() and path.read_bytes() == data
         if not same:
             atomic_write_bytes(path, data)
-        return data, etag
+        return data, etag, not same
 
-    def _pull_series(self, rel: str) -> None:
+    def _pull_series(self, rel: str, *, trusted: bool) -> None:
         series = safe_local(self.root, rel).parent
         for version in list_bar_versions(series):
             where = version.manifest
+            changed = not trusted
             if version.folder != series:  # a legacy series' manifest is the one just pulled
-                self._fetch_verified(where, version.manifest_sha256, manifest=series / MANIFEST)
+                changed = self._fetch_verified(
+                    where, version.manifest_sha256, manifest=series / MANIFEST, trusted=False
+                )
             manifest = read_json(where)
             days = manifest.get("days")
             for day in days if isinstance(days, list) else []:
                 if isinstance(day, dict) and "file" in day:
                     file = resolve_manifest_file(where, str(day["file"]))
-                    self._fetch_verified(file, str(day.get("sha256")), manifest=where)
+                    sha256 = str(day.get("sha256"))
+                    self._fetch_verified(file, sha256, manifest=where, trusted=not changed)
 
-    def _pull_fxcache(self, rel: str) -> None:
+    def _pull_fxcache(self, rel: str, *, trusted: bool) -> None:
         from fxstore.fxcache import ShardEntry
 
         where = safe_local(self.root, rel)
@@ -172,16 +178,27 @@ class Mirror:
         for data in shards if isinstance(shards, list) else []:
             entry = ShardEntry.from_json(data, where)
             file = resolve_manifest_file(where, entry.file)
-            self._fetch_verified(file, entry.sha256, manifest=where)
+            self._fetch_verified(file, entry.sha256, manifest=where, trusted=trusted)
 
     def _rel(self, path: Path) -> str:
         return path.relative_to(self.root).as_posix()
 
-    def _fetch_verified(self, path: Path, sha256: str, *, manifest: Path) -> None:
-        """Download `path` unless the mirror holds the bytes of `sha256`; refuse other bytes."""
+    def _fetch_verified(self, path: Path, sha256: str, *, manifest: Path, trusted: bool) -> bool:
+        """Download `path` unless the mirror holds the bytes of `sha256`; refuse other bytes.
+        Return whether it was downloaded.
+
+        A downloaded file gets the modification time of `manifest`, as in the local store's
+        rule (:func:`fxstore.store.matches_manifest`): while `manifest` is `trusted` (the
+        mirror held its bytes already, so the file was checked against them before), a file
+        not modified since is taken without hashing it again; a file changed since is hashed.
+        """
         with os_errors(path, "read"):
-            if path.is_file() and file_sha256(path) == sha256:
-                return
+            stamp = manifest.stat().st_mtime_ns
+            if path.is_file():
+                if trusted and path.stat().st_mtime_ns <= stamp:
+                    return False
+                if file_sha256(path) == sha256:  # its time is left: a later change shows
+                    return False
         rel = self._rel(path)
         url, listed_by = self.bucket.url.url(rel), self.bucket.url.url(self._rel(manifest))
         if rel not in self.listing:
@@ -197,6 +214,8 @@ class Mirror:
                     "records (changed or damaged since it was committed); refused: re-run the "
                     "command that wrote it with --force."
                 )
+        os.utime(path, ns=(stamp, stamp))
+        return True
 
     def _pull_plain(self, rel: str, info: ObjectInfo) -> None:
         path = safe_local(self.root, rel)

@@ -247,3 +247,19 @@ def test_backtest_on_an_s3_store_writes_its_run_into_the_bucket(
     code, listed = run_cli("runs", *s3_store.cli[:4], "--cache-dir", str(s3_store.cache_dir / "x"))
     assert code == 0, listed
     assert runs.pop() in listed
+
+
+def test_a_cached_file_damaged_before_another_writers_commit_is_downloaded_again(
+    s3_store: S3Store, small_market: SynthMarket, tmp_path: Path
+) -> None:
+    build(small_market, *s3_store.cli)
+    day = next(s3_store.cache_dir.glob("stores/*/bars/*/*/*/v0001/2024-03-05.parquet"))
+    good = day.read_bytes()
+    day.write_bytes(good[:-8] + b"damaged!")
+    other = ("--cache-dir", str(tmp_path / "other-writer"))
+    args = ("ingest", str(small_market.folder), "--force", "--workers", "1", "-q")
+    code, out = run_cli(*args, *s3_store.cli[:4], *other)
+    assert code == 0, out  # version 2: this mirror's series manifest is rewritten at its pull
+
+    with open_store(s3_store.url, endpoint=s3_store.endpoint, cache_dir=s3_store.cache_dir):
+        assert day.read_bytes() == good
