@@ -77,6 +77,17 @@ def _stack(*decorators: Callable[[F], F]) -> Callable[[F], F]:
 REMOTE_META: Final = "fxstore.remote"
 
 
+#: The store areas a command reads or writes (of an s3:// store only those are mirrored);
+#: a command not named here mirrors all of them.
+_AREAS_OF: Final = {
+    "ingest": ("bars", "synth"),
+    "precompute": ("bars", "fxcache"),
+    "train": ("fxcache", "runs", "synth"),
+    "backtest": ("fxcache", "runs", "synth"),
+    "runs": ("runs",),
+}
+
+
 def remote_settings() -> tuple[str | None, Path | None]:
     """The ``--s3-endpoint`` and ``--cache-dir`` of the running command."""
     found = click.get_current_context().meta.get(REMOTE_META, (None, None))
@@ -101,8 +112,10 @@ def store_option(func: F) -> F:
     ) -> object:
         from fxstore.remote import open_store
 
-        click.get_current_context().meta[REMOTE_META] = (s3_endpoint, cache_dir)
-        with open_store(store_root, endpoint=s3_endpoint, cache_dir=cache_dir) as root:
+        ctx = click.get_current_context()
+        ctx.meta[REMOTE_META] = (s3_endpoint, cache_dir)
+        areas = _AREAS_OF.get(ctx.command.name or "", ("bars", "fxcache", "runs", "synth"))
+        with open_store(store_root, endpoint=s3_endpoint, cache_dir=cache_dir, areas=areas) as root:
             return func(*args, store_root=root, **kw)
 
     options = (

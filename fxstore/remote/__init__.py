@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from fxstore.errors import RunInterruptedError, StoreAccessError
-from fxstore.remote.mirror import Mirror, mirror_lock, mirror_name, safe_local
+from fxstore.remote.mirror import AREAS, Mirror, mirror_lock, mirror_name, safe_local
 from fxstore.remote.s3 import CommitConflictError, S3Bucket, StoreUrl, parse_url
 from fxstore.store import atomic_path, os_errors
 
@@ -68,6 +68,7 @@ def open_store(
     *,
     endpoint: str | None = None,
     cache_dir: Path | None = None,
+    areas: tuple[str, ...] = AREAS,
 ) -> Iterator[Path]:
     """Yield the local root to run a command on for the store `store`.
 
@@ -75,6 +76,7 @@ def open_store(
     yielded root is the mirror under `cache_dir` (default :func:`default_cache_dir`), pulled
     first; when the body returns, what it committed there is pushed with conditional commits.
     An error in the body pushes nothing (a training run stopped on request pushes its run).
+    Only the store `areas` (``bars``, ``fxcache``, ``runs``, ``synth``) are pulled and pushed.
 
     Raises
     ------
@@ -96,7 +98,7 @@ def open_store(
     options += ("--s3-endpoint", endpoint) if endpoint else ()
     options += ("--cache-dir", str(cache_dir)) if cache_dir is not None else ()
     with mirror_lock(root):
-        mirror = Mirror(bucket, root)
+        mirror = Mirror(bucket, root, areas)
         mirror.pull()
         _OPEN[root] = options
         try:

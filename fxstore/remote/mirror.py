@@ -52,12 +52,14 @@ from fxstore.store import (
     validate_key,
 )
 
-__all__ = ["Mirror", "mirror_lock", "safe_local"]
+__all__ = ["AREAS", "Mirror", "mirror_lock", "mirror_name", "safe_local"]
 
 logger = logging.getLogger(__name__)
 
 #: Store areas copied file by file (no manifest commits them).
 _PLAIN: Final = ("runs", "synth")
+#: Every area of a store a mirror may hold.
+AREAS: Final = ("bars", "fxcache", "runs", "synth")
 _TEMP_RE: Final = re.compile(r"\..+\.[A-Za-z0-9_]{8}\.tmp")
 
 
@@ -103,11 +105,19 @@ def _is_commit(parts: list[str]) -> bool:
 
 
 class Mirror:
-    """The local mirror of the store in `bucket`, rooted at `root`."""
+    """The local mirror of the store in `bucket`, rooted at `root`.
 
-    def __init__(self, bucket: S3Bucket, root: Path) -> None:
+    Only the store areas `areas` (of :data:`AREAS`) are pulled and pushed: what a command
+    reads or writes (training needs no bars); the mirror keeps the others as they were.
+    """
+
+    def __init__(self, bucket: S3Bucket, root: Path, areas: tuple[str, ...] = AREAS) -> None:
+        unknown = set(areas) - set(AREAS)
+        if unknown:
+            raise InvalidInputError(f"no store area {sorted(unknown)}; they are {AREAS}.")
         self.bucket = bucket
         self.root = root
+        self.areas = areas
         #: Commit manifests as pulled: store-relative path → (bytes, ETag).
         self.pulled: dict[str, tuple[bytes, str]] = {}
         self.listing: dict[str, ObjectInfo] = {}
@@ -120,6 +130,8 @@ class Mirror:
         self.pulled = {}
         for rel in sorted(self.listing):
             parts = rel.split("/")
+            if parts[0] not in self.areas:
+                continue
             if parts[0] in ("bars", "fxcache") and _is_commit(parts):
                 for key in parts[1:-1]:
                     validate_key(key, f"the folder name in {self.bucket.url.url(rel)}")
@@ -229,10 +241,9 @@ class Mirror:
         os.utime(path, ns=(info.mtime_ns, info.mtime_ns))
 
     def _local_commits(self) -> list[Path]:
-        found = [
-            *self.root.glob(f"bars/*/*/*/{MANIFEST}"),
-            *self.root.glob(f"fxcache/*/*/{MANIFEST}"),
-        ]
+        """The mirror's commit manifests in the areas it works on."""
+        found = [*self.root.glob(f"bars/*/*/*/{MANIFEST}")] if "bars" in self.areas else []
+        found += [*self.root.glob(f"fxcache/*/*/{MANIFEST}")] if "fxcache" in self.areas else []
         return sorted(p for p in found if p.is_file())
 
     # --- push ---------------------------------------------------------------------------
@@ -269,7 +280,7 @@ class Mirror:
             if before is not None and rel.startswith("bars/"):
                 self._delete_dropped(rel, before[0], data)
             self.pulled[rel] = (data, etag)
-        for area in _PLAIN:
+        for area in (a for a in _PLAIN if a in self.areas):
             for path in sorted((self.root / area).rglob("*")):
                 if path.is_file() and path.name != LOCK and not _TEMP_RE.fullmatch(path.name):
                     written += self._put_plain(path)

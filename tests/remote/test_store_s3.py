@@ -115,12 +115,16 @@ def test_training_reads_shards_downloaded_once_into_the_cache_folder(
     fresh = tmp_path / "fresh-cache"
     seen = count_downloads(monkeypatch)
 
-    with open_store(s3_store.url, endpoint=s3_store.endpoint, cache_dir=fresh) as root:
+    training = ("fxcache", "runs", "synth")  # what `train` mirrors: no bars
+    with open_store(
+        s3_store.url, endpoint=s3_store.endpoint, cache_dir=fresh, areas=training
+    ) as root:
         assert root.is_relative_to(fresh)
         with open_fxcache(root, "ES.FUT", device="cpu") as view:
             close = np.array(view.columns["mkt_close"][0])
     shards = [rel for rel in seen if rel.endswith(".arrow")]
     assert len(shards) == 1
+    assert not [rel for rel in seen if rel.startswith("bars/")]
     with (
         open_store(s3_store.url, endpoint=s3_store.endpoint, cache_dir=fresh) as root,
         open_fxcache(root, "ES.FUT", device="cpu") as view,
