@@ -19,13 +19,14 @@ from fxstore.config import BarConfig, IngestConfig
 from fxstore.errors import FxStoreError, StoreAccessError
 from fxstore.ingest.run.pipeline import ingest
 from fxstore.remote import CommitConflictError, open_store
+from fxstore.remote.mirror import Mirror
 from fxstore.remote.s3 import S3Bucket, parse_url
 from fxstore.store import file_sha256
 from tests.conftest import SynthMarket
 from tests.remote.conftest import S3Store
 
 N_WRITERS = 4
-CONFIG = IngestConfig(symbol="ES.FUT", bars=BarConfig(target_bars_per_day=13), workers=1)
+CONFIG = IngestConfig(symbol="ES.FUT", bars=BarConfig(target_bars_per_day=13.0), workers=1)
 
 
 def _race(store: S3Store, folders: list[Path], tmp_path: Path) -> list[BaseException | None]:
@@ -181,3 +182,27 @@ def test_other_url_schemes_are_refused_as_not_available_yet() -> None:
 
     assert result.exit_code == 1
     assert "other fsspec schemes are not yet" in result.output
+
+
+def test_cli_writer_that_lost_the_commit_prints_one_error_line(
+    s3_store: S3Store, small_market: SynthMarket, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pull = Mirror.pull
+
+    def pull_then_another_writer_commits(self: Mirror) -> None:
+        pull(self)
+        monkeypatch.setattr(Mirror, "pull", pull)
+        with open_store(s3_store.url, endpoint=s3_store.endpoint, cache_dir=tmp_path / "b") as root:
+            ingest(CONFIG, [small_market.folder], root)
+
+    monkeypatch.setattr(Mirror, "pull", pull_then_another_writer_commits)
+    args = ["ingest", str(small_market.folder), "--target-bars-per-day", "13", "--workers", "1"]
+
+    result = CliRunner().invoke(cli, [*args, "-q", *s3_store.cli])
+
+    assert result.exit_code == 1
+    *built, error = result.output.splitlines()  # the build's summary, then the failed commit
+    assert built[0].startswith("Ingested") and not any("Error" in line for line in built)
+    assert error.startswith("Error: another writer wrote s3://") and "re-run" in error
+    manifest, _ = _committed(s3_store)
+    assert [v["version"] for v in manifest["versions"]] == [1]
