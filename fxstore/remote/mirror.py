@@ -266,7 +266,10 @@ class Mirror:
             before = self.pulled.get(rel)
             if before is not None and before[0] == data:
                 continue
-            files = self._series_files(path) if rel.startswith("bars/") else self._shard_files(path)
+            if rel.startswith("bars/"):
+                files = self._series_files(path, _version_shas(before[0] if before else b"{}"))
+            else:
+                files = self._shard_files(path)
             for file in files:
                 written += self._put_immutable(file)
             etag = self.bucket.put(
@@ -286,12 +289,15 @@ class Mirror:
                     written += self._put_plain(path)
         return written
 
-    def _series_files(self, manifest: Path) -> list[Path]:
-        """Every file of every version of the series committed by `manifest`: day files
-        first, each version's manifest after its files."""
+    def _series_files(self, manifest: Path, committed: set[tuple[int, str]]) -> list[Path]:
+        """Every file of the versions of the series `manifest` commits that the bucket had not
+        committed (`committed`: its (version, manifest SHA-256) pairs): day files first,
+        each version's manifest after its files."""
         files: list[Path] = []
         series = manifest.parent
         for version in list_bar_versions(series):
+            if (version.version, version.manifest_sha256) in committed:
+                continue  # its files were all uploaded before the bucket committed it
             days = read_json(version.manifest).get("days")
             for day in days if isinstance(days, list) else []:
                 if isinstance(day, dict) and "file" in day:
@@ -356,6 +362,15 @@ class Mirror:
         gone = [key for number in dropped for key in self.bucket.list(f"{series}/v{number:04d}")]
         if gone:
             self.bucket.delete(gone)
+
+
+def _version_shas(series_manifest: bytes) -> set[tuple[int, str]]:
+    """(version, manifest SHA-256) of each version a series manifest lists ({} when none)."""
+    try:
+        entries = json.loads(series_manifest).get("versions", [])
+        return {(int(e["version"]), str(e["manifest_sha256"])) for e in entries}
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return set()
 
 
 def mirror_name(url: str, endpoint: str | None) -> str:
