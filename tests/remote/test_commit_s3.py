@@ -206,3 +206,24 @@ def test_cli_writer_that_lost_the_commit_prints_one_error_line(
     assert error.startswith("Error: another writer wrote s3://") and "re-run" in error
     manifest, _ = _committed(s3_store)
     assert [v["version"] for v in manifest["versions"]] == [1]
+
+
+@pytest.mark.parametrize(
+    ("url", "why"),
+    [
+        ("s3://bucket/a/../b", "'.' and '..' are not allowed"),
+        ("s3:///prefix", "no bucket"),
+        ("gs://bucket/x", "not yet"),
+    ],
+)
+def test_parse_url_refuses_urls_that_name_no_store_inside_a_bucket(url: str, why: str) -> None:
+    with pytest.raises(FxStoreError, match=why):
+        parse_url(url)
+
+
+def test_parse_url_keys_stay_below_the_prefix() -> None:
+    url = parse_url("s3://bucket//data/fx/")
+
+    assert (url.bucket, url.prefix) == ("bucket", "data/fx")
+    assert url.key("bars/ES.FUT/manifest.json") == "data/fx/bars/ES.FUT/manifest.json"
+    assert url.url() == "s3://bucket/data/fx"
