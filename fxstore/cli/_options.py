@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import functools
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, TypeVar
+from typing import TYPE_CHECKING, Final, TypeVar, cast
 
 import click
 
@@ -71,18 +72,79 @@ def _stack(*decorators: Callable[[F], F]) -> Callable[[F], F]:
     return apply
 
 
+#: Where :func:`store_option` keeps ``--s3-endpoint`` and ``--cache-dir`` for a command's
+#: other S3 reads (``s3://`` DBN inputs): ``click.Context.meta[REMOTE_META]``.
+REMOTE_META: Final = "fxstore.remote"
+
+
+#: The store areas a command reads or writes (of an s3:// store only those are mirrored);
+#: a command not named here mirrors all of them.
+_AREAS_OF: Final = {
+    "ingest": ("bars", "synth"),
+    "precompute": ("bars", "fxcache"),
+    "train": ("fxcache", "runs", "synth"),
+    "backtest": ("fxcache", "runs", "synth"),
+    "runs": ("runs",),
+}
+
+
+def remote_settings() -> tuple[str | None, Path | None]:
+    """The ``--s3-endpoint`` and ``--cache-dir`` of the running command."""
+    found = click.get_current_context().meta.get(REMOTE_META, (None, None))
+    return found[0], found[1]
+
+
 def store_option(func: F) -> F:
-    """The --store option shared by every command that reads or writes the store."""
-    return click.option(
-        "--store",
-        "store_root",
-        type=click.Path(file_okay=False, path_type=Path),
-        default=Path("data"),
-        envvar="FXSTORE_HOME",
-        show_default=True,
-        show_envvar=True,
-        help="Store root.",
-    )(func)
+    """--store (a local folder or ``s3://bucket/prefix``), --s3-endpoint and --cache-dir.
+
+    The command receives `store_root` as the local root to work on: the folder itself, or
+    for a URL the local mirror of the store (pulled before the command, what it committed
+    pushed after it with conditional commits: :func:`fxstore.remote.open_store`).
+    """
+
+    @functools.wraps(func)
+    def run_on_store(
+        *args: object,
+        store_root: str,
+        s3_endpoint: str | None,
+        cache_dir: Path | None,
+        **kw: object,
+    ) -> object:
+        from fxstore.remote import open_store
+
+        ctx = click.get_current_context()
+        ctx.meta[REMOTE_META] = (s3_endpoint, cache_dir)
+        areas = _AREAS_OF.get(ctx.command.name or "", ("bars", "fxcache", "runs", "synth"))
+        with open_store(store_root, endpoint=s3_endpoint, cache_dir=cache_dir, areas=areas) as root:
+            return func(*args, store_root=root, **kw)
+
+    options = (
+        click.option(
+            "--store",
+            "store_root",
+            default="data",
+            envvar="FXSTORE_HOME",
+            show_default=True,
+            show_envvar=True,
+            help="Store root: a folder, or s3://BUCKET/PREFIX (AWS credentials from the usual "
+            "variables).",
+        ),
+        click.option(
+            "--s3-endpoint",
+            default=None,
+            envvar="AWS_ENDPOINT_URL",
+            help="URL of an S3-compatible server (MinIO, Ceph, ...) for s3:// stores and "
+            "inputs [default: AWS].",
+        ),
+        click.option(
+            "--cache-dir",
+            type=click.Path(file_okay=False, path_type=Path),
+            default=None,
+            help="Local cache of an s3:// store (its mirror) and of s3:// inputs "
+            "[default: the user's cache folder/fxstore].",
+        ),
+    )
+    return cast(F, _stack(*options)(run_on_store))
 
 
 def quiet_option(func: F) -> F:

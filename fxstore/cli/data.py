@@ -20,6 +20,7 @@ from fxstore.cli._options import (
     multiplier_option,
     override,
     quiet_option,
+    remote_settings,
     store_option,
     symbol_option,
     synth_options,
@@ -33,6 +34,7 @@ from fxstore.config import (
     SynthConfig,
     parse_roll_months,
 )
+from fxstore.remote import fetch_inputs
 
 if TYPE_CHECKING:
     from fxstore.config import BarType, SplitMode
@@ -213,7 +215,7 @@ def run_ingest(
 
 
 @command()
-@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.argument("paths", nargs=-1, required=True)
 @symbol_option("Store key and parent symbol", default_from=IngestConfig)
 @click.option(
     "--instrument-mode",
@@ -300,7 +302,7 @@ def run_ingest(
 @store_option
 @quiet_option
 def ingest(
-    paths: Sequence[Path],
+    paths: Sequence[str],
     symbol: str | None,
     instrument_mode: InstrumentSelection,
     bar_type: BarType,
@@ -323,7 +325,8 @@ def ingest(
 
     Writes bars/<SYMBOL>/<instrument-key>/<bar-key>/<YYYY-MM-DD>.parquet, one file per
     trading day, and a manifest. Re-running with the same inputs and config skips the
-    work; a killed run resumes.
+    work; a killed run resumes. PATHS may be s3:// objects or prefixes (downloaded once into
+    --cache-dir).
 
     \b
     Example:
@@ -353,7 +356,9 @@ def ingest(
         statistics=statistics,
         force=force,
     )
-    run_ingest(config, paths, store_root, quiet)
+    endpoint, cache_dir = remote_settings()
+    inputs = fetch_inputs(paths, endpoint=endpoint, cache_dir=cache_dir)
+    run_ingest(config, inputs, store_root, quiet)
 
 
 def run_rolls(store_root: Path, symbol: str, **options: object) -> RollsReport:

@@ -24,7 +24,6 @@ import datetime as dt
 import fcntl
 import logging
 import os
-import shlex
 import shutil
 import signal
 from collections.abc import Callable, Iterator, Mapping
@@ -66,12 +65,16 @@ def now_iso() -> str:
 
 def resume_command(run_id: str, root: Path) -> str:
     """The command line that resumes training run `run_id` of the store at `root`."""
-    return f"fxstore train --resume {run_id} --store {shlex.quote(str(root))}"
+    from fxstore.remote import store_options
+
+    return f"fxstore train --resume {run_id} {store_options(root)}"
 
 
 def report_command(run_id: str, root: Path) -> str:
     """The command line that writes run `run_id`'s HTML report (``fxstore report``)."""
-    return f"fxstore report {run_id} --store {shlex.quote(str(root))}"
+    from fxstore.remote import store_options
+
+    return f"fxstore report {run_id} {store_options(root)}"
 
 
 def signal_name(signum: int) -> str:

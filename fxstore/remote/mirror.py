@@ -1,0 +1,380 @@
+"""A store in an S3 bucket, worked on through a local mirror of its committed part.
+
+fxstore's stages read and write a local store (:mod:`fxstore.store` owns that layout). For a
+store at ``s3://bucket/prefix`` a command runs on a local mirror of it, kept under the cache
+folder (``--cache-dir``) so every file is downloaded once:
+
+1. **pull**: the committed manifests (a bar series' list of versions, an fxcache's
+   manifest) are read with their ETags; every version manifest, day file and shard they list
+   is downloaded unless the mirror already holds those bytes, and its SHA-256 is checked
+   against the manifest: a changed or damaged object is refused. A manifest the bucket no
+   longer holds (or never did) is removed from the mirror, so the mirror never calls
+   committed what the bucket does not. ``runs/`` and ``synth/`` are copied as they are.
+2. the command runs on the mirror, exactly as on a local store (training memory-maps the
+   mirror's verified shards).
+3. **push**: for each manifest the command committed, the files it lists are uploaded under
+   the new version's prefix (``If-None-Match: *``: an object is never replaced), then the
+   manifest is committed with a conditional PUT, ``If-Match`` the ETag read at pull (or
+   ``If-None-Match: *`` when there was none). Of concurrent writers exactly one commits;
+   the others get a :class:`~fxstore.remote.s3.CommitConflictError`. Nothing half-written is
+   ever committed: a manifest is written after every object it names, and only if the
+   objects under its names hold its bytes.
+
+No lock file is used on S3; on the local side one command at a time uses a mirror (an OS
+file lock beside it, released when the process ends).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import logging
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Final
+
+from fxstore.errors import InvalidInputError, SchemaError, StoreAccessError
+from fxstore.remote.s3 import CommitConflictError, ObjectInfo, S3Bucket, md5_hex
+from fxstore.store import (
+    LOCK,
+    MANIFEST,
+    atomic_path,
+    atomic_write_bytes,
+    file_sha256,
+    list_bar_versions,
+    os_errors,
+    read_json,
+    resolve_manifest_file,
+    validate_key,
+)
+
+__all__ = ["AREAS", "Mirror", "mirror_lock", "mirror_name", "safe_local"]
+
+logger = logging.getLogger(__name__)
+
+#: Store areas copied file by file (no manifest commits them).
+_PLAIN: Final = ("runs", "synth")
+#: Every area of a store a mirror may hold.
+AREAS: Final = ("bars", "fxcache", "runs", "synth")
+_TEMP_RE: Final = re.compile(r"\..+\.[A-Za-z0-9_]{8}\.tmp")
+
+
+def safe_local(root: Path, rel: str) -> Path:
+    """The local path of the store-relative `rel`, which must stay inside `root`.
+
+    Raises
+    ------
+    SchemaError
+        `rel` (an object key or a name read from a manifest) is absolute, empty in a part or
+        holds '.' or '..': it could leave the store root.
+    """
+    parts = rel.split("/")
+    if not rel or any(p in ("", ".", "..") or "\\" in p for p in parts):
+        raise SchemaError(
+            f"object {rel!r} of the store would leave the store root; it is not fxstore's: "
+            "remove it from the bucket."
+        )
+    return root.joinpath(*parts)
+
+
+@contextlib.contextmanager
+def mirror_lock(root: Path) -> Iterator[None]:
+    """Hold the mirror at `root` for one command (an OS lock on ``<root>.lock``)."""
+    lock = root.with_name(root.name + LOCK)
+    with os_errors(lock, "create the lock file"):
+        root.mkdir(parents=True, exist_ok=True)
+        fh = open(lock, "a+b")  # noqa: SIM115 - closed below
+    with fh:
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            logger.warning("waiting for another fxstore process using the cache %s", root)
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        yield
+
+
+def _is_commit(parts: list[str]) -> bool:
+    """Whether the store-relative path `parts` is a manifest that commits (series, fxcache)."""
+    return parts[-1] == MANIFEST and (
+        (parts[0] == "bars" and len(parts) == 5) or (parts[0] == "fxcache" and len(parts) == 4)
+    )
+
+
+class Mirror:
+    """The local mirror of the store in `bucket`, rooted at `root`.
+
+    Only the store areas `areas` (of :data:`AREAS`) are pulled and pushed: what a command
+    reads or writes (training needs no bars); the mirror keeps the others as they were.
+    """
+
+    def __init__(self, bucket: S3Bucket, root: Path, areas: tuple[str, ...] = AREAS) -> None:
+        unknown = set(areas) - set(AREAS)
+        if unknown:
+            raise InvalidInputError(f"no store area {sorted(unknown)}; they are {AREAS}.")
+        self.bucket = bucket
+        self.root = root
+        self.areas = areas
+        #: Commit manifests as pulled: store-relative path → (bytes, ETag).
+        self.pulled: dict[str, tuple[bytes, str]] = {}
+        self.listing: dict[str, ObjectInfo] = {}
+
+    # --- pull ---------------------------------------------------------------------------
+
+    def pull(self) -> None:
+        """Bring the mirror to the bucket's committed state (see the module docstring)."""
+        self.listing = self.bucket.list()
+        self.pulled = {}
+        for rel in sorted(self.listing):
+            parts = rel.split("/")
+            if parts[0] not in self.areas:
+                continue
+            if parts[0] in ("bars", "fxcache") and _is_commit(parts):
+                for key in parts[1:-1]:
+                    validate_key(key, f"the folder name in {self.bucket.url.url(rel)}")
+                data, etag, changed = self._pull_manifest(rel)
+                self.pulled[rel] = (data, etag)
+                if parts[0] == "bars":
+                    self._pull_series(rel, trusted=not changed)
+                else:
+                    self._pull_fxcache(rel, trusted=not changed)
+            elif parts[0] in _PLAIN:
+                self._pull_plain(rel, self.listing[rel])
+        for path in self._local_commits():
+            rel = path.relative_to(self.root).as_posix()
+            if rel not in self.pulled:  # committed here only (a lost race): not committed
+                with os_errors(path, "delete"):
+                    path.unlink()
+
+    def _pull_manifest(self, rel: str) -> tuple[bytes, str, bool]:
+        """Write the bucket's manifest `rel` into the mirror; return it, its ETag and whether
+        the mirror held other bytes (or none)."""
+        found = self.bucket.get(rel)
+        if found is None:  # deleted since the listing
+            raise CommitConflictError(
+                f"{self.bucket.url.url(rel)} was deleted while it was read; re-run."
+            )
+        data, etag = found
+        path = safe_local(self.root, rel)
+        with os_errors(path, "read"):
+            same = path.is_file() and path.read_bytes() == data
+        if not same:
+            atomic_write_bytes(path, data)
+        return data, etag, not same
+
+    def _pull_series(self, rel: str, *, trusted: bool) -> None:
+        series = safe_local(self.root, rel).parent
+        for version in list_bar_versions(series):
+            where = version.manifest
+            changed = not trusted
+            if version.folder != series:  # a legacy series' manifest is the one just pulled
+                changed = self._fetch_verified(
+                    where, version.manifest_sha256, manifest=series / MANIFEST, trusted=False
+                )
+            manifest = read_json(where)
+            days = manifest.get("days")
+            for day in days if isinstance(days, list) else []:
+                if isinstance(day, dict) and "file" in day:
+                    file = resolve_manifest_file(where, str(day["file"]))
+                    sha256 = str(day.get("sha256"))
+                    self._fetch_verified(file, sha256, manifest=where, trusted=not changed)
+
+    def _pull_fxcache(self, rel: str, *, trusted: bool) -> None:
+        from fxstore.fxcache import ShardEntry
+
+        where = safe_local(self.root, rel)
+        shards = read_json(where).get("shards")
+        for data in shards if isinstance(shards, list) else []:
+            entry = ShardEntry.from_json(data, where)
+            file = resolve_manifest_file(where, entry.file)
+            self._fetch_verified(file, entry.sha256, manifest=where, trusted=trusted)
+
+    def _rel(self, path: Path) -> str:
+        return path.relative_to(self.root).as_posix()
+
+    def _fetch_verified(self, path: Path, sha256: str, *, manifest: Path, trusted: bool) -> bool:
+        """Download `path` unless the mirror holds the bytes of `sha256`; refuse other bytes.
+        Return whether it was downloaded.
+
+        A downloaded file gets the modification time of `manifest`, as in the local store's
+        rule (:func:`fxstore.store.matches_manifest`): while `manifest` is `trusted` (the
+        mirror held its bytes already, so the file was checked against them before), a file
+        not modified since is taken without hashing it again; a file changed since is hashed.
+        """
+        with os_errors(path, "read"):
+            stamp = manifest.stat().st_mtime_ns
+            if path.is_file():
+                if trusted and path.stat().st_mtime_ns <= stamp:
+                    return False
+                if file_sha256(path) == sha256:  # its time is left: a later change shows
+                    return False
+        rel = self._rel(path)
+        url, listed_by = self.bucket.url.url(rel), self.bucket.url.url(self._rel(manifest))
+        if rel not in self.listing:
+            raise StoreAccessError(
+                f"{url} is missing, though {listed_by} lists it: the store is damaged; re-run "
+                "the command that wrote it with --force."
+            )
+        with atomic_path(path) as tmp:
+            self.bucket.download(rel, tmp)
+            if file_sha256(tmp) != sha256:
+                raise InvalidInputError(
+                    f"{url}: the downloaded bytes do not match the SHA-256 that {listed_by} "
+                    "records (changed or damaged since it was committed); refused: re-run the "
+                    "command that wrote it with --force."
+                )
+        os.utime(path, ns=(stamp, stamp))
+        return True
+
+    def _pull_plain(self, rel: str, info: ObjectInfo) -> None:
+        path = safe_local(self.root, rel)
+        with os_errors(path, "read"):
+            if path.is_file():
+                stat = path.stat()
+                if stat.st_size == info.size and stat.st_mtime_ns == info.mtime_ns:
+                    return
+        with atomic_path(path) as tmp:
+            self.bucket.download(rel, tmp)
+        os.utime(path, ns=(info.mtime_ns, info.mtime_ns))
+
+    def _local_commits(self) -> list[Path]:
+        """The mirror's commit manifests in the areas it works on."""
+        found = [*self.root.glob(f"bars/*/*/*/{MANIFEST}")] if "bars" in self.areas else []
+        found += [*self.root.glob(f"fxcache/*/*/{MANIFEST}")] if "fxcache" in self.areas else []
+        return sorted(p for p in found if p.is_file())
+
+    # --- push ---------------------------------------------------------------------------
+
+    def push(self, *, commits: bool = True) -> int:
+        """Upload what the command committed in the mirror; return the objects written.
+
+        Raises
+        ------
+        CommitConflictError
+            Another writer committed the same manifest since the pull, or wrote other bytes
+            under one of this commit's names: nothing of this commit is visible.
+        """
+        self.listing = self.bucket.list()
+        written = 0
+        for path in self._local_commits() if commits else []:
+            rel = self._rel(path)
+            with os_errors(path, "read"):
+                data = path.read_bytes()
+            before = self.pulled.get(rel)
+            if before is not None and before[0] == data:
+                continue
+            if rel.startswith("bars/"):
+                files = self._series_files(path, _version_shas(before[0] if before else b"{}"))
+            else:
+                files = self._shard_files(path)
+            for file in files:
+                written += self._put_immutable(file)
+            etag = self.bucket.put(
+                rel,
+                data,
+                if_none_match=before is None,
+                if_match=None if before is None else before[1],
+            )
+            written += 1
+            logger.info("committed %s", self.bucket.url.url(rel))
+            if before is not None and rel.startswith("bars/"):
+                self._delete_dropped(rel, before[0], data)
+            self.pulled[rel] = (data, etag)
+        for area in (a for a in _PLAIN if a in self.areas):
+            for path in sorted((self.root / area).rglob("*")):
+                if path.is_file() and path.name != LOCK and not _TEMP_RE.fullmatch(path.name):
+                    written += self._put_plain(path)
+        return written
+
+    def _series_files(self, manifest: Path, committed: set[tuple[int, str]]) -> list[Path]:
+        """Every file of the versions of the series `manifest` commits that the bucket had not
+        committed (`committed`: its (version, manifest SHA-256) pairs): day files first,
+        each version's manifest after its files."""
+        files: list[Path] = []
+        series = manifest.parent
+        for version in list_bar_versions(series):
+            if (version.version, version.manifest_sha256) in committed:
+                continue  # its files were all uploaded before the bucket committed it
+            days = read_json(version.manifest).get("days")
+            for day in days if isinstance(days, list) else []:
+                if isinstance(day, dict) and "file" in day:
+                    files.append(resolve_manifest_file(version.manifest, str(day["file"])))
+            if version.folder != series:
+                files.append(version.manifest)
+        return files
+
+    def _shard_files(self, manifest: Path) -> list[Path]:
+        from fxstore.fxcache import ShardEntry
+
+        shards = read_json(manifest).get("shards")
+        entries = (
+            [ShardEntry.from_json(d, manifest) for d in shards or []]
+            if isinstance(shards, list)
+            else []
+        )
+        return [resolve_manifest_file(manifest, e.file) for e in entries]
+
+    def _put_immutable(self, path: Path) -> int:
+        """Upload `path` unless the bucket holds its bytes; never replace other bytes."""
+        rel = self._rel(path)
+        with os_errors(path, "read"):
+            md5 = md5_hex(path)
+        info = self.listing.get(rel)
+        if info is None:
+            try:
+                self.listing[rel] = ObjectInfo(
+                    0, self.bucket.put_file(rel, path, if_none_match=True), 0
+                )
+                return 1
+            except CommitConflictError:  # written since the listing: by another writer
+                info = self.bucket.head(rel)
+        if info is not None and info.etag == md5:
+            return 0
+        raise CommitConflictError(
+            f"{self.bucket.url.url(rel)} holds other bytes than {path} (another writer's build "
+            "of the same version, running now or killed); nothing of this run was committed: "
+            "re-run once that writer has committed (if none is running, delete that version's "
+            "objects and re-run)."
+        )
+
+    def _put_plain(self, path: Path) -> int:
+        rel = self._rel(path)
+        info = self.listing.get(rel)
+        with os_errors(path, "read"):
+            stat = path.stat()
+            if info is not None and info.size == stat.st_size and info.etag == md5_hex(path):
+                return 0
+        self.bucket.put_file(rel, path)
+        return 1
+
+    def _delete_dropped(self, rel: str, before: bytes, after: bytes) -> None:
+        """Delete the objects of the versions the new series manifest dropped (gc)."""
+        kept = {int(e["version"]) for e in json.loads(after).get("versions", [])}
+        dropped = [
+            int(e["version"])
+            for e in json.loads(before).get("versions", [])
+            if int(e["version"]) not in kept
+        ]
+        series = rel.rsplit("/", 1)[0]
+        gone = [key for number in dropped for key in self.bucket.list(f"{series}/v{number:04d}")]
+        if gone:
+            self.bucket.delete(gone)
+
+
+def _version_shas(series_manifest: bytes) -> set[tuple[int, str]]:
+    """(version, manifest SHA-256) of each version a series manifest lists ({} when none)."""
+    try:
+        entries = json.loads(series_manifest).get("versions", [])
+        return {(int(e["version"]), str(e["manifest_sha256"])) for e in entries}
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return set()
+
+
+def mirror_name(url: str, endpoint: str | None) -> str:
+    """The mirror folder's name for the store `url` at `endpoint`: bucket + a short hash."""
+    digest = hashlib.sha256(f"{endpoint or ''}|{url}".encode()).hexdigest()[:16]
+    bucket = url.split("://", 1)[-1].split("/", 1)[0]
+    return f"{bucket}-{digest}"
