@@ -39,7 +39,7 @@ import numpy as np
 
 from fxstore.config import IngestConfig
 from fxstore.errors import SymbolNotFoundError
-from fxstore.executor import RayPool, TaskPool, open_ray_pool
+from fxstore.executor import RayPool, TaskPool, open_ray_pool, require_ray
 from fxstore.ingest.dbn.reader import DbnFile, DbnSource, open_dbn
 from fxstore.ingest.run.day_builder import (
     Chooser,
@@ -263,7 +263,9 @@ def ingest(
         Front-month mode and no outright of the symbol's root in the input.
     """
     started = time.perf_counter()
-    if config.workers > 1 and not config.executor.is_ray:
+    if config.executor.is_ray:
+        require_ray()  # before anything is opened or written
+    elif config.workers > 1:
         start_worker_server()  # its boot overlaps opening the files
     source = open_dbn(list(paths))
     definitions = [f.path for f in source.definitions] + expand_definitions(config.definitions)
