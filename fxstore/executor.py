@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
 
 from fxstore.config.executor import EXECUTOR_KINDS, ExecutorConfig, ExecutorKind
-from fxstore.errors import FxStoreError, InvalidInputError
+from fxstore.errors import InvalidInputError, WorkerLostError
 
 if TYPE_CHECKING:
     from types import ModuleType
@@ -46,10 +46,6 @@ R = TypeVar("R")
 MAX_RETRIES: Final = 3
 
 INSTALL_HINT: Final = "install it with `pip install 'fxstore[ray]'`"
-
-
-class WorkerLostError(FxStoreError):
-    """A task's worker died more often than the executor retries it."""
 
 
 class TaskPool(Protocol):
@@ -171,8 +167,12 @@ class RayPool:
                 yield position, value
 
 
-def _cluster_cpus(ray: ModuleType) -> int:
-    return max(1, int(ray.cluster_resources().get("CPU", 1)))
+def _cluster_slots(ray: ModuleType, num_gpus: float) -> int:
+    """Tasks the cluster runs at once: one per CPU, or per GPU for tasks that need one."""
+    resources = ray.cluster_resources()
+    if num_gpus:
+        return max(1, int(resources.get("GPU", 0) // num_gpus))
+    return max(1, int(resources.get("CPU", 1)))
 
 
 @contextlib.contextmanager
@@ -181,7 +181,8 @@ def open_ray_pool(
 ) -> Iterator[RayPool]:
     """A :class:`RayPool` on the cluster of `config` (joined for the block, left after it).
 
-    `workers` is the number of tasks in flight (None: one per CPU of the cluster). A Ray
+    `workers` is the number of tasks in flight (None: one per CPU of the cluster, or one
+    per GPU when each task asks for `num_gpus`). A Ray
     instance this process already started is used as it is and left running; one this
     block started (or joined) is shut down at its end.
 
@@ -211,7 +212,9 @@ def open_ray_pool(
         started = True
     try:
         yield RayPool(
-            ray, workers if workers is not None else _cluster_cpus(ray), num_gpus=num_gpus
+            ray,
+            workers if workers is not None else _cluster_slots(ray, num_gpus),
+            num_gpus=num_gpus,
         )
     finally:
         if started:
