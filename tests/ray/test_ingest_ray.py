@@ -127,3 +127,17 @@ def test_cli_ray_address_without_executor_ray_is_one_error_line(tmp_path: Path) 
     assert result.output == (
         "Error: `ray_address` ('auto') needs the Ray executor: add --executor ray.\n"
     )
+
+
+def test_precompute_on_ray_writes_the_same_fxcache(one_core: IngestSummary) -> None:
+    from fxstore.config import FeatureConfig
+    from fxstore.features.precompute import precompute
+
+    root = one_core.out_dir.parents[4]
+    local = precompute(FeatureConfig(), root)
+    files = {p.name: p.read_bytes() for p in local.out_dir.iterdir() if p.suffix != ".lock"}
+
+    on_ray = precompute(FeatureConfig(force=True, executor=RAY), root)
+
+    assert on_ray.out_dir == local.out_dir
+    assert {p.name: p.read_bytes() for p in on_ray.out_dir.iterdir() if p.name in files} == files
