@@ -91,6 +91,7 @@ def executor_options(unit: str) -> Callable[[F], F]:
     return _stack(
         click.option(
             "--executor",
+            "executor_kind",
             type=click.Choice(EXECUTOR_KINDS),
             default="local",
             show_default=True,
@@ -106,9 +107,9 @@ def executor_options(unit: str) -> Callable[[F], F]:
     )
 
 
-def executor_config(executor: str, ray_address: str | None) -> ExecutorConfig:
+def executor_config(executor_kind: str, ray_address: str | None) -> ExecutorConfig:
     """The executor of the options (checks that --ray-address goes with --executor ray)."""
-    return ExecutorConfig(kind="ray" if executor == "ray" else "local", address=ray_address)
+    return ExecutorConfig(kind="ray" if executor_kind == "ray" else "local", address=ray_address)
 
 
 def quiet_option(func: F) -> F:

@@ -254,7 +254,7 @@ def ingest(
     threshold: float | None,
     target_bars_per_day: float | None,
     workers: int | None,
-    executor: str,
+    executor_kind: str,
     ray_address: str | None,
     definitions: tuple[Path, ...],
     multiplier: float | None,
@@ -276,7 +276,7 @@ def ingest(
         BarConfig(bar_type=bar_type, threshold=threshold, multiplier=multiplier),
         target_bars_per_day=target_bars_per_day,
     )
-    runs_on = executor_config(executor, ray_address)
+    runs_on = executor_config(executor_kind, ray_address)
     default_workers = 0 if runs_on.is_ray else (os.cpu_count() or 1)
     config = override(
         IngestConfig(executor=runs_on),

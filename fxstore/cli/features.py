@@ -73,7 +73,7 @@ def precompute(
     features_file: Path | None,
     shard_by: ShardBy,
     force: bool,
-    executor: str,
+    executor_kind: str,
     ray_address: str | None,
     as_json: bool,
     store_root: Path,
@@ -92,7 +92,7 @@ def precompute(
     from fxstore.features.definitions import load_featureset
 
     config = override(
-        FeatureConfig(executor=executor_config(executor, ray_address)),
+        FeatureConfig(executor=executor_config(executor_kind, ray_address)),
         symbol=symbol,
         instrument_key=instrument_key,
         bar_key=bar_key,

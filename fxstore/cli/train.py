@@ -414,7 +414,7 @@ def _stop_on_signals(stop: StopRequest) -> Iterator[None]:
 def train(
     profile: str | None,
     resume: str | None,
-    executor: str,
+    executor_kind: str,
     ray_address: str | None,
     as_json: bool,
     store_root: Path,
@@ -444,7 +444,7 @@ def train(
         )
     config = train_config(profile or DEFAULT_PROFILE, **settings)
     expected = config.profile if resume and profile is not None else None
-    runs_on = executor_config(executor, ray_address)
+    runs_on = executor_config(executor_kind, ray_address)
     run_train(
         config,
         store_root,

@@ -56,6 +56,8 @@ def _from_profile(value: object, command: str, name: str) -> bool:
 #: Shown defaults that describe rather than state the value, and how to check them.
 DESCRIBED: dict[str, Callable[[object, str, str], bool]] = {
     "the only one": _is_none,
+    "a Ray instance on this machine, for the run": _is_none,
+    "all cores; with --executor ray, every CPU of the cluster": lambda v, *_: v == os.cpu_count(),
     "the latest written": _is_none,
     "the default set": _is_none,
     "each contract's own": _is_none,
