@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
 
 from fxstore.config.executor import EXECUTOR_KINDS, ExecutorConfig, ExecutorKind
-from fxstore.errors import InvalidInputError, WorkerLostError
+from fxstore.errors import FxStoreWarning, InvalidInputError, WorkerLostError
 
 if TYPE_CHECKING:
     from types import ModuleType
@@ -90,28 +92,35 @@ class RayPool:
         self._remote: dict[Callable[..., Any], Any] = {}
 
     def _remote_of(self, fn: Callable[[T], R]) -> Any:
+        """`fn` as a Ray task that brings its FxStoreWarnings back (see :func:`_call`)."""
         if fn not in self._remote:
-            self._remote[fn] = self._ray.remote(
-                num_cpus=1, num_gpus=self._num_gpus, max_retries=MAX_RETRIES
-            )(fn)
+            task = self._ray.remote(num_cpus=1, num_gpus=self._num_gpus, max_retries=MAX_RETRIES)
+            self._remote[fn] = _BoundTask(task(_call), fn)
         return self._remote[fn]
 
     def _result(self, ref: Any, item: object) -> Any:
         """The task's value, or its own exception (Ray's wrapper taken off)."""
         ray = self._ray
         try:
-            return ray.get(ref)
+            value, caught = ray.get(ref)
         except ray.exceptions.RayTaskError as err:
             cause = err.cause
             if isinstance(cause, BaseException):
                 raise cause.with_traceback(None) from None
             raise
-        except (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError) as err:
+        except (
+            ray.exceptions.WorkerCrashedError,
+            ray.exceptions.NodeDiedError,
+            ray.exceptions.OutOfMemoryError,
+        ) as err:
             raise WorkerLostError(
                 f"{describe_task(item)}: its Ray worker died {MAX_RETRIES + 1} times "
                 f"({type(err).__name__}); check the workers' memory and logs "
                 "(`ray logs`), then run again: finished work is kept."
             ) from err
+        for warning in caught:  # as the local pool's workers show theirs
+            warnings.warn(warning, stacklevel=2)
+        return value
 
     def imap(self, fn: Callable[[T], R], items: Iterable[T]) -> Iterator[R]:
         """The results of `fn` over `items`, in order, as each is due; tasks still in flight
@@ -165,6 +174,27 @@ class RayPool:
                 except Exception as err:  # reported per task by the caller
                     value = err
                 yield position, value
+
+
+def _call(fn: Callable[[T], R], item: T) -> tuple[R, list[FxStoreWarning]]:
+    """Run `fn(item)` in a Ray worker; its value and the FxStoreWarnings it raised (Ray does
+    not forward the worker's stderr here: it would cut through the progress bar)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", FxStoreWarning)
+        value = fn(item)
+    kept = [w.message for w in caught if isinstance(w.message, FxStoreWarning)]
+    return value, kept
+
+
+@dataclass(frozen=True, slots=True)
+class _BoundTask:
+    """A Ray task of :func:`_call` bound to one function: ``.remote(item)``."""
+
+    task: Any
+    fn: Callable[..., Any]
+
+    def remote(self, item: object) -> Any:
+        return self.task.remote(self.fn, item)
 
 
 def _cluster_slots(ray: ModuleType, num_gpus: float) -> int:

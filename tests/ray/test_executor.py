@@ -2,11 +2,12 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
 
-from fxstore.errors import InvalidInputError, SchemaError
+from fxstore.errors import FxStoreWarning, InvalidInputError, SchemaError
 from fxstore.executor import MAX_RETRIES, RayPool, WorkerLostError, require_ray
 from tests.ray.conftest import ray
 
@@ -20,6 +21,11 @@ def _square(x: int) -> int:
 def _fail_on_three(x: int) -> int:
     if x == 3:
         raise SchemaError(f"day {x}: broken.dbn.zst: bad")
+    return x
+
+
+def _warn(x: int) -> int:
+    warnings.warn(FxStoreWarning(f"item {x}: damaged but usable"), stacklevel=1)
     return x
 
 
@@ -49,6 +55,13 @@ def test_ray_pool_raises_the_tasks_own_error_with_its_message() -> None:
         pool.map(_fail_on_three, range(6))
 
     assert str(err.value) == "day 3: broken.dbn.zst: bad"
+
+
+def test_ray_pool_brings_a_tasks_fxstore_warnings_back_to_the_driver() -> None:
+    pool = RayPool(ray, workers=2)
+
+    with pytest.warns(FxStoreWarning, match=r"item 1: damaged but usable"):
+        assert pool.map(_warn, [1]) == [1]
 
 
 def test_ray_pool_retries_a_task_whose_worker_died(tmp_path: Path) -> None:
