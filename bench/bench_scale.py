@@ -18,6 +18,11 @@ FXSTORE_BENCH_SPLIT=utc-day makes the days Databento-style UTC-day files (one ta
 week, or per day when split); FXSTORE_BENCH_DATA keeps the generated days across runs.
 
 Run:  python bench/bench_scale.py --days 48 --day-records 2000000 --workers 8,16 --repeat 3
+
+Ray must be importable by this Python and by the Ray workers it starts (they inherit
+PYTHONPATH). On a host that cannot reach a registry, bring its wheel (ray 2.60.0 for
+CPython 3.12 is 79 MB) and those of its needs that are missing there (click, filelock,
+jsonschema, msgpack, packaging, protobuf, pyyaml, requests).
 """
 
 from __future__ import annotations
