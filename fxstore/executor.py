@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
 
 from fxstore.config.executor import EXECUTOR_KINDS, ExecutorConfig, ExecutorKind
-from fxstore.errors import FxStoreWarning, InvalidInputError, WorkerLostError
+from fxstore.errors import FxStoreError, FxStoreWarning, InvalidInputError, WorkerLostError
 
 if TYPE_CHECKING:
     from types import ModuleType
@@ -99,15 +99,14 @@ class RayPool:
         return self._remote[fn]
 
     def _result(self, ref: Any, item: object) -> Any:
-        """The task's value, or its own exception (Ray's wrapper taken off)."""
+        """The task's value, or its exception: an FxStoreError as the task raised it."""
         ray = self._ray
         try:
             value, caught = ray.get(ref)
         except ray.exceptions.RayTaskError as err:
-            cause = err.cause
-            if isinstance(cause, BaseException):
-                raise cause.with_traceback(None) from None
-            raise
+            if isinstance(err.cause, FxStoreError):  # a user error: its one line, as raised
+                raise err.cause.with_traceback(None) from None
+            raise  # a bug: Ray's error is of the same class and shows the task's traceback
         except (
             ray.exceptions.WorkerCrashedError,
             ray.exceptions.NodeDiedError,

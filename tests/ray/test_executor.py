@@ -100,3 +100,16 @@ def test_require_ray_without_ray_says_how_to_install_it(monkeypatch: pytest.Monk
 
     assert "pip install 'fxstore[ray]'" in str(err.value)
     assert str(err.value).startswith("--executor ray needs Ray, which is not installed")
+
+
+def _bug(x: int) -> int:
+    return {}[x]  # type: ignore[no-any-return]
+
+
+def test_ray_pool_lets_a_bug_show_as_its_own_class_with_the_tasks_traceback() -> None:
+    pool = RayPool(ray, workers=1)
+
+    with pytest.raises(KeyError) as err:
+        pool.map(_bug, [5])
+
+    assert "_bug" in str(err.value)  # Ray's message carries the task's traceback
