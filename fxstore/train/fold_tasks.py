@@ -18,7 +18,7 @@ from them).
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,14 +26,12 @@ from fxstore.config import TrainConfig
 from fxstore.config.executor import ExecutorConfig
 from fxstore.errors import FoldFailedError, FxStoreError
 from fxstore.executor import open_ray_pool
-from fxstore.train.backtest import FoldResult, load_oracle
-from fxstore.train.data import open_cache
-from fxstore.train.env import contract_spec
+from fxstore.train.backtest import FoldResult
 from fxstore.train.runs import RunFolder
 from fxstore.train.status import StopRequest
 from fxstore.train.walkforward import Fold
 
-__all__ = ["FoldTask", "run_fold_task", "train_folds_on_ray"]
+__all__ = ["FoldTask", "train_folds_on_ray"]
 
 logger = logging.getLogger(__name__)
 
@@ -55,35 +53,12 @@ class FoldTask:
         return f"fold {self.fold.index} of run {self.run_path.name}"
 
 
-def run_fold_task(task: FoldTask) -> dict[str, FoldResult]:
-    """Train and score one fold in this process (a Ray worker): the serial loop's own code."""
-    from fxstore.train.loop import fold_results  # loop imports this module when it runs Ray
-
-    config = task.config
-    cache = open_cache(task.root, config.symbol, config.featureset, config.device)
-    spec = contract_spec(config.symbol, config.env)
-    planted = load_oracle(task.root, config.symbol, config.signal_dir, cache)
-    run = RunFolder(task.run_path)  # the driver holds its lock
-    return fold_results(
-        cache.market,
-        cache,
-        task.fold,
-        config,
-        spec,
-        planted,
-        task.sizes,
-        run,
-        None,
-        task.n_folds,
-        None,
-    )
-
-
 def train_folds_on_ray(
     config: TrainConfig,
     root: Path,
     run: RunFolder,
     folds: Sequence[Fold],
+    run_fold: Callable[[FoldTask], dict[str, FoldResult]],
     sizes: dict[str, int],
     n_folds: int,
     stop: StopRequest | None,
@@ -91,7 +66,8 @@ def train_folds_on_ray(
     *,
     on_gpu: bool,
 ) -> Iterator[tuple[Fold, dict[str, FoldResult]]]:
-    """Run `folds` as Ray tasks; yield each (fold, results by policy) as it finishes.
+    """Run `folds` as Ray tasks of `run_fold` (:func:`fxstore.train.loop.run_fold_task`:
+    the serial loop's own code); yield each (fold, results by policy) as it finishes.
 
     `on_gpu`: the run trains on a GPU, so each task asks Ray for one (and as many run at
     once as the cluster has GPUs); else one CPU each.
@@ -116,7 +92,7 @@ def train_folds_on_ray(
     num_gpus = 1 if on_gpu else 0
     with open_ray_pool(executor, None, num_gpus=num_gpus) as pool:
         logger.info("training %d folds on Ray, %d at once", len(tasks), pool.workers)
-        for position, value in pool.submit_all(run_fold_task, tasks):
+        for position, value in pool.submit_all(run_fold, tasks):
             fold = folds[position]
             if isinstance(value, BaseException):
                 logger.warning("fold %d failed: %s", fold.index, value)

@@ -49,6 +49,7 @@ from fxstore.train.backtest import (
 from fxstore.train.checkpoint import DAMAGED, load_checkpoint, meta_value, save_checkpoint
 from fxstore.train.data import CachedMarket, open_cache
 from fxstore.train.env import ContractSpec, Market, contract_spec, evaluate_positions
+from fxstore.train.fold_tasks import FoldTask, train_folds_on_ray
 from fxstore.train.memory import check_host_memory
 from fxstore.train.metrics import sharpe_per_bar, to_host
 from fxstore.train.oracle import PlantedSignal
@@ -563,12 +564,10 @@ def _train_folds(
         f.index: run.read_fold(f, market.bars_per_day, config.capital, config.seed) for f in folds
     }
     if executor is not None and executor.is_ray:
-        from fxstore.train.fold_tasks import train_folds_on_ray
-
         todo = [f for f in folds if found[f.index] is None]
         on_gpu = market.xp is not np
         ray_folds = train_folds_on_ray(
-            config, root, run, todo, sizes, len(folds), stop, executor, on_gpu=on_gpu
+            config, root, run, todo, run_fold_task, sizes, len(folds), stop, executor, on_gpu=on_gpu
         )
         for fold, trained in ray_folds:
             _finish_fold(run, fold, trained, config, recorder)
@@ -649,6 +648,30 @@ def fold_results(
         planted=planted.values,
     )
     return {r.policy: r for r in with_ts_close([*agents, *baselines], cache.ts_close)}
+
+
+def run_fold_task(task: FoldTask) -> dict[str, FoldResult]:
+    """Train and score one fold in this process (a Ray worker), from what a
+    :class:`~fxstore.train.fold_tasks.FoldTask` names: :func:`fold_results`, as the serial
+    loop runs it, over the fxcache opened here."""
+    config = task.config
+    cache = open_cache(task.root, config.symbol, config.featureset, config.device)
+    spec = contract_spec(config.symbol, config.env)
+    planted = load_oracle(task.root, config.symbol, config.signal_dir, cache)
+    run = RunFolder(task.run_path)  # the driver holds its lock
+    return fold_results(
+        cache.market,
+        cache,
+        task.fold,
+        config,
+        spec,
+        planted,
+        task.sizes,
+        run,
+        None,
+        task.n_folds,
+        None,
+    )
 
 
 def _finish_fold(
