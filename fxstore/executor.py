@@ -154,25 +154,39 @@ class RayPool:
         return list(self.imap(fn, items))
 
     def submit_all(
-        self, fn: Callable[[T], R], items: Sequence[T]
+        self,
+        fn: Callable[[T], R],
+        items: Sequence[T],
+        *,
+        should_stop: Callable[[], bool] | None = None,
     ) -> Iterator[tuple[int, R | BaseException]]:
         """Run every item (`workers` at once); yield (position, result or exception) as each
-        task ends, so one failure never stops the others."""
+        task ends, so one failure never stops the others.
+
+        `should_stop` is asked about twice a second: once it says so, the tasks in flight
+        are cancelled and no more start (the caller says what was left undone).
+        """
         remote = self._remote_of(fn)
         waiting = list(enumerate(items))
         running: dict[Any, int] = {}
-        while waiting or running:
-            while waiting and len(running) < self.workers:
-                position, item = waiting.pop(0)
-                running[remote.remote(item)] = position
-            ready, _ = self._ray.wait(list(running), num_returns=1)
-            for ref in ready:
-                position = running.pop(ref)
-                try:
-                    value: R | BaseException = self._result(ref, items[position])
-                except Exception as err:  # reported per task by the caller
-                    value = err
-                yield position, value
+        try:
+            while waiting or running:
+                while waiting and len(running) < self.workers:
+                    position, item = waiting.pop(0)
+                    running[remote.remote(item)] = position
+                ready, _ = self._ray.wait(list(running), num_returns=1, timeout=0.5)
+                for ref in ready:
+                    position = running.pop(ref)
+                    try:
+                        value: R | BaseException = self._result(ref, items[position])
+                    except Exception as err:  # reported per task by the caller
+                        value = err
+                    yield position, value
+                if should_stop is not None and should_stop():
+                    return
+        finally:
+            for ref in running:
+                self._ray.cancel(ref)
 
 
 def _call(fn: Callable[[T], R], item: T) -> tuple[R, list[FxStoreWarning]]:

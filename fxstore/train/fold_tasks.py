@@ -72,15 +72,16 @@ def train_folds_on_ray(
     `on_gpu`: the run trains on a GPU, so each task asks Ray for one (and as many run at
     once as the cluster has GPUs); else one CPU each.
 
+    Once `stop` is set (a signal), the folds in flight are cancelled (each keeps its last
+    checkpoint, so ``--resume`` continues it) and this returns; the caller then raises
+    RunInterruptedError at the first fold not done.
+
     Raises
     ------
     FoldFailedError
         Once every fold is back, for the lowest-numbered fold that failed with a user error
         (its message, the fold's index, and how many others failed); a fold that failed
         with any other exception re-raises it, noted with its fold index.
-    RunInterruptedError
-        Never from here: `stop` is checked by the caller between folds; tasks in flight
-        are cancelled when the caller stops iterating.
     """
     if not folds:
         return
@@ -92,15 +93,19 @@ def train_folds_on_ray(
     num_gpus = 1 if on_gpu else 0
     with open_ray_pool(executor, None, num_gpus=num_gpus) as pool:
         logger.info("training %d folds on Ray, %d at once", len(tasks), pool.workers)
-        for position, value in pool.submit_all(run_fold, tasks):
+
+        def stopping() -> bool:  # the caller raises RunInterruptedError at the next fold
+            return stop is not None and stop.signum is not None
+
+        for position, value in pool.submit_all(run_fold, tasks, should_stop=stopping):
             fold = folds[position]
             if isinstance(value, BaseException):
                 logger.warning("fold %d failed: %s", fold.index, value)
                 failed[fold.index] = value
                 continue
             yield fold, value
-            if stop is not None and stop.signum is not None:
-                return
+        if stopping():
+            return
     if failed:
         first = min(failed)
         err = failed[first]

@@ -2,7 +2,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import signal
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -10,9 +12,12 @@ from click.testing import CliRunner
 from fxstore.cli import cli
 from fxstore.config import BarConfig, FeatureConfig, IngestConfig
 from fxstore.config.executor import ExecutorConfig
-from fxstore.errors import FoldFailedError
+from fxstore.errors import FoldFailedError, RunInterruptedError
 from fxstore.store import fold_dir
+from fxstore.train import loop
+from fxstore.train.backtest import BacktestResult
 from fxstore.train.loop import train
+from fxstore.train.status import StopRequest
 from tests.conftest import SynthMarket
 from tests.train._tiny import TINY
 
@@ -42,9 +47,12 @@ def _metrics(run_dir: Path) -> dict[str, object]:
     return metrics
 
 
-def test_train_on_ray_gives_the_serial_runs_metrics(store: Path) -> None:
-    serial = train(THREE, store)
+@pytest.fixture(scope="module")
+def serial(store: Path) -> BacktestResult:
+    return train(THREE, store)
 
+
+def test_train_on_ray_gives_the_serial_runs_metrics(store: Path, serial: BacktestResult) -> None:
     on_ray = train(THREE, store, executor=RAY)
 
     assert _metrics(on_ray.run_dir) == _metrics(serial.run_dir)
@@ -83,3 +91,26 @@ def test_cli_train_executor_ray_runs(store: Path) -> None:
     )
 
     assert result.exit_code == 0, result.output
+
+
+def test_train_on_ray_stopped_by_a_signal_resumes_to_the_serial_runs_metrics(
+    store: Path, serial: BacktestResult, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stop = StopRequest()
+    finish = loop._finish_fold
+
+    def finish_then_signal(*args: Any) -> None:  # Ctrl-C once the first fold is in
+        finish(*args)
+        stop.request(signal.SIGINT)
+
+    monkeypatch.setattr(loop, "_finish_fold", finish_then_signal)
+    with pytest.raises(RunInterruptedError) as err:
+        train(THREE, store, executor=RAY, stop=stop)
+    monkeypatch.undo()
+    run_id = err.value.run_id
+    done = [(fold_dir(store / "runs" / run_id, i) / "results.npz").is_file() for i in range(3)]
+    assert 1 <= sum(done) <= 2 and not done[2]
+
+    resumed = train(THREE, store, resume=run_id, executor=RAY)
+
+    assert _metrics(resumed.run_dir) == _metrics(serial.run_dir)
