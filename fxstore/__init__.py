@@ -10,6 +10,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING
 
 from fxstore.errors import (
+    FoldFailedError,
     FxStoreError,
     FxStoreWarning,
     InvalidInputError,
@@ -20,6 +21,7 @@ from fxstore.errors import (
     StoreAccessError,
     SymbolNotFoundError,
     TrainingDivergedError,
+    WorkerLostError,
 )
 
 if TYPE_CHECKING:
@@ -31,6 +33,7 @@ except PackageNotFoundError:  # running from a source tree that was never instal
     __version__ = "0+unknown"
 
 __all__ = [
+    "FoldFailedError",
     "FxStoreError",
     "FxStoreWarning",
     "InvalidInputError",
@@ -41,6 +44,7 @@ __all__ = [
     "StoreAccessError",
     "SymbolNotFoundError",
     "TrainingDivergedError",
+    "WorkerLostError",
     "__version__",
     "open",
 ]

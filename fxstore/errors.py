@@ -7,6 +7,7 @@ Every error a user can cause is an :class:`FxStoreError`; the CLI turns it into 
 from __future__ import annotations
 
 __all__ = [
+    "FoldFailedError",
     "FxStoreError",
     "FxStoreWarning",
     "InvalidInputError",
@@ -17,6 +18,7 @@ __all__ = [
     "StoreAccessError",
     "SymbolNotFoundError",
     "TrainingDivergedError",
+    "WorkerLostError",
 ]
 
 
@@ -64,6 +66,15 @@ class RunInterruptedError(FxStoreError):
 
 class TrainingDivergedError(FxStoreError):
     """Training produced a non-finite loss, gradient or weight (lower the learning rate)."""
+
+
+class FoldFailedError(FxStoreError):
+    """A walk-forward fold trained as a task failed (its message names the fold); the
+    folds that finished are kept for ``--resume``."""
+
+
+class WorkerLostError(FxStoreError):
+    """A task's worker process (or node) died more often than the executor retries it."""
 
 
 class FxStoreWarning(UserWarning):

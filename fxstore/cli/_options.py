@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Final, TypeVar, cast
 import click
 
 from fxstore.config import EnvConfig, SynthConfig, WalkForwardConfig
+from fxstore.config.executor import EXECUTOR_KINDS, ExecutorConfig
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -145,6 +146,32 @@ def store_option(func: F) -> F:
         ),
     )
     return cast(F, _stack(*options)(run_on_store))
+
+
+def executor_options(unit: str) -> Callable[[F], F]:
+    """--executor and --ray-address: where the work units (`unit`) run."""
+    return _stack(
+        click.option(
+            "--executor",
+            "executor_kind",
+            type=click.Choice(EXECUTOR_KINDS),
+            default="local",
+            show_default=True,
+            help=f"Run {unit} in the local process pool, or as tasks on a Ray cluster "
+            "(pip install 'fxstore[ray]'); the output is the same.",
+        ),
+        click.option(
+            "--ray-address",
+            default=None,
+            help="With --executor ray: the cluster to join (auto, ray://HOST:10001, "
+            "HOST:6379) [default: a Ray instance on this machine, for the run].",
+        ),
+    )
+
+
+def executor_config(executor_kind: str, ray_address: str | None) -> ExecutorConfig:
+    """The executor of the options (checks that --ray-address goes with --executor ray)."""
+    return ExecutorConfig(kind="ray" if executor_kind == "ray" else "local", address=ray_address)
 
 
 def quiet_option(func: F) -> F:

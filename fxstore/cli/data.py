@@ -16,6 +16,8 @@ from fxstore.cli._options import (
     command,
     default_of,
     definitions_option,
+    executor_config,
+    executor_options,
     json_option,
     multiplier_option,
     override,
@@ -186,7 +188,7 @@ def run_ingest(
     config: IngestConfig, paths: Sequence[Path], store_root: Path, quiet: bool
 ) -> IngestSummary:
     """Build the bars with a progress bar, then report the days, bars and rolls."""
-    if config.workers > 1:
+    if config.workers > 1 and not config.executor.is_ray:
         from fxstore.ingest import start_worker_server
 
         start_worker_server()  # boots while this process imports the pipeline
@@ -248,8 +250,10 @@ def run_ingest(
     "--workers",
     type=int,
     default=None,
-    help="Processes building days in parallel [default: all cores].",
+    help="Processes (or Ray tasks at once) building days in parallel [default: all cores; "
+    "with --executor ray, every CPU of the cluster].",
 )
+@executor_options("the groups of days")
 @definitions_option
 @multiplier_option
 @click.option(
@@ -309,6 +313,8 @@ def ingest(
     threshold: float | None,
     target_bars_per_day: float | None,
     workers: int | None,
+    executor_kind: str,
+    ray_address: str | None,
     definitions: tuple[Path, ...],
     multiplier: float | None,
     rule: RollRule | None,
@@ -345,12 +351,14 @@ def ingest(
         BarConfig(bar_type=bar_type, threshold=threshold, multiplier=multiplier),
         target_bars_per_day=target_bars_per_day,
     )
+    runs_on = executor_config(executor_kind, ray_address)
+    default_workers = 0 if runs_on.is_ray else (os.cpu_count() or 1)
     config = override(
-        IngestConfig(),
+        IngestConfig(executor=runs_on),
         symbol=symbol,
         instrument_mode=instrument_mode,
         bars=bars,
-        workers=workers if workers is not None else (os.cpu_count() or 1),
+        workers=workers if workers is not None else default_workers,
         definitions=definitions,
         roll=roll,
         statistics=statistics,

@@ -10,6 +10,8 @@ import click
 from fxstore.cli._options import (
     command,
     default_of,
+    executor_config,
+    executor_options,
     features_file_option,
     featureset_option,
     json_option,
@@ -61,6 +63,7 @@ def run_precompute(
 @click.option(
     "--force", is_flag=True, help="Recompute even when bars and feature set are unchanged."
 )
+@executor_options("the build (one task: the features are causal over the whole series)")
 @json_option
 @store_option
 def precompute(
@@ -70,6 +73,8 @@ def precompute(
     features_file: Path | None,
     shard_by: ShardBy,
     force: bool,
+    executor_kind: str,
+    ray_address: str | None,
     as_json: bool,
     store_root: Path,
 ) -> None:
@@ -87,7 +92,7 @@ def precompute(
     from fxstore.features.definitions import load_featureset
 
     config = override(
-        FeatureConfig(),
+        FeatureConfig(executor=executor_config(executor_kind, ray_address)),
         symbol=symbol,
         instrument_key=instrument_key,
         bar_key=bar_key,

@@ -15,6 +15,8 @@ from fxstore.cli._options import (
     command,
     cost_options,
     default_of,
+    executor_config,
+    executor_options,
     featureset_option,
     given,
     json_option,
@@ -29,6 +31,7 @@ from fxstore.cli._options import (
 )
 from fxstore.cli._output import echo_json, fold_progress, progress, training_display
 from fxstore.config import BacktestConfig, TrainConfig
+from fxstore.config.executor import ExecutorConfig
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -248,6 +251,7 @@ def run_train(
     resume: str | None = None,
     profile: str | None = None,
     as_json: bool = False,
+    executor: ExecutorConfig | None = None,
 ) -> BacktestResult:
     """Train with a progress display, then print the results (as a table or JSON).
 
@@ -276,6 +280,7 @@ def run_train(
                 on_progress=show,
                 on_start=announce,
                 stop=stop,
+                executor=executor,
             )
     except RunInterruptedError as err:
         click.echo(f"Interrupted: {err}", err=True)
@@ -402,12 +407,15 @@ def _stop_on_signals(stop: StopRequest) -> Iterator[None]:
     "[default: <store>/synth/<symbol>].",
 )
 @click.option("--resume", default=None, help="Run id under runs/ to continue.")
+@executor_options("the walk-forward folds (one GPU each where there are GPUs)")
 @json_option
 @store_option
 @quiet_option
 def train(
     profile: str | None,
     resume: str | None,
+    executor_kind: str,
+    ray_address: str | None,
     as_json: bool,
     store_root: Path,
     quiet: bool,
@@ -436,4 +444,13 @@ def train(
         )
     config = train_config(profile or DEFAULT_PROFILE, **settings)
     expected = config.profile if resume and profile is not None else None
-    run_train(config, store_root, quiet, resume=resume, profile=expected, as_json=as_json)
+    runs_on = executor_config(executor_kind, ray_address)
+    run_train(
+        config,
+        store_root,
+        quiet,
+        resume=resume,
+        profile=expected,
+        as_json=as_json,
+        executor=runs_on,
+    )

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, get_args
 
 from fxstore.config._validate import validate_choice
+from fxstore.config.executor import ExecutorConfig
 from fxstore.store import validate_key
 
 if TYPE_CHECKING:  # for the annotation only: the feature-set type belongs to features/
@@ -37,6 +38,9 @@ class FeatureConfig:
 
     force: bool = False
     """Recompute even when the bars and the feature set are unchanged."""
+
+    executor: ExecutorConfig = field(default_factory=ExecutorConfig)
+    """Where the cache is built: in this process, or as one Ray task (the output is the same)."""
 
     def __post_init__(self) -> None:
         validate_key(self.symbol, "symbol")

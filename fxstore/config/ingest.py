@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Final, Literal, get_args
 
 from fxstore.config._validate import validate_at_least, validate_number
+from fxstore.config.executor import ExecutorConfig
 from fxstore.errors import InvalidInputError
 from fxstore.store import validate_key
 
@@ -315,7 +316,12 @@ class IngestConfig:
     """The bar type and its parameters."""
 
     workers: int = 1
-    """Processes building trading days in parallel (the output is the same for any count)."""
+    """Processes (local pool) or Ray tasks at once (``executor.kind == "ray"``) building
+    trading days in parallel; 0 with Ray: one per CPU of the cluster. The output is the same
+    for any count and either executor."""
+
+    executor: ExecutorConfig = field(default_factory=ExecutorConfig)
+    """Where the groups are built: the local process pool, or a Ray cluster."""
 
     chunk_records: int = 1 << 12
     """MBP-10 records decoded per chunk (the reader's fastest block size); memory per worker
@@ -342,7 +348,8 @@ class IngestConfig:
                 f"`instrument_mode` must be an InstrumentSelection, was "
                 f"{self.instrument_mode!r}: parse the text with InstrumentSelection.parse."
             )
-        validate_number("workers", self.workers, above=0.0, integral=True)
+        if not (self.executor.is_ray and self.workers == 0):
+            validate_number("workers", self.workers, above=0.0, integral=True)
         validate_number("chunk_records", self.chunk_records, above=0.0, integral=True)
         if not self.roll.is_default and self.instrument_mode.mode != "front-month":
             raise InvalidInputError(

@@ -12,6 +12,7 @@ does nothing unless ``force``.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import time
@@ -27,6 +28,7 @@ import pyarrow.parquet as pq
 from fxstore import __version__
 from fxstore.config import FeatureConfig
 from fxstore.errors import FxStoreWarning, InvalidInputError, SchemaError, SymbolNotFoundError
+from fxstore.executor import open_ray_pool, require_ray
 from fxstore.features.compute import FeatureFrame, compute_features
 from fxstore.features.definitions import FeatureSet, resolve_featureset
 from fxstore.features.inputs import REQUIRED_COLUMNS
@@ -426,6 +428,44 @@ def _write_shards(out_dir: Path, frame: FeatureFrame, config: FeatureConfig) -> 
     return entries
 
 
+@dataclass(frozen=True, slots=True)
+class CacheTask:
+    """One fxcache to build: the unit of work of precompute (a whole bar series, since the
+    features are causal over it: a rolling window carries from day to day)."""
+
+    config: FeatureConfig
+    featureset: FeatureSet
+    source: BarSource
+    key: str
+    out_dir: Path
+    calendar: str
+
+    def describe(self) -> str:
+        return f"precompute of {self.config.symbol} into {self.out_dir}"
+
+
+def build_cache(task: CacheTask) -> Json:
+    """Read the bars, compute the features, write the shards; return the manifest to commit
+    (in this process, or in a Ray task: the driver writes it)."""
+    bars = read_bars(task.source, task.featureset.settings.prices)
+    frame = compute_features(bars, task.featureset, calendar=task.calendar)
+    shards = _write_shards(task.out_dir, frame, task.config)
+    extra = (_bars_per_day(bars), shards)
+    return _manifest(task.config, task.featureset, task.source, frame, task.key, extra)
+
+
+def _run_cache_task(task: CacheTask) -> Json:
+    """:func:`build_cache` here, or as one Ray task with ``--executor ray`` (paths made
+    absolute: a Ray worker may run in another folder or on another node)."""
+    if not task.config.executor.is_ray:
+        return build_cache(task)
+    source = dataclasses.replace(task.source, folder=task.source.folder.absolute())
+    remote = dataclasses.replace(task, source=source, out_dir=task.out_dir.absolute())
+    with open_ray_pool(task.config.executor, 1) as pool:
+        (manifest,) = pool.map(build_cache, [remote])
+    return manifest
+
+
 def precompute(config: FeatureConfig, store_root: Path) -> PrecomputeSummary:
     """Compute `config.features` over a bar series and write the symbol's fxcache.
 
@@ -450,6 +490,8 @@ def precompute(config: FeatureConfig, store_root: Path) -> PrecomputeSummary:
         The bars are not one continuous series in ``ts_close`` order.
     """
     started = time.perf_counter()
+    if config.executor.is_ray:
+        require_ray()  # before anything is read or written
     source = resolve_bars(store_root, config)
     featureset = resolve_featureset(config.features)
     if featureset.settings.tick_size is None:  # the instrument master's, via the bars
@@ -470,11 +512,10 @@ def precompute(config: FeatureConfig, store_root: Path) -> PrecomputeSummary:
         existing = None if config.force else _existing(out_dir, source, config)
         if existing is not None:  # another process finished it while we waited for the lock
             return _summary(out_dir, existing, started, up_to_date=True)
-        bars = read_bars(source, featureset.settings.prices)
-        frame = compute_features(bars, featureset, calendar=_calendar(source, config))
         manifest_path(out_dir).unlink(missing_ok=True)  # incomplete until the new one is written
-        shards = _write_shards(out_dir, frame, config)
-        manifest = _manifest(config, featureset, source, frame, key, (_bars_per_day(bars), shards))
+        task = CacheTask(config, featureset, source, key, out_dir, _calendar(source, config))
+        manifest = _run_cache_task(task)
         atomic_write_json(manifest_path(out_dir), manifest)
-    logger.info("wrote %d rows in %d shards to %s", frame.n_rows, len(shards), out_dir)
+    n_shards = len(manifest["shards"])
+    logger.info("wrote %d rows in %d shards to %s", manifest["n_rows"], n_shards, out_dir)
     return _summary(out_dir, manifest, started, up_to_date=False)

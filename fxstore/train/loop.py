@@ -29,6 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from fxstore.config import AgentConfig, TrainConfig
+from fxstore.config.executor import ExecutorConfig
 from fxstore.errors import InvalidInputError, RunInterruptedError
 from fxstore.store import atomic_write_json, fold_dir
 from fxstore.train import rng as crng
@@ -48,6 +49,7 @@ from fxstore.train.backtest import (
 from fxstore.train.checkpoint import DAMAGED, load_checkpoint, meta_value, save_checkpoint
 from fxstore.train.data import CachedMarket, open_cache
 from fxstore.train.env import ContractSpec, Market, contract_spec, evaluate_positions
+from fxstore.train.fold_tasks import FoldTask, train_folds_on_ray
 from fxstore.train.memory import check_host_memory
 from fxstore.train.metrics import sharpe_per_bar, to_host
 from fxstore.train.oracle import PlantedSignal
@@ -422,6 +424,7 @@ def train(
     on_progress: Callable[[Progress], None] | None = None,
     on_start: Callable[[str], None] | None = None,
     stop: StopRequest | None = None,
+    executor: ExecutorConfig | None = None,
 ) -> BacktestResult:
     """Train the agent walk-forward on `config.symbol`'s fxcache under `root`.
 
@@ -446,6 +449,11 @@ def train(
     stop
         Checked after every training step and between folds: once set (by a signal
         handler), the run saves its checkpoint there and raises RunInterruptedError.
+    executor
+        With kind "ray": the folds not done yet run as Ray tasks first (one GPU each where
+        the run is on a GPU), with results identical to the serial run; a failed fold is
+        reported with its index once the others have finished
+        (:mod:`fxstore.train.fold_tasks`). None or "local": fold after fold here.
 
     Returns
     -------
@@ -470,7 +478,7 @@ def train(
     """
     resumed = RunFolder.resume(root, resume, profile=profile) if resume is not None else None
     try:
-        return _train_run(config, root, resumed, on_progress, on_start, stop)
+        return _train_run(config, root, resumed, on_progress, on_start, stop, executor)
     finally:
         if resumed is not None:
             resumed.lock.release()
@@ -483,6 +491,7 @@ def _train_run(
     on_progress: Callable[[Progress], None] | None,
     on_start: Callable[[str], None] | None,
     stop: StopRequest | None,
+    executor: ExecutorConfig | None = None,
 ) -> BacktestResult:
     """:func:`train` once the run to resume (if any) is found and locked."""
     plan = resumed.plan_resume(root) if resumed is not None else None
@@ -528,51 +537,61 @@ def _train_run(
         if on_start is not None:
             on_start(run.run_id)
         return _train_folds(
-            config, market, cache, folds, spec, planted, sizes, run, recorder, on_progress, stop
+            config,
+            (market, cache, folds, spec, planted, sizes),
+            run,
+            recorder,
+            on_progress,
+            stop,
+            (root, executor),
         )
 
 
 def _train_folds(
     config: TrainConfig,
-    market: Market,
-    cache: CachedMarket,
-    folds: list[Fold],
-    spec: ContractSpec,
-    planted: PlantedSignal,
-    sizes: dict[str, int],
+    inputs: tuple[Market, CachedMarket, list[Fold], ContractSpec, PlantedSignal, dict[str, int]],
     run: RunFolder,
     recorder: StatusRecorder,
     on_progress: Callable[[Progress], None] | None,
     stop: StopRequest | None,
+    where: tuple[Path, ExecutorConfig | None],
 ) -> BacktestResult:
-    """Train every fold not done yet, then score and write the run's totals."""
+    """Train every fold not done yet (in order here, or as Ray tasks first), then score
+    and write the run's totals."""
+    market, cache, folds, spec, planted, sizes = inputs
+    root, executor = where
+    found: dict[int, dict[str, FoldResult] | None] = {
+        f.index: run.read_fold(f, market.bars_per_day, config.capital, config.seed) for f in folds
+    }
+    if executor is not None and executor.is_ray:
+        todo = [f for f in folds if found[f.index] is None]
+        on_gpu = market.xp is not np
+        ray_folds = train_folds_on_ray(
+            config, root, run, todo, run_fold_task, sizes, len(folds), stop, executor, on_gpu=on_gpu
+        )
+        for fold, trained in ray_folds:
+            _finish_fold(run, fold, trained, config, recorder)
+            found[fold.index] = trained
     results: list[FoldResult] = []
     for fold in folds:
-        done = run.read_fold(fold, market.bars_per_day, config.capital, config.seed)
+        done = found[fold.index]
         if done is None:
             if stop is not None and stop.signum is not None:
                 raise _interrupted(run, stop.signum, f"the start of fold {fold.index}")
-            agents = [
-                _train_seed(
-                    market, fold, config, spec, sizes, run, on_progress, len(folds), k, stop
-                )
-                for k in range(config.seeds)
-            ]
-            baselines = baseline_results(
+            done = fold_results(
                 market,
+                cache,
                 fold,
-                config.baselines,
-                config.env,
+                config,
                 spec,
-                capital=config.capital,
-                seed=config.seed,
-                planted=planted.values,
+                planted,
+                sizes,
+                run,
+                on_progress,
+                len(folds),
+                stop,
             )
-            done = {r.policy: r for r in with_ts_close([*agents, *baselines], cache.ts_close)}
-            run.write_fold(fold, done)
-            for k in range(config.seeds):
-                run.checkpoint_path(fold.index, k).unlink(missing_ok=True)
-            recorder.fold_done()
+            _finish_fold(run, fold, done, config, recorder)
         results += with_ts_close(list(done.values()), cache.ts_close)  # older folders lack it
     totals = policy_totals(results, market, capital=config.capital, seed=config.seed)
     shown = [b for b in config.baselines if b != "oracle" or planted.values is not None]
@@ -597,6 +616,76 @@ def _train_folds(
     )
     logger.info("trained %s on %d folds -> %s", config.symbol, len(folds), run.path)
     return result
+
+
+def fold_results(
+    market: Market,
+    cache: CachedMarket,
+    fold: Fold,
+    config: TrainConfig,
+    spec: ContractSpec,
+    planted: PlantedSignal,
+    sizes: dict[str, int],
+    run: RunFolder,
+    on_progress: Callable[[Progress], None] | None,
+    n_folds: int,
+    stop: StopRequest | None,
+) -> dict[str, FoldResult]:
+    """Train one fold's agents (every seed) and score them and the baselines on its test
+    window, by policy (in this process, or in a Ray task: :mod:`fxstore.train.fold_tasks`)."""
+    agents = [
+        _train_seed(market, fold, config, spec, sizes, run, on_progress, n_folds, k, stop)
+        for k in range(config.seeds)
+    ]
+    baselines = baseline_results(
+        market,
+        fold,
+        config.baselines,
+        config.env,
+        spec,
+        capital=config.capital,
+        seed=config.seed,
+        planted=planted.values,
+    )
+    return {r.policy: r for r in with_ts_close([*agents, *baselines], cache.ts_close)}
+
+
+def run_fold_task(task: FoldTask) -> dict[str, FoldResult]:
+    """Train and score one fold in this process (a Ray worker), from what a
+    :class:`~fxstore.train.fold_tasks.FoldTask` names: :func:`fold_results`, as the serial
+    loop runs it, over the fxcache opened here."""
+    config = task.config
+    cache = open_cache(task.root, config.symbol, config.featureset, config.device)
+    spec = contract_spec(config.symbol, config.env)
+    planted = load_oracle(task.root, config.symbol, config.signal_dir, cache)
+    run = RunFolder(task.run_path)  # the driver holds its lock
+    return fold_results(
+        cache.market,
+        cache,
+        task.fold,
+        config,
+        spec,
+        planted,
+        task.sizes,
+        run,
+        None,
+        task.n_folds,
+        None,
+    )
+
+
+def _finish_fold(
+    run: RunFolder,
+    fold: Fold,
+    done: dict[str, FoldResult],
+    config: TrainConfig,
+    recorder: StatusRecorder,
+) -> None:
+    """Write a trained fold's results, drop its checkpoints and count it done."""
+    run.write_fold(fold, done)
+    for k in range(config.seeds):
+        run.checkpoint_path(fold.index, k).unlink(missing_ok=True)
+    recorder.fold_done()
 
 
 def _train_seed(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -142,3 +143,22 @@ def test_synth_bad_options_fail_naming_the_field(
 
     assert result.exit_code == 1
     assert result.output.startswith("Error: ") and field in result.output
+
+
+def test_cli_ingest_executor_ray_without_ray_says_how_to_install_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)  # as if not installed
+    args = [str(PEER / "test_data.mbp-10.v3.dbn.zst"), "--store", str(tmp_path), "-q"]
+
+    result = CliRunner().invoke(cli, ["ingest", *args, "--executor", "ray"])
+
+    assert result.exit_code == 1
+    lines = result.output.splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith("Error: --executor ray needs Ray, which is not installed")
+    assert lines[0].endswith(
+        "install it with `pip install 'fxstore[ray]'`, or leave out --executor to use the "
+        "local pool."
+    )
+    assert not (tmp_path / "bars").exists()

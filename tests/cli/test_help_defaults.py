@@ -58,6 +58,8 @@ DESCRIBED: dict[str, Callable[[object, str, str], bool]] = {
     "the only one": _is_none,
     "AWS": _is_none,
     "the user's cache folder/fxstore": _is_none,
+    "a Ray instance on this machine, for the run": _is_none,
+    "all cores; with --executor ray, every CPU of the cluster": lambda v, *_: v == os.cpu_count(),
     "the latest written": _is_none,
     "the default set": _is_none,
     "each contract's own": _is_none,

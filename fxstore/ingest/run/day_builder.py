@@ -71,6 +71,15 @@ class GroupTask:
     fragments: tuple[tuple[Path, Path], ...] | None = None
     symbology: Symbology | None = None
 
+    def describe(self) -> str:
+        """The group's files and trading days, for an error line ("a.dbn.zst … (2024-03-05)")."""
+        names = self.paths[0].name + (f" … {self.paths[-1].name}" if len(self.paths) > 1 else "")
+        if not self.days:
+            return names
+        days = sorted(self.days)
+        span = days[0].isoformat() + (f" … {days[-1].isoformat()}" if len(days) > 1 else "")
+        return f"{names} (trading day{'s' if len(days) > 1 else ''} {span})"
+
 
 #: The key of the one file of a day in modes all and id=N (all instruments together).
 ALL_INSTRUMENTS = -1

@@ -39,6 +39,7 @@ import numpy as np
 
 from fxstore.config import IngestConfig
 from fxstore.errors import SymbolNotFoundError
+from fxstore.executor import RayPool, TaskPool, open_ray_pool, require_ray
 from fxstore.ingest.dbn.reader import DbnFile, DbnSource, open_dbn
 from fxstore.ingest.run.day_builder import (
     Chooser,
@@ -142,34 +143,39 @@ def _run_groups(
     on_day: Callable[[DayResult], None] | None,
     writer: DayWriter,
     split: set[str],
+    ray_pool: RayPool | None = None,
 ) -> Generator[tuple[str, GroupTask, GroupResult], None, None]:
     """Build groups in order: in-process (writing each day as it is built), or in a pool.
 
     In-process groups reuse the files `source` already opened and checked. Worker
-    processes open theirs and write their days' files into the parts folder of `writer`,
-    the last rounds largest first (:mod:`._dispatch`); the groups keyed in `split` are
-    split into trading days first (:mod:`._resplit`).
+    processes (or Ray tasks, with `ray_pool`) open theirs and write their days' files into
+    the parts folder of `writer`, the last rounds largest first (:mod:`._dispatch`); the
+    groups keyed in `split` are split into trading days first (:mod:`._resplit`).
     """
-    if workers <= 1 or (len(tasks) <= 1 and not split):
+    if ray_pool is None and (workers <= 1 or (len(tasks) <= 1 and not split)):
         for key, task in tasks:
             group = _group_source(source, task)
             yield key, task, build_group(task, choose=choose, on_day=on_day, source=group)
         return
 
+    # Ray workers may run in another folder (or on another node): absolute paths.
+    out_dir = writer.out_dir.absolute() if ray_pool is not None else writer.out_dir
+
     def remote(task: GroupTask) -> GroupTask:
+        paths = tuple(p.absolute() for p in task.paths) if ray_pool is not None else task.paths
         return dataclasses.replace(
-            task, parts_dir=writer.out_dir / PARTS_DIR, metadata=writer.metadata
+            task, paths=paths, parts_dir=out_dir / PARTS_DIR, metadata=writer.metadata
         )
 
     size = {f.path: f.size_bytes for f in source.files}
-    with worker_context().Pool(workers if split else min(workers, len(tasks))) as pool:
+    with _pool(ray_pool, workers if split else min(workers, len(tasks))) as pool:
         for in_split, same in itertools.groupby(tasks, key=lambda kt: kt[0] in split):
             run = list(same)
             if in_split:
                 results: Iterator[GroupResult | None] = build_split_groups(
                     pool,
                     [remote(t) for _, t in run],
-                    writer.out_dir / SPLIT_DIR,
+                    out_dir / SPLIT_DIR,
                     workers,
                     source.symbology,
                 )
@@ -182,6 +188,16 @@ def _run_groups(
                     logger.info("%s: files overlap or map symbols: one core", task.paths[0])
                     result = build_group(task, source=_group_source(source, task))
                 yield key, task, result
+
+
+@contextlib.contextmanager
+def _pool(ray_pool: RayPool | None, processes: int) -> Iterator[TaskPool]:
+    """The Ray pool when there is one, else a local process pool for the block."""
+    if ray_pool is not None:
+        yield ray_pool
+        return
+    with worker_context().Pool(processes) as pool:
+        yield pool
 
 
 #: Split groups by trading day only when there are at least this many workers per group.
@@ -247,7 +263,9 @@ def ingest(
         Front-month mode and no outright of the symbol's root in the input.
     """
     started = time.perf_counter()
-    if config.workers > 1:
+    if config.executor.is_ray:
+        require_ray()  # before anything is opened or written
+    elif config.workers > 1:
         start_worker_server()  # its boot overlaps opening the files
     source = open_dbn(list(paths))
     definitions = [f.path for f in source.definitions] + expand_definitions(config.definitions)
@@ -415,13 +433,19 @@ def _build_all(
         if on_progress:
             on_progress(day.day)
 
-    split = _split_keys(source, pending, config.workers)
-    in_process = config.workers <= 1 or (len(pending) <= 1 and not split)
-    choose = writer.begin if in_process and writer.selector is not None else None
-    on_day = write if in_process else None
-    groups = _run_groups(source, pending, config.workers, choose, on_day, writer, split)
-    log = ProgressLog(writer.out_dir, fingerprint, resumed)
-    with log, contextlib.closing(groups):  # on an error or a kill, stop the pool first
+    with contextlib.ExitStack() as stack:
+        ray_pool = None
+        if config.executor.is_ray and pending:
+            ray_pool = stack.enter_context(open_ray_pool(config.executor, config.workers or None))
+        workers = ray_pool.workers if ray_pool is not None else config.workers
+        split = _split_keys(source, pending, workers)
+        in_process = ray_pool is None and (workers <= 1 or (len(pending) <= 1 and not split))
+        choose = writer.begin if in_process and writer.selector is not None else None
+        on_day = write if in_process else None
+        groups = _run_groups(source, pending, workers, choose, on_day, writer, split, ray_pool)
+        log = ProgressLog(writer.out_dir, fingerprint, resumed)
+        stack.enter_context(log)
+        stack.enter_context(contextlib.closing(groups))  # on an error, stop the pool first
         for key, task, result in groups:
             writer.rebuild = functools.partial(_rebuild_day, source, task)
             if not in_process:

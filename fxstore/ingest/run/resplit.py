@@ -29,12 +29,12 @@ import shutil
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from multiprocessing.pool import Pool
 from pathlib import Path
 from typing import BinaryIO, Final
 
 import numpy as np
 
+from fxstore.executor import TaskPool
 from fxstore.ingest.dbn.reader import DbnFile, open_dbn
 from fxstore.ingest.dbn.symbology import Symbology
 from fxstore.ingest.run.day_builder import DayResult, GroupResult, GroupTask, build_group
@@ -59,6 +59,10 @@ class SplitTask:
     chunk_records: int
     #: The calendar whose trading days the file is split by (see IngestPlan.calendar).
     calendar: str
+
+    def describe(self) -> str:
+        """The file being split, for an error line."""
+        return f"{self.path.name} (splitting it by trading day)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,7 +192,7 @@ class _Group:
 
 
 def build_split_groups(
-    pool: Pool,
+    pool: TaskPool,
     remotes: Sequence[GroupTask],
     split_dir: Path,
     workers: int,

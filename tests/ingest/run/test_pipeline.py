@@ -194,6 +194,7 @@ def _pool_in_this_process(choose: Chooser | None) -> object:
         _on_day: object,
         writer: DayWriter,
         _split: object,
+        _ray_pool: object = None,
     ) -> object:
         for key, task in tasks:
             remote = dataclasses.replace(

@@ -1,0 +1,35 @@
+"""A local Ray cluster shared by a test module (tests skip where Ray is not installed)."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ray = pytest.importorskip("ray")
+
+
+def ray_options() -> dict[str, object]:
+    """A small local Ray: quiet, no dashboard, a small object store (CI's /dev/shm)."""
+    return {
+        "include_dashboard": False,
+        "log_to_driver": False,
+        "object_store_memory": 80 << 20,
+    }
+
+
+@pytest.fixture(scope="module")
+def ray_cluster() -> Iterator[None]:
+    """A two-CPU Ray instance on this machine for the module."""
+    ray.init(num_cpus=2, **ray_options())
+    try:
+        yield
+    finally:
+        ray.shutdown()
+
+
+def digests(out_dir: Path) -> dict[str, str]:
+    """SHA-256 of every day file of a bar version."""
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in out_dir.glob("*.parquet")}
