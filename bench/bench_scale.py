@@ -10,9 +10,12 @@ files) and per trading day: (Ray seconds - pool seconds) / tasks, / days. Every 
 day files are checked byte-identical to the pool's. The Ray instance's start-up is timed
 on its own (it is paid once per `fxstore ingest --executor ray` without --ray-address).
 
-S3 ingest against a moto server on loopback vs the local store (`--parts s3`) needs the
-object-storage half of issue 17 (`--store s3://...`), which is not on this branch: the
-part refuses to run and the result says it was not measured.
+`--parts s3`: on the same days, paired in each repeat, the local pool's ingest into a local
+store against the same ingest with `--store s3://...` on a moto server on 127.0.0.1
+(bench/bench_s3.py's measurement: pull, build on the mirror, push with the conditional
+commit), with the inputs local and with them read from the bucket too. moto holds objects in
+memory in this process: this is fxstore's overhead per object and byte over loopback HTTP,
+not real S3's bandwidth.
 
 FXSTORE_BENCH_SPLIT=utc-day makes the days Databento-style UTC-day files (one task per
 week, or per day when split); FXSTORE_BENCH_DATA keeps the generated days across runs.
@@ -44,11 +47,6 @@ from bench_ingest import CONFIG, many_days
 
 from fxstore.config.executor import ExecutorConfig
 from fxstore.ingest import IngestSummary
-
-S3_NOT_AVAILABLE = (
-    "not measured: `--store s3://...` (the object-storage half of issue 17) is not on this "
-    "branch; run `--parts s3` again once it has landed"
-)
 
 
 def _digests(out_dir: Path) -> dict[str, str]:
@@ -85,6 +83,7 @@ def paired(paths: list[Path], tmp: Path, workers: list[int], repeat: int) -> dic
     rows: list[dict[str, object]] = []
     try:
         _ingest(paths[: max(workers)], tmp / "warm", max(workers), True)  # workers spawned
+        _ingest(paths[: max(workers)], tmp / "warm", max(workers), False)  # forkserver up
         for n in workers:
             local_s, ray_s = [], []
             for _ in range(repeat):
@@ -117,6 +116,43 @@ def paired(paths: list[Path], tmp: Path, workers: list[int], repeat: int) -> dic
     return {"ray_start_s": ray_start_s, "n_tasks": n_tasks, "rows": rows}
 
 
+def s3_vs_local(paths: list[Path], tmp: Path, workers: int, repeat: int) -> dict[str, object]:
+    """Local pool ingest into a local store vs into an S3 store on moto, paired per repeat."""
+    import logging
+    import statistics
+
+    from bench_s3 import _s3_ingest
+    from moto.server import ThreadedMotoServer
+
+    for key, value in (("AWS_ACCESS_KEY_ID", "bench"), ("AWS_SECRET_ACCESS_KEY", "bench")):
+        os.environ.setdefault(key, value)
+    os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    endpoint = f"http://{host}:{port}"
+    config = dataclasses.replace(CONFIG, workers=workers)
+    folder = paths[0].parent
+    rows: dict[str, list[dict[str, float]]] = {"local": [], "s3": [], "s3_inputs": []}
+    try:
+        for i in range(repeat):
+            seconds, _ = _ingest(paths, tmp / "s3local", workers, False)
+            rows["local"].append({"total_s": seconds})
+            rows["s3"].append(_s3_ingest(config, folder, endpoint, tmp / f"s3_{i}", False))
+            rows["s3_inputs"].append(_s3_ingest(config, folder, endpoint, tmp / f"s3i_{i}", True))
+    finally:
+        server.stop()
+    local_s = statistics.median(r["total_s"] for r in rows["local"])
+    medians = {k: statistics.median(r["total_s"] for r in v) for k, v in rows.items()}
+    return {
+        "workers": workers,
+        "runs": rows,
+        "s3_over_local": medians["s3"] / local_s,
+        "s3_inputs_over_local": medians["s3_inputs"] / local_s,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--days", type=int, default=48)
@@ -134,8 +170,8 @@ def main() -> None:
         if "ray" in parts:
             result["ray_vs_local"] = paired(paths, tmp, workers, args.repeat)
         if "s3" in parts:
-            result["s3_vs_local"] = S3_NOT_AVAILABLE
-            print(f"s3: {S3_NOT_AVAILABLE}", file=sys.stderr)
+            result["s3_vs_local"] = s3_vs_local(paths, tmp, max(workers), args.repeat)
+            print(result["s3_vs_local"], file=sys.stderr)
     print(write_result("scale_h200host", result))
 
 
