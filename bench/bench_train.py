@@ -6,9 +6,11 @@ Issue 7 and DESIGN.md: one update (batch 16,384, width 256, Adam, grad clip) on 
 in the grid, in one run on one GPU, medians over --repeat blocks of --iters updates each,
 timed with CUDA events:
 
-  (a) fxstore: ``Agent.update`` on a fixed batch on the device (forward of s and s' on the
-      online net, s' on the target net, C51 projection, cross-entropy, backward, clip, Adam,
-      Polyak) -- and the whole learner step: replay sample + update + priority write-back;
+  (a) fxstore: ``Agent.update_async`` on a fixed batch on the device (forward of s and s'
+      on the online net, s' on the target net, C51 projection, cross-entropy, backward,
+      clip, Adam, Polyak), captured in one CUDA graph (the default) and kernel by kernel
+      (``cuda_graph = false``) -- and the whole learner step: replay sample + update +
+      priority write-back;
   (b) PyTorch eager: the same network, loss and update written the usual way (scatter-add
       projection, autograd, clip_grad_norm_, torch.optim.Adam with foreach, Polyak via
       _foreach ops);
@@ -18,18 +20,17 @@ timed with CUDA events:
 
 each with float32 matmuls and with TF32 matmul inputs (``AgentConfig.tf32``; PyTorch's
 ``allow_tf32``), plus kernel launches per update for both, counted with the PyTorch
-profiler (CUPTI sees CuPy's kernels too), and an attempt at CUDA graph capture of one update.
+profiler (CUPTI sees CuPy's kernels too; a graph's kernels count one by one).
 Environment steps/s are bench_env.py's.
 
 Run:  FXSTORE_BENCH_MACHINE=nvidia-h200 PYTHONPATH=. python bench/bench_train.py
       [--batches 4096,16384] [--widths 256,512] [--precisions fp32,tf32] [--iters 50]
-      [--repeat 7]
+      [--repeat 7] [--name train_gpu]
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import statistics
 from collections.abc import Callable
 from typing import Any
@@ -78,17 +79,33 @@ def make_batch(batch: int, seed: int) -> Batch:
     )
 
 
-def agent_config(batch: int, width: int, tf32: bool = False) -> AgentConfig:
+def agent_config(
+    batch: int, width: int, tf32: bool = False, cuda_graph: bool = True
+) -> AgentConfig:
     return AgentConfig(
-        hidden=width, layers=2, batch_size=batch, replay_size=max(4 * batch, 1), tf32=tf32
+        hidden=width,
+        layers=2,
+        batch_size=batch,
+        replay_size=max(4 * batch, 1),
+        tf32=tf32,
+        cuda_graph=cuda_graph,
     )
 
 
 def ours(batch: int, width: int, iters: int, repeat: int, tf32: bool) -> dict[str, object]:
-    config = agent_config(batch, width, tf32)
-    agent = Agent(config, N_OBS, N_ACTIONS, xp=cupy)
+    """fxstore's update captured in a CUDA graph (the default) and kernel by kernel, and the
+    learner step (replay sample + update + priority write-back) with the graph."""
     data = make_batch(batch, 0)
-    update_ms, update_all = cuda_ms(lambda: agent.update(data), iters, repeat)
+    out: dict[str, object] = {}
+    for name, cuda_graph in (("eager", False), ("graph", True)):
+        agent = Agent(agent_config(batch, width, tf32, cuda_graph), N_OBS, N_ACTIONS, xp=cupy)
+        ms, all_ms = cuda_ms(lambda a=agent: a.update_async(data), iters, repeat)
+        agent.check_finite()
+        out[f"update_{name}_ms"], out[f"update_{name}_ms_all"] = ms, all_ms
+        out[f"launches_{name}"] = count_launches(lambda a=agent: a.update_async(data))
+    out["update_ms"], out["update_ms_all"] = out["update_graph_ms"], out["update_graph_ms_all"]
+    out["launches_per_update"] = out["launches_graph"]
+    config = agent_config(batch, width, tf32)
     replay = PrioritizedReplay(
         4 * batch, N_OBS, alpha=config.per_alpha, eps=config.per_eps, xp=cupy, seed=0
     )
@@ -97,17 +114,11 @@ def ours(batch: int, width: int, iters: int, repeat: int, tf32: bool) -> dict[st
 
     def learner_step() -> None:
         sampled = replay.sample(batch, 0.4)
-        _stats, priority = agent.update(sampled)
-        replay.update_priorities(sampled.index, priority)
+        replay.update_priorities(sampled.index, agent.update_async(sampled))
 
-    step_ms, step_all = cuda_ms(learner_step, iters, repeat)
-    return {
-        "update_ms": update_ms,
-        "update_ms_all": update_all,
-        "learner_step_ms": step_ms,
-        "learner_step_ms_all": step_all,
-        "launches_per_update": count_launches(lambda: agent.update(data)),
-    }
+    out["learner_step_ms"], out["learner_step_ms_all"] = cuda_ms(learner_step, iters, repeat)
+    agent.check_finite()
+    return out
 
 
 def torch_update(
@@ -230,28 +241,6 @@ def theirs(batch: int, width: int, iters: int, repeat: int, tf32: bool) -> dict[
     return {"update_ms": ms, "update_ms_all": all_ms, "launches_per_update": count_launches(update)}
 
 
-def try_graph_capture(batch: int, width: int) -> str:
-    """Try to capture one ``Agent.update`` in a CUDA graph; what happened, in words.
-
-    Expected to be refused: CuPy 14 does not allow cuBLAS calls during stream capture, and
-    the update reads its loss back to the host (the divergence check) -- a sync.
-    """
-    agent = Agent(agent_config(batch, width), N_OBS, N_ACTIONS, xp=cupy)
-    data = make_batch(batch, 0)
-    agent.update(data)
-    stream = cupy.cuda.Stream(non_blocking=True)
-    with stream:
-        try:
-            stream.begin_capture()
-            agent.update(data)
-            stream.end_capture()
-        except Exception as err:  # report whatever CuPy/CUDA says, then clean up
-            with contextlib.suppress(Exception):
-                stream.end_capture()
-            return f"refused: {type(err).__name__}: {str(err).splitlines()[0][:200]}"
-    return "captured"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batches", default="4096,16384")
@@ -259,6 +248,7 @@ def main() -> None:
     parser.add_argument("--iters", type=int, default=50)
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--precisions", default="fp32,tf32", help="matmul input precisions")
+    parser.add_argument("--name", default="train_gpu", help="results file bench/results/NAME.json")
     args = parser.parse_args()
     rows = []
     grid = [
@@ -291,18 +281,16 @@ def main() -> None:
         rows.append(row)
         print(
             f"{precision} batch {batch:6d} width {width:4d}: fxstore update "
-            f"{mine['update_ms']:.3f} ms (learner step {mine['learner_step_ms']:.3f} ms, "
-            f"{mine['launches_per_update']:.0f} launches), PyTorch eager "
+            f"{mine['update_ms']:.3f} ms in a graph, {mine['update_eager_ms']:.3f} ms eager "
+            f"({mine['launches_eager']:.0f} launches; learner step "
+            f"{mine['learner_step_ms']:.3f} ms), PyTorch eager "
             f"{ref['update_ms']:.3f} ms ({ref['launches_per_update']:.0f} launches): "
             f"{row['speedup_vs_pytorch']:.2f}x; PyTorch CUDA graph {graph['update_ms']:.3f} ms: "
             f"{row['speedup_vs_pytorch_graph']:.2f}x"
         )
     gpu = cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
     payload = {"gpu": gpu, "n_obs": N_OBS, "n_actions": N_ACTIONS, "iters": args.iters}
-    path = write_result("train_gpu", {**payload, "rows": rows})
-    capture = try_graph_capture(16_384, 256)  # last: a refused capture may upset the stream
-    print(f"CUDA graph capture of one update: {capture}")
-    path = write_result("train_gpu", {**payload, "rows": rows, "graph_capture": capture})
+    path = write_result(args.name, {**payload, "rows": rows})
     print(f"wrote {path}")
 
 

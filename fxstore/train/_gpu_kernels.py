@@ -1,26 +1,28 @@
-"""CuPy fused kernels of the agent's update: the GPU twin of ``agent._NumpyOps``.
+"""CuPy fused kernels of the agent's update: the GPU twin of ``_ops.NumpyOps``.
 
 Only :func:`fxstore.train.agent._ops_for` imports this module, and only for CuPy arrays: it
 imports CuPy at import time. Each method computes the same float32 math as the numpy
 reference, in one kernel launch; reductions run in float64 with cupy's fixed-order tree
-(no atomics), so results repeat bit for bit on one device.
+(no atomics), so results repeat bit for bit on one device. GEMMs go through
+:class:`fxstore.train._cublas.Cublas`, so that :meth:`CupyOps.compile` can capture a whole
+update as one CUDA graph.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 import cupy
 import numpy as np
 
-from fxstore.errors import InvalidInputError
+from fxstore.train._cublas import Cublas
 
 if TYPE_CHECKING:
-    from fxstore.train.agent import _AdamInputs, _C51Inputs
+    from fxstore.config import AgentConfig
+    from fxstore.train._ops import AdamInputs, C51Inputs
     from fxstore.train.replay import F32
 
 __all__ = ["CupyOps"]
@@ -41,20 +43,55 @@ _total = cupy.ReductionKernel(
 _sum_squares = cupy.ReductionKernel(
     "float32 x", "float64 y", "(double)x * (double)x", "a + b", "y = a", "0", "fx_sum_squares"
 )
+# `step` is _ops.STEP_SCALARS on the device: clip factor, bias corrections, tau, apply.
 _adam = cupy.ElementwiseKernel(
-    "float32 g, float32 scale, float32 beta1, float32 omb1, float32 beta2, float32 omb2, "
-    "float32 c1, float32 c2, float32 lr, float32 eps, float32 tau, float32 keep",
+    "float32 g, raw float32 step, float32 beta1, float32 omb1, float32 beta2, float32 omb2, "
+    "float32 lr, float32 eps, float32 keep",
     "float32 p, float32 m, float32 v, float32 pt",
     """
-    float gs = g * scale;
-    m = beta1 * m + omb1 * gs;
-    v = beta2 * v + omb2 * (gs * gs);
-    p = p * keep;  // decoupled weight decay; keep is exactly 1 without it
-    p = p - lr * (m / c1) / (sqrtf(v / c2) + eps);
-    pt = pt + tau * (p - pt);
+    if (step[4] != 0.0f) {  // 0 once a loss or gradient was not finite: weights stay
+        float gs = g * step[0];
+        m = beta1 * m + omb1 * gs;
+        v = beta2 * v + omb2 * (gs * gs);
+        p = p * keep;  // decoupled weight decay; keep is exactly 1 without it
+        p = p - lr * (m / step[1]) / (sqrtf(v / step[2]) + eps);
+        pt = pt + step[3] * (p - pt);
+    }
     """,
     "fx_adam_polyak",
 )
+
+# The host's agent._step_scalars on the device, one thread: reads (sum w·ce, |grad|²), keeps
+# agent._PROGRESS, writes STEP_SCALARS. A non-finite loss or gradient marks the update (its
+# number in progress[1]) and every later update is skipped, until the host looks.
+_STEP_SRC: Final = r"""
+extern "C" __global__ void fx_step(const double* sums, double* progress, float* out,
+                                   long long batch, double clip, double beta1, double beta2,
+                                   long long period, double tau) {
+    const double loss = sums[0] / (double)batch;
+    const double grad_norm = sqrt(sums[1]);  // NaN for NaN, as the host's
+    const bool finite = isfinite(loss) && isfinite(grad_norm);
+    const bool clean = progress[1] == 0.0;
+    const long long t = (long long)progress[0] + 1;
+    if (clean) {
+        progress[4] = loss;
+        progress[5] = grad_norm;
+        if (!finite) progress[1] = (double)t;
+    }
+    const bool ok = clean && finite;
+    if (ok) {
+        progress[0] = (double)t;
+        progress[2] += loss;
+        progress[3] += 1.0;
+    }
+    out[0] = (float)fmin(1.0, clip / (grad_norm + 1e-6));
+    out[1] = (float)(1.0 - pow(beta1, (double)t));
+    out[2] = (float)(1.0 - pow(beta2, (double)t));
+    out[3] = (float)((period == 0 || t % period == 0) ? tau : 0.0);
+    out[4] = ok ? 1.0f : 0.0f;
+}
+"""
+_step = cupy.RawKernel(_STEP_SRC, "fx_step")
 
 # One thread per row; N atoms and A actions are compile-time constants (FX_N, FX_A), so the
 # per-row arrays live in registers / local memory. Head rows hold V (N) then A (A x N), no bias.
@@ -201,48 +238,32 @@ def _grid(rows: int) -> tuple[int]:
     return ((rows + _THREADS - 1) // _THREADS,)
 
 
-def _compute_types() -> Any:
-    """CuPy's matmul compute-type switch (what CUPY_TF32=1 sets), wherever this CuPy keeps it."""
-    try:
-        from cupy._core import _routines_linalg as linalg
-    except ImportError:
-        try:
-            from cupy._core import _linalg as linalg
-        except ImportError as err:
-            raise InvalidInputError(
-                f"`tf32` needs CuPy's compute-type switch, which CuPy {cupy.__version__} does "
-                "not have; set tf32 = false (or run with CUPY_TF32=1)."
-            ) from err
-    return linalg
-
-
 class CupyOps:
-    """The fused steps of one update on CuPy float32 arrays (see ``agent._Ops``)."""
+    """The fused steps of one update on CuPy float32 arrays (see ``_ops.Ops``).
 
-    def __init__(self, *, tf32: bool = False) -> None:
+    Parameters
+    ----------
+    tf32
+        GEMMs round float32 inputs to TF32 (tensor cores).
+    cuda_graph
+        :meth:`compile` captures the update as a CUDA graph (else it runs kernel by kernel).
+    """
+
+    def __init__(self, *, tf32: bool = False, cuda_graph: bool = True) -> None:
         self._ones_cache: F32 = cupy.ones(0, dtype=cupy.float32)
-        self._tf32 = tf32
-        if tf32:
-            _compute_types()  # fail at construction, not in the middle of training
-
-    @contextlib.contextmanager
-    def matmul_precision(self) -> Iterator[None]:
-        """float32 matmuls inside run with TF32 inputs when asked; restored on exit."""
-        if not self._tf32:
-            yield
-            return
-        linalg = _compute_types()
-        before = linalg.get_compute_type(np.float32)
-        linalg.set_compute_type(np.float32, linalg.COMPUTE_TYPE_TF32)
-        try:
-            yield
-        finally:
-            linalg.set_compute_type(np.float32, before)
+        self._blas = Cublas(tf32=tf32)
+        self._cuda_graph = cuda_graph
 
     def _ones(self, n: int) -> F32:
         if self._ones_cache.shape[0] < n:
             self._ones_cache = cupy.ones(n, dtype=cupy.float32)
         return self._ones_cache[:n]
+
+    def matmul(self, a: F32, b: F32, out: F32 | None = None) -> F32:
+        if out is None:
+            out = cupy.empty((a.shape[0], b.shape[1]), dtype=cupy.float32)
+        self._blas.gemm(a, b, out)
+        return out
 
     def bias_relu(self, z: F32, bias: F32) -> None:
         _bias_relu(bias, z)
@@ -253,8 +274,7 @@ class CupyOps:
     def col_sum(self, x: F32, out: F32) -> None:
         # a GEMV by ones through cuBLAS: far faster than a reduction down the strided axis,
         # and as deterministic (fixed blocking for a given shape)
-        ones = self._ones(x.shape[0])
-        cupy.matmul(ones[None, :], x, out=out[None, :])
+        self._blas.gemm(self._ones(x.shape[0])[None, :], x, out[None, :])
 
     def sum_squares(self, x: F32, out: F32) -> None:
         _sum_squares(x, out=out)
@@ -272,13 +292,10 @@ class CupyOps:
             kernel(_grid(rows), (_THREADS,), (head, bias, support, np.int64(rows), q))
         return q
 
-    def c51(self, h: _C51Inputs) -> tuple[F32, F32, F32]:
+    def c51(self, h: C51Inputs, d_head: F32, ce: F32, weighted_ce: F32) -> None:
         batch = h.batch
         rows = int(batch.action.shape[0])
         n_atoms = h.support.shape[0]
-        d_head = cupy.empty((rows, h.head.shape[1]), dtype=cupy.float32)
-        ce = cupy.empty(rows, dtype=cupy.float32)
-        wce = cupy.empty(rows, dtype=cupy.float32)
         kernel = _dueling_module(n_atoms, h.n_actions).get_function("fx_c51")
         args = (
             h.head,
@@ -293,27 +310,78 @@ class CupyOps:
             np.int64(rows),
             d_head,
             ce,
-            wce,
+            weighted_ce,
         )
         kernel(_grid(rows), (_THREADS,), args)
-        return d_head, ce, wce
 
-    def adam(self, s: _AdamInputs) -> None:
+    def step_scalars(
+        self, sums: Any, progress: Any, out: F32, *, batch: int, config: AgentConfig
+    ) -> None:
+        """The update's clip factor, bias corrections, tau and apply flag, on the device."""
+        args = (
+            sums,
+            progress,
+            out,
+            np.int64(batch),
+            np.float64(config.grad_clip),
+            np.float64(config.adam_beta1),
+            np.float64(config.adam_beta2),
+            np.int64(config.target_period),
+            np.float64(config.target_tau),
+        )
+        _step((1,), (1,), args)
+
+    def adam(self, s: AdamInputs) -> None:
         _adam(
             s.grad,
-            s.scale,
+            s.step,
             s.beta1,
             s.one_minus_beta1,
             s.beta2,
             s.one_minus_beta2,
-            s.correction1,
-            s.correction2,
             s.lr,
             s.eps,
-            s.tau,
             s.keep,
             s.params,
             s.m,
             s.v,
             s.target,
         )
+
+    def compile(self, body: Callable[[], None], state: Sequence[Any]) -> Callable[[], None]:
+        """`body` captured once as a CUDA graph; the returned call replays it.
+
+        `body` runs once first (kernels compiled, its temporaries in a private memory pool),
+        then `state` (every buffer it changes that outlives it) is put back and `body` is
+        captured on a side stream. A replay runs on the current stream, so it stays in order
+        with the work around it. Without `cuda_graph`, `body` itself is returned.
+        """
+        if not self._cuda_graph:
+            return body
+        saved = [x.copy() for x in state]
+        pool = cupy.cuda.MemoryPool()  # the graph's temporaries: nobody else allocates here
+        stream = cupy.cuda.Stream(non_blocking=True)
+        cupy.cuda.get_current_stream().synchronize()
+        with cupy.cuda.using_allocator(pool.malloc), stream:
+            body()
+            for x, before in zip(state, saved, strict=True):
+                x[...] = before
+            stream.synchronize()
+            stream.begin_capture()
+            try:
+                body()
+            finally:
+                graph = stream.end_capture()
+        stream.synchronize()
+        logger.debug("update captured as a CUDA graph")
+        return _Replay(graph, pool, stream)
+
+
+class _Replay:
+    """A captured graph with what must outlive it (its memory pool and capture stream)."""
+
+    def __init__(self, graph: Any, pool: Any, stream: Any) -> None:
+        self._graph, self._pool, self._stream = graph, pool, stream
+
+    def __call__(self) -> None:
+        self._graph.launch(stream=cupy.cuda.get_current_stream())

@@ -21,27 +21,39 @@ the batch. Its per-sample value (unweighted) is the new replay priority.
 
 from __future__ import annotations
 
-import contextlib
+import functools
 import logging
 import math
-from collections.abc import Mapping
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, Protocol, TypeVar
+from typing import Any, Final, Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
 from fxstore.config import AgentConfig
 from fxstore.errors import InvalidInputError, TrainingDivergedError
+from fxstore.train._ops import (
+    STEP_SCALARS,
+    AdamInputs,
+    C51Inputs,
+    NumpyOps,
+    Ops,
+    Workspace,
+    project_distribution,
+)
 from fxstore.train.checkpoint import check_state
-from fxstore.train.metrics import array_module, to_host
+from fxstore.train.metrics import to_host
 from fxstore.train.replay import F32, I64, Array, Batch
 
 __all__ = ["Agent", "Batch", "RandomGenerator", "UpdateStats", "make_rng", "project_distribution"]
 
 logger = logging.getLogger(__name__)
+
+#: What ``Agent._progress`` holds (float64): updates done, the update whose loss or gradient
+#: was not finite (0: none), the running loss sum and count, the last loss and gradient norm.
+_PROGRESS: Final = ("done", "diverged_at", "loss_total", "loss_count", "loss", "grad_norm")
 
 _Float = TypeVar("_Float", bound=np.floating[Any])
 
@@ -70,41 +82,6 @@ class UpdateStats:
     """Global L2 norm of the gradient before clipping."""
     step: int
     """Updates done, this one included."""
-
-
-def project_distribution(probs: F32, reward: F32, discount: F32, support: F32) -> F32:
-    """Project the distribution `probs` moved to ``reward + discount · z`` onto `support`.
-
-    Tz_j = clip(r + d·z_j, v_min, v_max) lands at fractional atom b_j = (Tz_j − v_min) / Δz;
-    its mass goes to the atoms either side of it in proportion to closeness. The weights
-    ``clip(1 − |b_j − i|, 0, 1)`` do that in one dense (B, N, N) product, without a
-    scatter-add: an integer b_j (l == u in Bellemare's loop) puts all its mass on atom b_j, so
-    no mass is lost and each row keeps its sum.
-
-    Parameters
-    ----------
-    probs
-        (B, N) distributions over the atoms.
-    reward, discount
-        (B,) n-step reward and discount (0 at a terminal).
-    support
-        (N,) atoms, evenly spaced and increasing.
-
-    Returns
-    -------
-    F32
-        (B, N) projected distributions, same dtype as `probs`.
-    """
-    n = support.shape[0]
-    v_min, v_max = support[0], support[-1]
-    delta = (v_max - v_min) / (n - 1)
-    moved = reward[:, None] + discount[:, None] * support[None, :]
-    b = (moved.clip(v_min, v_max) - v_min) / delta
-    b = b.clip(0, n - 1)  # rounding can put b a hair above n - 1: keep that mass
-    atoms = array_module(b).arange(n, dtype=b.dtype)
-    weight = (1 - abs(b[:, :, None] - atoms[None, None, :])).clip(0, 1)  # (B, j, i)
-    out: F32 = (probs[:, None, :] @ weight)[:, 0, :]
-    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,128 +146,21 @@ def _init_params(layout: _Layout, seed: int) -> npt.NDArray[np.float32]:
     return flat
 
 
-class _Ops(Protocol):
-    """The fused steps of one update; numpy reference here, CuPy in _gpu_kernels."""
-
-    def matmul_precision(self) -> AbstractContextManager[None]: ...
-
-    def bias_relu(self, z: F32, bias: F32) -> None: ...
-    def relu_grad(self, h: F32, grad: F32) -> None: ...
-    def col_sum(self, x: F32, out: F32) -> None: ...
-    def sum_squares(self, x: F32, out: F32) -> None: ...
-    def total(self, x: F32, out: F32) -> None: ...
-    def q_values(self, head: F32, bias: F32, support: F32) -> F32: ...
-    def c51(self, h: _C51Inputs) -> tuple[F32, F32, F32]: ...
-    def adam(self, s: _AdamInputs) -> None: ...
-
-
-@dataclass(frozen=True, slots=True)
-class _C51Inputs:
-    head: F32  # (2B, W) online head GEMM (no bias): rows [0, B) at s, [B, 2B) at s'
-    head_target: F32  # (B, W) target head GEMM (no bias) at s'
-    bias: F32  # (W,)
-    bias_target: F32  # (W,)
-    batch: Batch
-    support: F32  # (N,)
-    n_actions: int
-
-
-@dataclass(frozen=True, slots=True)
-class _AdamInputs:
-    params: F32
-    grad: F32
-    m: F32
-    v: F32
-    target: F32
-    scale: np.float32  # gradient clipping factor, <= 1
-    beta1: np.float32
-    one_minus_beta1: np.float32
-    beta2: np.float32
-    one_minus_beta2: np.float32
-    correction1: np.float32  # 1 - beta1**t
-    correction2: np.float32  # 1 - beta2**t
-    lr: np.float32
-    eps: np.float32
-    tau: np.float32  # 0 between periodic target updates
-    keep: np.float32  # 1 - lr * weight_decay: decoupled decay (exactly 1 without it)
-
-
-def _dueling_log_probs(head: F32, n_actions: int) -> F32:
-    """(rows, W) head output with bias -> (rows, n_actions, N) log-probabilities."""
-    rows, width = head.shape
-    n = width // (1 + n_actions)
-    value, adv = head[:, None, :n], head[:, n:].reshape(rows, n_actions, n)
-    logits = value + adv - adv.mean(axis=1, keepdims=True)
-    shifted = logits - logits.max(axis=2, keepdims=True)
-    out: F32 = shifted - np.log(np.exp(shifted).sum(axis=2, keepdims=True))
-    return out
-
-
-class _NumpyOps:
-    """The reference implementation of every fused step (float32 unless given float64)."""
-
-    def matmul_precision(self) -> AbstractContextManager[None]:
-        return contextlib.nullcontext()
-
-    def bias_relu(self, z: F32, bias: F32) -> None:
-        np.maximum(z + bias, 0, out=z)
-
-    def relu_grad(self, h: F32, grad: F32) -> None:
-        grad[h <= 0] = 0
-
-    def col_sum(self, x: F32, out: F32) -> None:
-        out[...] = x.sum(axis=0, dtype=np.float64)
-
-    def sum_squares(self, x: F32, out: F32) -> None:
-        x64 = x.astype(np.float64)
-        out[...] = x64 @ x64
-
-    def total(self, x: F32, out: F32) -> None:
-        out[...] = x.sum(dtype=np.float64)
-
-    def q_values(self, head: F32, bias: F32, support: F32) -> F32:
-        n_actions = head.shape[1] // support.shape[0] - 1
-        out: F32 = np.exp(_dueling_log_probs(head + bias, n_actions)) @ support
-        return out
-
-    def c51(self, h: _C51Inputs) -> tuple[F32, F32, F32]:
-        """Projection, cross-entropy and its gradient w.r.t. the head output: (d_head, ce, w·ce)."""
-        batch, n_actions, support = h.batch, h.n_actions, h.support
-        rows = np.arange(batch.action.shape[0])
-        n = support.shape[0]
-        log_p = _dueling_log_probs(h.head + h.bias, n_actions)
-        b = rows.shape[0]
-        best = (np.exp(log_p[b:]) @ support).argmax(axis=1)  # double DQN: online argmax
-        log_pt = _dueling_log_probs(h.head_target + h.bias_target, n_actions)
-        target = project_distribution(
-            np.exp(log_pt[rows, best]), batch.reward, batch.discount, support
-        )
-        log_pa = log_p[rows, batch.action]
-        ce = -(target * log_pa).sum(axis=1)
-        # d(-sum m log softmax(l)) / dl = p · sum(m) - m, scaled by w / B for the weighted mean
-        g = (batch.weight / b)[:, None] * (np.exp(log_pa) * target.sum(axis=1)[:, None] - target)
-        d_adv = np.broadcast_to((-g / n_actions)[:, None, :], (b, n_actions, n)).copy()
-        d_adv[rows, batch.action] += g
-        d_head = np.concatenate([g, d_adv.reshape(b, n_actions * n)], axis=1)
-        return d_head, ce, batch.weight * ce
-
-    def adam(self, s: _AdamInputs) -> None:
-        g, m, v, params, target = s.grad * s.scale, s.m, s.v, s.params, s.target
-        m *= s.beta1
-        m += s.one_minus_beta1 * g
-        v *= s.beta2
-        v += s.one_minus_beta2 * (g * g)
-        params *= s.keep
-        params -= s.lr * (m / s.correction1) / (np.sqrt(v / s.correction2) + s.eps)
-        target += s.tau * (params - target)
-
-
-def _ops_for(xp: ModuleType, tf32: bool) -> _Ops:
+def _ops_for(xp: ModuleType, tf32: bool, cuda_graph: bool) -> Ops:
     if xp is np:
-        return _NumpyOps()
+        return NumpyOps()
     from fxstore.train._gpu_kernels import CupyOps
 
-    return CupyOps(tf32=tf32)
+    return CupyOps(tf32=tf32, cuda_graph=cuda_graph)
+
+
+def _step_scalars(config: AgentConfig, t: int, grad_norm: float) -> npt.NDArray[np.float32]:
+    """STEP_SCALARS of update number `t` (host reference of the device's ``fx_step``)."""
+    period = config.target_period
+    tau = config.target_tau if period == 0 or t % period == 0 else 0.0
+    scale = min(1.0, config.grad_clip / (grad_norm + 1e-6))
+    correction1, correction2 = 1.0 - config.adam_beta1**t, 1.0 - config.adam_beta2**t
+    return np.array([scale, correction1, correction2, tau, 1.0], dtype=np.float32)
 
 
 _STATE_KEYS = ("params", "target_params", "adam_m", "adam_v")
@@ -322,7 +192,7 @@ class Agent:
         self.step = 0
         """Updates done."""
         self._layout = _Layout(n_obs, n_actions, config.hidden, config.layers, config.n_atoms)
-        self._ops = _ops_for(xp, config.tf32)
+        self._ops = _ops_for(xp, config.tf32, config.cuda_graph)
         support = np.linspace(config.v_min, config.v_max, config.n_atoms).astype(np.float32)
         self._set_buffers(xp.asarray(_init_params(self._layout, config.seed)), support)
 
@@ -333,9 +203,15 @@ class Agent:
         self._m, self._v, self._grad = (xp.zeros_like(params) for _ in range(3))
         self._support = xp.asarray(support, dtype=params.dtype)
         self._scalars = xp.zeros(2, dtype=xp.float64)  # loss sum, squared gradient norm
+        # updates done, the update that diverged (0: none), loss total and count, last loss
+        # and gradient norm: kept on the device (CuPy) so that an update needs no sync
+        self._progress = xp.zeros(len(_PROGRESS), dtype=xp.float64)
+        self._step_out = xp.zeros(len(STEP_SCALARS), dtype=xp.float32)
         self._net = self._layout.views(self._params)
         self._target_net = self._layout.views(self._target)
         self._grad_net = self._layout.views(self._grad)
+        self._workspace: Workspace | None = None
+        self._compiled: Callable[[], None] | None = None
 
     def _cast(self, dtype: type[np.floating]) -> None:
         """Recast every buffer to `dtype` (numpy only; float64 for gradient checks)."""
@@ -352,11 +228,12 @@ class Agent:
         """
         return dict(self._net)
 
-    def _torso(self, net: Mapping[str, F32], x: F32) -> list[F32]:
-        """Activations [x, h_1, ..., h_layers] of the torso."""
+    def _torso(self, net: Mapping[str, F32], x: F32, out: list[F32] | None = None) -> list[F32]:
+        """Activations [x, h_1, ..., h_layers] of the torso (into `out` when given)."""
         acts = [x]
         for i in range(self._layout.layers):
-            z = acts[-1] @ net[f"torso.{i}.weight"]
+            into = None if out is None else out[i]
+            z = self._ops.matmul(acts[-1], net[f"torso.{i}.weight"], into)
             self._ops.bias_relu(z, net[f"torso.{i}.bias"])
             acts.append(z)
         return acts
@@ -364,8 +241,7 @@ class Agent:
     def q_values(self, obs: F32) -> F32:
         """Expected Q (n, n_actions) float32 of the online net for obs (n, n_obs)."""
         obs = self.xp.asarray(obs, dtype=self._params.dtype)
-        with self._ops.matmul_precision():
-            head = self._torso(self._net, obs)[-1] @ self._net["head.weight"]
+        head = self._ops.matmul(self._torso(self._net, obs)[-1], self._net["head.weight"])
         return self._ops.q_values(head, self._net["head.bias"], self._support)
 
     def act(self, obs: F32, epsilon: float, rng: RandomGenerator) -> I64:
@@ -385,7 +261,8 @@ class Agent:
     def update(self, batch: Batch) -> tuple[UpdateStats, F32]:
         """One Adam step on `batch`; returns the stats and the new priorities (B,) float32.
 
-        The priorities are the per-sample cross-entropies before weighting.
+        The priorities are the per-sample cross-entropies before weighting. This waits for
+        the device (it reads the loss back); the training loop uses :meth:`update_async`.
 
         Raises
         ------
@@ -395,16 +272,78 @@ class Agent:
             The loss or the gradient is not finite; the message names the step and the
             tensor (checked before the weights change, so they stay as they were).
         """
+        priority = self.update_async(batch)
+        loss, grad_norm = self.check_finite(batch)
+        return UpdateStats(loss=loss, grad_norm=grad_norm, step=self.step), priority
+
+    def update_async(self, batch: Batch) -> F32:
+        """One Adam step on `batch` without waiting for the device; returns the priorities.
+
+        On numpy a non-finite loss or gradient raises here, as in :meth:`update`. On CuPy
+        the device skips that update and every later one (the weights stay as they were
+        before it) and the next :meth:`check_finite` raises. On CuPy the returned (B,) array
+        is the agent's own buffer, overwritten by the next update.
+        """
         batch = self._check_batch(batch)
-        size = batch.action.shape[0]
-        with self._ops.matmul_precision():
-            loss_sum, grad_sq, ce = self._loss_and_grad(batch)
-        loss, grad_norm = loss_sum / size, math.sqrt(grad_sq) if grad_sq >= 0 else math.nan
-        if not (math.isfinite(loss) and math.isfinite(grad_norm)):
-            raise self._diverged(batch, loss, grad_norm)
-        self._apply_adam(grad_norm)
+        ws = self._workspace_for(batch.action.shape[0])
+        ws.load(batch)
+        if self.xp is np:
+            loss_sum, grad_sq = self._forward_backward(ws)
+            loss = loss_sum / ws.size
+            grad_norm = math.sqrt(grad_sq) if grad_sq >= 0 else math.nan
+            if not (math.isfinite(loss) and math.isfinite(grad_norm)):
+                raise self._diverged(batch, loss, grad_norm)
+            self._step_out[...] = _step_scalars(self.config, self.step + 1, grad_norm)
+            self._ops.adam(self._adam_inputs())
+            progress = self._progress  # as the device's fx_step keeps it
+            progress[0] = self.step + 1
+            progress[2:6] = progress[2] + loss, progress[3] + 1, loss, grad_norm
+            self.step += 1
+            return ws.ce.copy()
+        if self._compiled is None:
+            self._compiled = self._ops.compile(
+                functools.partial(self._device_update, ws), (*self._buffers(), self._progress)
+            )
+        self._compiled()
         self.step += 1
-        return UpdateStats(loss=loss, grad_norm=grad_norm, step=self.step), ce
+        return ws.ce
+
+    def check_finite(self, batch: Batch | None = None) -> tuple[float, float]:
+        """Raise if an update since the last check had a non-finite loss or gradient.
+
+        Returns the last update's (loss, gradient norm). On CuPy this waits for the device.
+        `batch`, when it is the last update's, is searched for the non-finite input.
+
+        Raises
+        ------
+        TrainingDivergedError
+            Naming the update, and the first non-finite weight, input or gradient.
+        """
+        _done, diverged_at, _total, _count, loss, grad_norm = (
+            float(x) for x in to_host(self._progress)
+        )
+        if diverged_at:
+            step, self.step = self.step, int(diverged_at) - 1
+            raise self._diverged(batch if diverged_at == step else None, loss, grad_norm)
+        return loss, grad_norm
+
+    def loss_totals(self) -> tuple[float, int]:
+        """(sum, count) of the losses of the updates done since :meth:`set_loss_totals`."""
+        total, count = (float(x) for x in to_host(self._progress[2:4]))
+        return total, int(count)
+
+    def set_loss_totals(self, total: float, count: int) -> None:
+        """Start the running loss sum and count from (`total`, `count`) (a resumed fold's)."""
+        self._progress[2:4] = self.xp.asarray([total, count], dtype=self.xp.float64)
+
+    def _workspace_for(self, size: int) -> Workspace:
+        ws = self._workspace
+        if ws is None or ws.size != size:
+            lay = self._layout
+            shape = (lay.n_obs, lay.hidden, lay.layers, lay.head_width)
+            ws = self._workspace = Workspace(self.xp, self._params.dtype, size, shape)
+            self._compiled = None
+        return ws
 
     def _check_batch(self, batch: Batch) -> Batch:
         xp, dtype = self.xp, self._params.dtype
@@ -418,7 +357,7 @@ class Agent:
                 )
 
         def cast(x: Array, kind: type[np.generic]) -> npt.NDArray[Any]:
-            out: npt.NDArray[Any] = xp.ascontiguousarray(xp.asarray(x, dtype=kind))
+            out: npt.NDArray[Any] = xp.asarray(x, dtype=kind)
             return out
 
         return Batch(
@@ -433,71 +372,92 @@ class Agent:
 
     def _loss_and_grad(self, batch: Batch) -> tuple[float, float, F32]:
         """Fill the gradient buffer; return (sum of w·ce, |grad|², ce (B,))."""
-        xp, ops, size = self.xp, self._ops, batch.action.shape[0]
-        acts = self._torso(self._net, xp.concatenate([batch.obs, batch.next_obs]))
-        target_head = self._torso(self._target_net, batch.next_obs)[-1]
-        inputs = _C51Inputs(
-            head=acts[-1] @ self._net["head.weight"],
-            head_target=target_head @ self._target_net["head.weight"],
+        ws = self._workspace_for(batch.action.shape[0])
+        ws.load(batch)
+        loss_sum, grad_sq = self._forward_backward(ws)
+        return loss_sum, grad_sq, ws.ce
+
+    def _forward_backward(self, ws: Workspace) -> tuple[float, float]:
+        """Gradient into the gradient buffer, ce into `ws`; returns (sum w·ce, |grad|²)."""
+        self._device_forward_backward(ws)
+        loss_sum, grad_sq = (float(v) for v in to_host(self._scalars))  # the one sync
+        return loss_sum, grad_sq
+
+    def _device_forward_backward(self, ws: Workspace) -> None:
+        """As :meth:`_forward_backward`, leaving (sum w·ce, |grad|²) in ``_scalars``."""
+        ops, size = self._ops, ws.size
+        acts = self._torso(self._net, ws.obs2, ws.acts)
+        target = self._torso(self._target_net, ws.obs2[size:], ws.target_acts)[-1]
+        inputs = C51Inputs(
+            head=ops.matmul(acts[-1], self._net["head.weight"], ws.head),
+            head_target=ops.matmul(target, self._target_net["head.weight"], ws.head_target),
             bias=self._net["head.bias"],
             bias_target=self._target_net["head.bias"],
-            batch=batch,
+            batch=ws.batch,
             support=self._support,
             n_actions=self.n_actions,
         )
-        d_head, ce, weighted = ops.c51(inputs)
-        self._backward([a[:size] for a in acts], d_head)
-        ops.total(weighted, self._scalars[0:1].reshape(()))
+        ops.c51(inputs, ws.d_head, ws.ce, ws.weighted_ce)
+        self._backward([a[:size] for a in acts], ws)
+        ops.total(ws.weighted_ce, self._scalars[0:1].reshape(()))
         ops.sum_squares(self._grad, self._scalars[1:2].reshape(()))
-        loss_sum, grad_sq = (float(v) for v in to_host(self._scalars))  # the one sync
-        return loss_sum, grad_sq, ce
 
-    def _backward(self, acts: list[F32], d_head: F32) -> None:
+    def _device_update(self, ws: Workspace) -> None:
+        """The whole update on CuPy, with no host sync: what one CUDA graph replays."""
+        self._device_forward_backward(ws)
+        c = self.config
+        self._ops.step_scalars(  # type: ignore[attr-defined]
+            self._scalars, self._progress, self._step_out, batch=ws.size, config=c
+        )
+        self._ops.adam(self._adam_inputs())
+
+    def _backward(self, acts: list[F32], ws: Workspace) -> None:
         """Write the gradient of every tensor, from d loss / d head output (B, W)."""
-        xp, ops, net, grad = self.xp, self._ops, self._net, self._grad_net
-        xp.matmul(acts[-1].T, d_head, out=grad["head.weight"])
-        ops.col_sum(d_head, grad["head.bias"])
+        ops, net, grad = self._ops, self._net, self._grad_net
+        ops.matmul(acts[-1].T, ws.d_head, grad["head.weight"])
+        ops.col_sum(ws.d_head, grad["head.bias"])
         if not self._layout.layers:
             return
-        d_h = d_head @ net["head.weight"].T
+        d_h = ops.matmul(ws.d_head, net["head.weight"].T, ws.d_hidden[0])
         for i in reversed(range(self._layout.layers)):
             ops.relu_grad(acts[i + 1], d_h)
-            xp.matmul(acts[i].T, d_h, out=grad[f"torso.{i}.weight"])
+            ops.matmul(acts[i].T, d_h, grad[f"torso.{i}.weight"])
             ops.col_sum(d_h, grad[f"torso.{i}.bias"])
             if i:
-                d_h = d_h @ net[f"torso.{i}.weight"].T
+                out = ws.d_hidden[1] if d_h is ws.d_hidden[0] else ws.d_hidden[0]
+                d_h = ops.matmul(d_h, net[f"torso.{i}.weight"].T, out)
 
-    def _apply_adam(self, grad_norm: float) -> None:
-        """Clip, Adam with bias correction, then the Polyak or periodic target update."""
-        c, t, f = self.config, self.step + 1, np.float32
-        period = c.target_period
-        tau = c.target_tau if period == 0 or t % period == 0 else 0.0
-        self._ops.adam(
-            _AdamInputs(
-                params=self._params,
-                grad=self._grad,
-                m=self._m,
-                v=self._v,
-                target=self._target,
-                scale=f(min(1.0, c.grad_clip / (grad_norm + 1e-6))),
-                beta1=f(c.adam_beta1),
-                one_minus_beta1=f(1.0 - c.adam_beta1),
-                beta2=f(c.adam_beta2),
-                one_minus_beta2=f(1.0 - c.adam_beta2),
-                correction1=f(1.0 - c.adam_beta1**t),
-                correction2=f(1.0 - c.adam_beta2**t),
-                lr=f(c.lr),
-                eps=f(c.adam_eps),
-                tau=f(tau),
-                keep=f(1.0 - c.lr * c.weight_decay),
-            )
+    def _adam_inputs(self) -> AdamInputs:
+        """Adam with bias correction, clipping and the target update, by ``_step_out``."""
+        c, f = self.config, np.float32
+        return AdamInputs(
+            params=self._params,
+            grad=self._grad,
+            m=self._m,
+            v=self._v,
+            target=self._target,
+            step=self._step_out,
+            beta1=f(c.adam_beta1),
+            one_minus_beta1=f(1.0 - c.adam_beta1),
+            beta2=f(c.adam_beta2),
+            one_minus_beta2=f(1.0 - c.adam_beta2),
+            lr=f(c.lr),
+            eps=f(c.adam_eps),
+            keep=f(1.0 - c.lr * c.weight_decay),
         )
 
-    def _diverged(self, batch: Batch, loss: float, grad_norm: float) -> TrainingDivergedError:
-        """The error naming the first non-finite tensor (weights, then inputs, then gradients)."""
+    def _diverged(
+        self, batch: Batch | None, loss: float, grad_norm: float
+    ) -> TrainingDivergedError:
+        """The error naming the first non-finite tensor (weights, then inputs, then gradients).
+
+        `batch` is None when the update that diverged is not the last one (CuPy, found late):
+        then its inputs and gradient are gone and only the weights are searched."""
         step = self.step + 1
         groups = [("weight", self._params), ("target weight", self._target)]
-        for what, flat in [*groups, ("gradient of", self._grad)]:
+        if batch is not None:
+            groups.append(("gradient of", self._grad))
+        for what, flat in groups:
             host = np.asarray(to_host(flat), dtype=np.float64)
             for name, view in self._layout.views(host).items():
                 bad = view[~np.isfinite(view)]
@@ -505,7 +465,7 @@ class Agent:
                     return TrainingDivergedError(
                         f"step {step}: {what} {name} is not finite ({bad.flat[0]}); {_HINT}."
                     )
-            if what == "target weight":
+            if what == "target weight" and batch is not None:
                 for name in ("obs", "reward", "discount", "next_obs", "weight"):
                     values = to_host(getattr(batch, name))
                     if not np.isfinite(values).all():
@@ -548,6 +508,7 @@ class Agent:
         for key, buf in zip(_STATE_KEYS, self._buffers(), strict=True):
             buf[...] = self.xp.asarray(state[key], dtype=buf.dtype)
         self.step = int(np.asarray(state["step"]))
+        self._progress[0:2] = self.xp.asarray([self.step, 0], dtype=self.xp.float64)
 
     def _buffers(self) -> tuple[F32, F32, F32, F32]:
         return self._params, self._target, self._m, self._v

@@ -93,7 +93,7 @@ class Progress:
     """Environment steps done in this fold."""
     total_steps: int
     loss: float
-    """Mean loss over the updates since the last report (NaN before learning starts)."""
+    """Mean loss over the updates since the last evaluation (NaN before learning starts)."""
     samples_per_s: float
     """Learner samples (batch x updates) per second since the last report."""
     val_sharpe: float
@@ -218,8 +218,8 @@ def _run_fold(
     if checkpoint.is_file():
         obs = _restore(checkpoint, learner, state)
         logger.info("fold %d: resumed at step %d", fold.index, state.step)
+    agent.set_loss_totals(state.loss_sum, state.loss_count)
     has_validation = fold.validation[1] > fold.validation[0]
-    losses: list[float] = []
     clock, samples = time.perf_counter(), 0
     while state.step < config.env_steps and not state.stopped:
         epsilon = agent_config.epsilon(state.step)
@@ -233,24 +233,22 @@ def _run_fold(
             for _ in range(config.updates_per_step):
                 beta = _beta(agent_config, state.step, config.env_steps)
                 batch = replay.sample(agent_config.batch_size, beta)
-                stats, priority = agent.update(batch)
-                replay.update_priorities(batch.index, priority)
-                losses.append(stats.loss)
-                state.loss_sum += stats.loss
-                state.loss_count += 1
+                # no wait for the device here: losses and divergence are read at _sync
+                replay.update_priorities(batch.index, agent.update_async(batch))
                 samples += agent_config.batch_size
         if state.step % config.eval_every == 0 or state.step == config.env_steps:
             _evaluate(agent, market, fold, config, spec, state, has_validation)
         if config.checkpoint_every and state.step % config.checkpoint_every == 0:
             _save(checkpoint, learner, state, obs)
         if state.step % _LOG_EVERY == 0 or state.step == config.env_steps or state.stopped:
+            _sync(agent, state)
             now = time.perf_counter()
             report = Progress(
                 fold.index,
                 n_folds,
                 state.step,
                 config.env_steps,
-                float(np.mean(losses)) if losses else float("nan"),
+                state.loss_sum / state.loss_count if state.loss_count else float("nan"),
                 samples / max(now - clock, 1e-9),
                 _or_nan(state.evals[-1]["val_sharpe"] if state.evals else None),
             )
@@ -261,10 +259,11 @@ def _run_fold(
             )
             if on_progress is not None:
                 on_progress(report)
-            losses, clock, samples = [], now, 0
+            clock, samples = now, 0
         if stop is not None and stop.signum is not None:  # a safe point: the step is whole
             _save(checkpoint, learner, state, obs)
             raise _interrupted(run, stop.signum, f"fold {fold.index} step {state.step}")
+    _sync(agent, state)
     if not has_validation:  # nothing to select on: the last weights trade
         chosen = "last"
     elif state.best_params is None:  # no validated edge: stand aside
@@ -312,6 +311,7 @@ def _evaluate(
     has_validation: bool,
 ) -> None:
     """Score the greedy policy on the validation slice; keep the best weights; stop early."""
+    _sync(agent, state)
     score, band = (
         _validation_sharpe(agent, market, fold, config, spec)
         if has_validation
@@ -327,6 +327,7 @@ def _evaluate(
         entry["band"] = float(band)
     state.evals.append(entry)
     state.loss_sum, state.loss_count = 0.0, 0
+    agent.set_loss_totals(0.0, 0)
     if not has_validation:
         return
     if score > state.best_score:
@@ -350,7 +351,14 @@ class _Learner(NamedTuple):
         return {"agent": self.agent, "replay": self.replay, "nstep": self.nstep, "env": self.env}
 
 
+def _sync(agent: Agent, state: _FoldState) -> None:
+    """Wait for the updates in flight: raise if one diverged, take their loss sum and count."""
+    agent.check_finite()
+    state.loss_sum, state.loss_count = agent.loss_totals()
+
+
 def _save(path: Path, learner: _Learner, state: _FoldState, obs: npt.NDArray[np.float32]) -> None:
+    _sync(learner.agent, state)
     arrays: dict[str, npt.NDArray[np.generic]] = {}
     for prefix, part in learner.parts().items():
         arrays |= {f"{prefix}/{k}": v for k, v in part.state_dict().items()}

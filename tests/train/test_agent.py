@@ -11,7 +11,8 @@ import pytest
 
 from fxstore.config import AgentConfig
 from fxstore.errors import InvalidInputError, TrainingDivergedError
-from fxstore.train.agent import Agent, _dueling_log_probs, make_rng, project_distribution
+from fxstore.train._ops import dueling_log_probs
+from fxstore.train.agent import Agent, make_rng, project_distribution
 from fxstore.train.replay import Batch, NStepAccumulator, PrioritizedReplay
 
 SMALL = AgentConfig(hidden=8, layers=2, n_atoms=5, v_min=-2.0, v_max=2.0, lr=1e-3, seed=3)
@@ -130,14 +131,14 @@ def test_update_double_dqn_uses_online_argmax_with_target_distribution() -> None
     _, priority = agent.update(batch)
 
     def expected_ce(next_action: int) -> npt.NDArray[np.float64]:
-        log_p_target = _dueling_log_probs(target_bias[None], 2)[0]
+        log_p_target = dueling_log_probs(target_bias[None], 2)[0]
         moved = project_distribution(
             np.repeat(np.exp(log_p_target[next_action])[None], 6, axis=0),
             batch.reward.astype(np.float64),
             batch.discount.astype(np.float64),
             SUPPORT,
         )
-        log_p = _dueling_log_probs(online_bias[None], 2)[0][batch.action]
+        log_p = dueling_log_probs(online_bias[None], 2)[0][batch.action]
         ce: npt.NDArray[np.float64] = -(moved * log_p).sum(axis=1)
         return ce
 

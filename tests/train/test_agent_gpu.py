@@ -109,13 +109,9 @@ def test_replay_and_nstep_cupy_feed_the_agent() -> None:
     assert len(replay) > 100
 
 
-def test_update_tf32_is_close_to_fp32_deterministic_and_restores_precision() -> None:
+def test_update_tf32_is_close_to_fp32_and_deterministic() -> None:
     import cupy
 
-    from fxstore.train._gpu_kernels import _compute_types
-
-    linalg = _compute_types()
-    before = linalg.get_compute_type(np.float32)
     fast = dataclasses.replace(CONFIG, hidden=256, tf32=True)
     exact = dataclasses.replace(CONFIG, hidden=256)
     losses = []
@@ -126,4 +122,94 @@ def test_update_tf32_is_close_to_fp32_deterministic_and_restores_precision() -> 
         )
     assert losses[0] == losses[1]  # TF32 is still deterministic
     np.testing.assert_allclose(losses[0], losses[2], rtol=1e-2)
-    assert linalg.get_compute_type(np.float32) == before
+    assert losses[0] != losses[2]  # and TF32 was used
+
+
+@pytest.mark.parametrize("tf32", [False, True])
+def test_update_cuda_graph_equals_kernel_by_kernel_bit_for_bit(tf32: bool) -> None:
+    import cupy
+
+    runs = []
+    for cuda_graph in (False, True):
+        config = dataclasses.replace(CONFIG, cuda_graph=cuda_graph, tf32=tf32, target_period=3)
+        agent = Agent(config, 6, 3, xp=cupy)
+        priorities = [
+            cupy.asnumpy(agent.update_async(to_device(make_batch(300, 6, 3, seed=s))))
+            for s in range(7)
+        ]
+        runs.append((priorities, agent.state_dict(), agent.loss_totals()))
+    (prio_a, state_a, totals_a), (prio_b, state_b, totals_b) = runs
+    for a, b in zip(prio_a, prio_b, strict=True):
+        np.testing.assert_array_equal(a, b)
+    for key, value in state_a.items():
+        np.testing.assert_array_equal(state_b[key], value)
+    assert totals_a == totals_b and totals_a[1] == 7
+
+
+@pytest.mark.parametrize("period", [0, 4])
+def test_step_scalars_on_device_equal_the_host_reference(period: int) -> None:
+    import cupy
+
+    from fxstore.train._gpu_kernels import CupyOps
+    from fxstore.train.agent import _step_scalars
+
+    config = dataclasses.replace(CONFIG, target_period=period, target_tau=0.3, grad_clip=2.0)
+    ops = CupyOps()
+    for t, grad_sq, loss_sum in [(1, 0.25, 3.0), (7, 16.0, -2.0), (8, 1e-9, 0.5), (1000, 4.0, 1)]:
+        progress = cupy.asarray([t - 1, 0, 10.0, 3, 0, 0], dtype=cupy.float64)
+        out = cupy.zeros(5, dtype=cupy.float32)
+        sums = cupy.asarray([loss_sum, grad_sq], dtype=cupy.float64)
+        ops.step_scalars(sums, progress, out, batch=4, config=config)
+        expected = _step_scalars(config, t, float(np.sqrt(grad_sq)))
+        np.testing.assert_allclose(cupy.asnumpy(out), expected, rtol=2e-7)
+        assert cupy.asnumpy(progress).tolist() == [
+            t,
+            0,
+            10.0 + loss_sum / 4,
+            4,
+            loss_sum / 4,
+            float(np.sqrt(grad_sq)),
+        ]
+
+
+@pytest.mark.parametrize("cuda_graph", [False, True])
+def test_update_async_divergence_skips_updates_and_check_finite_names_the_step(
+    cuda_graph: bool,
+) -> None:
+    import cupy
+
+    agent = Agent(dataclasses.replace(CONFIG, cuda_graph=cuda_graph), 6, 3, xp=cupy)
+    for s in range(3):
+        agent.update_async(to_device(make_batch(64, 6, 3, seed=s)))
+    bad = make_batch(64, 6, 3, seed=3)
+    bad.reward[5] = np.nan
+    agent.update_async(to_device(bad))  # update 4: does not raise, does not apply
+    before = agent.state_dict()
+    for s in range(4, 6):  # later updates are skipped too
+        agent.update_async(to_device(make_batch(64, 6, 3, seed=s)))
+    after = agent.state_dict()
+    for key in ("params", "target_params", "adam_m", "adam_v"):
+        np.testing.assert_array_equal(after[key], before[key])
+    message = "step 4: loss is not finite (nan); lower `lr` or `grad_clip`."
+    with pytest.raises(TrainingDivergedError, match=f"^{re.escape(message)}$"):
+        agent.check_finite()
+    assert agent.step == 3 and agent.loss_totals()[1] == 3
+
+
+def test_update_cuda_graph_resume_from_state_dict_continues_identically() -> None:
+    import cupy
+
+    batches = [to_device(make_batch(256, 6, 3, seed=s)) for s in range(6)]
+    whole = Agent(CONFIG, 6, 3, xp=cupy)
+    for batch in batches:
+        whole.update_async(batch)
+    first = Agent(CONFIG, 6, 3, xp=cupy)
+    for batch in batches[:3]:
+        first.update_async(batch)
+    resumed = Agent(CONFIG, 6, 3, xp=cupy)
+    resumed.update_async(batches[0])  # captured, then overwritten by the restore
+    resumed.load_state_dict(first.state_dict())
+    for batch in batches[3:]:
+        resumed.update_async(batch)
+    for key, value in whole.state_dict().items():
+        np.testing.assert_array_equal(resumed.state_dict()[key], value)
