@@ -119,6 +119,20 @@ def test_fetch_declined_confirmation_buys_nothing(
     assert server.state.calls_to("batch.submit_job") == 0
 
 
+def test_fetch_json_shows_the_plan_on_stderr_before_asking(
+    run_fetch: FetchRun, server: FakeDatabento
+) -> None:
+    result = run_fetch("--json", input="n\n")
+
+    assert result.exit_code == 1
+    assert result.stdout == ""
+    assert "Buy it for $12.50? [y/N]" in result.stderr
+    plan, _, _ = result.stderr.partition("Buy it for $12.50? [y/N]")
+    assert "ES.FUT resolves to 1 instrument (ids 5482)" in plan
+    assert "store/raw/GLBX.MDP3/<job-id>/" in plan
+    assert server.state.calls_to("batch.submit_job") == 0
+
+
 def test_fetch_confirmed_buys(run_fetch: FetchRun, server: FakeDatabento) -> None:
     result = run_fetch(input="y\n", catch=False)
 
