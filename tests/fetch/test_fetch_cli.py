@@ -439,3 +439,22 @@ def test_fetch_damaged_download_is_fetched_again_from_its_job_at_no_cost(
     assert (folder / MBP_FILE).read_bytes() == (DATA / SCHEMA_FILES["mbp-10"]).read_bytes()
     [moved] = (_dataset(tmp_path) / ".quarantine" / "GLBX-20240101-JOB0000001").iterdir()
     assert (moved / MBP_FILE).read_bytes() == b"edited"
+
+
+@pytest.mark.parametrize("damage", ["{trunc", '{"files": 3}', '{"files": [{"name": "x"}]}'])
+def test_fetch_damaged_fetch_manifest_is_fetched_again_from_its_job_at_no_cost(
+    run_fetch: FetchRun, server: FakeDatabento, tmp_path: Path, damage: str
+) -> None:
+    assert run_fetch("--yes", catch=False).exit_code == 0
+    folder = _dataset(tmp_path) / "GLBX-20240101-JOB0000001"
+    (folder / "fxstore-fetch.json").write_text(damage)
+
+    again = run_fetch(catch=False)  # nothing to buy: no question asked
+
+    assert again.exit_code == 0, again.output
+    assert "paid" in again.stdout and "Buy it" not in again.output
+    assert server.state.calls_to("batch.submit_job") == 1
+    manifest = json.loads((folder / "fxstore-fetch.json").read_text())
+    assert [f["name"] for f in manifest["files"]][0] == MBP_FILE
+    [moved] = (_dataset(tmp_path) / ".quarantine" / "GLBX-20240101-JOB0000001").iterdir()
+    assert (moved / "fxstore-fetch.json").read_text() == damage
