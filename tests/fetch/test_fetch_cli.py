@@ -79,6 +79,22 @@ def test_fetch_plan_shows_cost_size_records_instruments_and_target(run_fetch: Fe
     assert "$12.51" in lines[-2]
 
 
+def test_fetch_batch_job_state_and_progress_show_on_stderr(run_fetch: FetchRun) -> None:
+    result = run_fetch("--yes", "--via", "batch", catch=False)
+
+    assert result.exit_code == 0
+    job = "GLBX-20240101-JOB0000001"
+    states = [line for line in result.stderr.splitlines() if line.startswith(f"job {job}")]
+    assert states == [f"job {job}: queued 0%", f"job {job}: processing 50%", f"job {job}: done 100%"]
+
+
+def test_fetch_quiet_shows_no_progress(run_fetch: FetchRun) -> None:
+    result = run_fetch("--yes", "--via", "batch", "-q", catch=False)
+
+    assert result.exit_code == 0
+    assert result.stderr == ""
+
+
 def test_fetch_dry_run_buys_nothing(
     run_fetch: FetchRun, server: FakeDatabento, tmp_path: Path
 ) -> None:
@@ -273,6 +289,18 @@ ERRORS = [
         "Error: --start: Databento refused symbology.resolve (422): "
         "data_start_before_available_start: The dataset GLBX.MDP3 has data available from "
         "2010-06-06 00:00:00+00:00.",
+    ),
+    (
+        "metadata.get_cost",
+        Fault(
+            422,
+            {
+                "case": "symbology_invalid_symbol",
+                "message": "Invalid symbol 'ES.FUT' for stype_in 'parent'.",
+            },
+        ),
+        "Error: --symbol: Databento refused metadata.get_cost (422): symbology_invalid_symbol: "
+        "Invalid symbol 'ES.FUT' for stype_in 'parent'.",
     ),
     (
         "metadata.get_billable_size",
