@@ -85,7 +85,11 @@ def test_fetch_batch_job_state_and_progress_show_on_stderr(run_fetch: FetchRun) 
     assert result.exit_code == 0
     job = "GLBX-20240101-JOB0000001"
     states = [line for line in result.stderr.splitlines() if line.startswith(f"job {job}")]
-    assert states == [f"job {job}: queued 0%", f"job {job}: processing 50%", f"job {job}: done 100%"]
+    assert states == [
+        f"job {job}: queued 0%",
+        f"job {job}: processing 50%",
+        f"job {job}: done 100%",
+    ]
 
 
 def test_fetch_quiet_shows_no_progress(run_fetch: FetchRun) -> None:
@@ -483,6 +487,6 @@ def test_fetch_damaged_fetch_manifest_is_fetched_again_from_its_job_at_no_cost(
     assert "paid" in again.stdout and "Buy it" not in again.output
     assert server.state.calls_to("batch.submit_job") == 1
     manifest = json.loads((folder / "fxstore-fetch.json").read_text())
-    assert [f["name"] for f in manifest["files"]][0] == MBP_FILE
+    assert MBP_FILE in {f["name"] for f in manifest["files"]}
     [moved] = (_dataset(tmp_path) / ".quarantine" / "GLBX-20240101-JOB0000001").iterdir()
     assert (moved / "fxstore-fetch.json").read_text() == damage
