@@ -228,6 +228,8 @@ def fetch(
         return
     plan.check_max_cost()
     if plan.cost_usd > 0 and not yes:
+        if as_json:  # stdout is kept for the JSON report: the plan goes beside the question
+            click.echo(plan.format_text(), err=True)
         _confirm(plan)
     result = run_fetch(api, plan, poll_seconds, quiet)
     if as_json:

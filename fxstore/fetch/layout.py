@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Final
 
 from fxstore import __version__
-from fxstore.errors import SchemaError
+from fxstore.errors import InvalidInputError, SchemaError
 from fxstore.store import (
     atomic_write_json,
     fsync_dir,
@@ -144,30 +144,39 @@ def verify_folder(folder: Path) -> tuple[FetchedFile, ...] | None:
     """The files of the finished download `folder` when every one is intact, else None.
 
     A file not modified since the manifest was written is taken as it is; one changed since
-    is hashed again (:func:`fxstore.store.matches_manifest`).
+    is hashed again (:func:`fxstore.store.matches_manifest`). A damaged manifest makes the
+    folder damaged too (None): fetch downloads it again, as it does a damaged file.
     """
     manifest = folder / FETCH_MANIFEST
     if not manifest.is_file():
         return None
-    data = read_json(manifest)
-    entries = data.get("files")
-    if not isinstance(entries, list):
-        raise SchemaError(f"{manifest}: field `files` must be a list; re-run with --force.")
+    try:
+        listed = _manifest_files(manifest)
+    except (InvalidInputError, SchemaError) as err:
+        logger.warning("%s is damaged: %s", manifest, err)
+        return None
     files = []
-    for entry in entries:
-        if not isinstance(entry, dict):
-            raise SchemaError(f"{manifest}: a `files` entry is not an object; re-run --force.")
-        name = validate_key(manifest_field(entry, "name", str, manifest), "file name")
-        file = FetchedFile(
-            name,
-            manifest_field(entry, "size", int, manifest),
-            manifest_field(entry, "sha256", str, manifest),
-        )
-        if not matches_manifest(folder / name, manifest, file.sha256, file.size):
-            logger.info("%s: %s is missing or changed", folder, name)
+    for file in listed:
+        if not matches_manifest(folder / file.name, manifest, file.sha256, file.size):
+            logger.info("%s: %s is missing or changed", folder, file.name)
             return None
         files.append(file)
     return tuple(files)
+
+
+def _manifest_files(manifest: Path) -> list[FetchedFile]:
+    """The files `manifest` lists; InvalidInputError or SchemaError when it is damaged."""
+    entries = read_json(manifest).get("files")
+    if not isinstance(entries, list):
+        raise SchemaError(f"{manifest}: field `files` must be a list.")
+    files = []
+    for entry in entries:
+        if not isinstance(entry, dict):
+            raise SchemaError(f"{manifest}: a `files` entry is not an object.")
+        name = validate_key(manifest_field(entry, "name", str, manifest), "file name")
+        size = manifest_field(entry, "size", int, manifest)
+        files.append(FetchedFile(name, size, manifest_field(entry, "sha256", str, manifest)))
+    return files
 
 
 def quarantine(path: Path, root: Path, dataset: str, job_id: str) -> Path:

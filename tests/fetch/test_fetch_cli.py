@@ -79,6 +79,26 @@ def test_fetch_plan_shows_cost_size_records_instruments_and_target(run_fetch: Fe
     assert "$12.51" in lines[-2]
 
 
+def test_fetch_batch_job_state_and_progress_show_on_stderr(run_fetch: FetchRun) -> None:
+    result = run_fetch("--yes", "--via", "batch", catch=False)
+
+    assert result.exit_code == 0
+    job = "GLBX-20240101-JOB0000001"
+    states = [line for line in result.stderr.splitlines() if line.startswith(f"job {job}")]
+    assert states == [
+        f"job {job}: queued 0%",
+        f"job {job}: processing 50%",
+        f"job {job}: done 100%",
+    ]
+
+
+def test_fetch_quiet_shows_no_progress(run_fetch: FetchRun) -> None:
+    result = run_fetch("--yes", "--via", "batch", "-q", catch=False)
+
+    assert result.exit_code == 0
+    assert result.stderr == ""
+
+
 def test_fetch_dry_run_buys_nothing(
     run_fetch: FetchRun, server: FakeDatabento, tmp_path: Path
 ) -> None:
@@ -116,6 +136,20 @@ def test_fetch_declined_confirmation_buys_nothing(
     assert _error_lines(result.output) == [
         "Error: not confirmed, nothing was bought: answer y, or pass --yes to buy without asking."
     ]
+    assert server.state.calls_to("batch.submit_job") == 0
+
+
+def test_fetch_json_shows_the_plan_on_stderr_before_asking(
+    run_fetch: FetchRun, server: FakeDatabento
+) -> None:
+    result = run_fetch("--json", input="n\n")
+
+    assert result.exit_code == 1
+    assert result.stdout == ""
+    assert "Buy it for $12.50? [y/N]" in result.stderr
+    plan, _, _ = result.stderr.partition("Buy it for $12.50? [y/N]")
+    assert "ES.FUT resolves to 1 instrument (ids 5482)" in plan
+    assert "store/raw/GLBX.MDP3/<job-id>/" in plan
     assert server.state.calls_to("batch.submit_job") == 0
 
 
@@ -259,6 +293,18 @@ ERRORS = [
         "Error: --start: Databento refused symbology.resolve (422): "
         "data_start_before_available_start: The dataset GLBX.MDP3 has data available from "
         "2010-06-06 00:00:00+00:00.",
+    ),
+    (
+        "metadata.get_cost",
+        Fault(
+            422,
+            {
+                "case": "symbology_invalid_symbol",
+                "message": "Invalid symbol 'ES.FUT' for stype_in 'parent'.",
+            },
+        ),
+        "Error: --symbol: Databento refused metadata.get_cost (422): symbology_invalid_symbol: "
+        "Invalid symbol 'ES.FUT' for stype_in 'parent'.",
     ),
     (
         "metadata.get_billable_size",
@@ -425,3 +471,22 @@ def test_fetch_damaged_download_is_fetched_again_from_its_job_at_no_cost(
     assert (folder / MBP_FILE).read_bytes() == (DATA / SCHEMA_FILES["mbp-10"]).read_bytes()
     [moved] = (_dataset(tmp_path) / ".quarantine" / "GLBX-20240101-JOB0000001").iterdir()
     assert (moved / MBP_FILE).read_bytes() == b"edited"
+
+
+@pytest.mark.parametrize("damage", ["{trunc", '{"files": 3}', '{"files": [{"name": "x"}]}'])
+def test_fetch_damaged_fetch_manifest_is_fetched_again_from_its_job_at_no_cost(
+    run_fetch: FetchRun, server: FakeDatabento, tmp_path: Path, damage: str
+) -> None:
+    assert run_fetch("--yes", catch=False).exit_code == 0
+    folder = _dataset(tmp_path) / "GLBX-20240101-JOB0000001"
+    (folder / "fxstore-fetch.json").write_text(damage)
+
+    again = run_fetch(catch=False)  # nothing to buy: no question asked
+
+    assert again.exit_code == 0, again.output
+    assert "paid" in again.stdout and "Buy it" not in again.output
+    assert server.state.calls_to("batch.submit_job") == 1
+    manifest = json.loads((folder / "fxstore-fetch.json").read_text())
+    assert MBP_FILE in {f["name"] for f in manifest["files"]}
+    [moved] = (_dataset(tmp_path) / ".quarantine" / "GLBX-20240101-JOB0000001").iterdir()
+    assert (moved / "fxstore-fetch.json").read_text() == damage

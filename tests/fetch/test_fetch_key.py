@@ -38,7 +38,8 @@ def test_api_key_never_reaches_output_logs_or_files(
     caplog.set_level(logging.DEBUG)
     server.state.cut_after[MBP_FILE] = (100, 2)
     server.state.corrupt["metadata.json"] = 1
-    ok = run_fetch("--yes", "--with-definitions", "--with-statistics", verbose=True)
+    # --ingest: the bar store's manifests are scanned too.
+    ok = run_fetch("--yes", "--with-definitions", "--with-statistics", "--ingest", verbose=True)
     # An error whose message (Databento's text) holds the key, and the key Databento rejects.
     server.state.faults["batch.submit_job"].append(Fault(402, f"no balance for key {KEY}"))
     refused = run_fetch("--yes", "--start", "2020-12-27", verbose=True)
@@ -51,6 +52,8 @@ def test_api_key_never_reaches_output_logs_or_files(
         "Error: Databento rejected the API key (401 on symbology.resolve): check "
         "DATABENTO_API_KEY or --api-key-file (https://databento.com/portal/keys)."
     )
+    assert "Ingested 1 trading days" in ok.output
+    assert any((tmp_path / "store" / "bars").rglob("manifest.json"))
     texts = [ok.output, refused.output, rejected.output, caplog.text]
     assert "Retrying download" in caplog.text  # the logs were captured at debug level
     assert _leaks(KEY, texts, tmp_path) == []
