@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 import fxstore
 from fxstore.cli import cli
-from fxstore.config import FeatureConfig, IngestConfig, RollConfig
+from fxstore.config import FeatureConfig, IngestConfig, RollConfig, SynthConfig
 from fxstore.errors import InvalidInputError
 from fxstore.features.definitions import FeatureDef, FeatureSet, Settings
 from fxstore.features.precompute import precompute
@@ -131,6 +131,33 @@ def test_ratio_forward_keeps_the_first_contract_and_raw_returns(
     np.testing.assert_array_equal(adj[first], close[first])
     np.testing.assert_allclose((adj[1:] / adj[:-1])[same], (close[1:] / close[:-1])[same])
     assert not np.allclose(adj[~first], close[~first])
+
+
+def test_a_new_roll_at_the_end_re_adjusts_history_from_the_transitions_only(
+    built: Path, two_roll_market: SynthMarket, tmp_path: Path
+) -> None:
+    # The same market up to 2024-05-31: the June roll (2024-06-18) is not in it yet.
+    folder = two_roll_market.folder
+    dbn = sorted(folder.glob("*.dbn.zst"))
+    before = [p for p in dbn if "definition" in p.name or p.name[10:18] <= "20240531"]
+    ingest(dataclasses.replace(BASE, roll=CALENDAR), before, tmp_path)
+
+    short, full = (_series(s, "mbp10_front_month-cal3") for s in (tmp_path, built))
+    old, new = (
+        fxstore.open(s).read_bars("ES.FUT", instrument_key="mbp10_front_month-cal3")
+        for s in (tmp_path, built)
+    )
+    first, added = _manifest(full)["transitions"]  # type: ignore[misc]
+
+    # the days both hold are the same bytes, and the first roll the same row
+    shared = {k: v for k, v in _files(full).items() if k in _files(short) and k[0].isdigit()}
+    assert shared and shared == {k: v for k, v in _files(short).items() if k[0].isdigit()}
+    assert _manifest(short)["transitions"] == [first]
+    # backward adjustment moves that history by the new roll's gap, and by nothing else
+    n = old.num_rows
+    np.testing.assert_array_equal(new["close"].to_numpy()[:n], old["close"].to_numpy())
+    shift = new["adj_close"].to_numpy()[:n] - old["adj_close"].to_numpy()
+    np.testing.assert_allclose(shift, added["gap_add"], rtol=0, atol=1e-9)
 
 
 def test_workers_give_the_same_transitions_and_files(
@@ -336,6 +363,27 @@ def test_ingest_roll_options_without_their_inputs_are_one_error_line(
     assert result.exit_code == 1
     assert result.output.splitlines() == [message]
     assert not (store / "bars").exists()
+
+
+def test_calendar_rule_without_expiries_is_one_error_line(tmp_path: Path) -> None:
+    # A root fxstore's table does not hold, and no definition records among the inputs.
+    from fxstore.synth import generate_market
+
+    day = dt.date(2024, 3, 4)
+    generate_market(SynthConfig(start=day, end=day, events_per_day=1_000, root="QQ"), tmp_path)
+    (mbp10,) = tmp_path.glob("*.mbp-10.dbn.zst")
+    store = tmp_path / "store"
+    args = ["--symbol", "QQ.FUT", "--roll", "calendar", "--multiplier", "50", "-q"]
+
+    result = CliRunner().invoke(cli, ["ingest", str(mbp10), *args, "--store", str(store)])
+
+    assert result.exit_code == 1
+    assert result.output.splitlines() == [
+        "Error: `--roll calendar` needs the last trading days of QQ's contracts: fxstore's "
+        "table does not hold root 'QQ'; pass Databento definition records with --definitions "
+        "PATH."
+    ]
+    assert not store.exists()
 
 
 SMALL = FeatureSet(

@@ -8,6 +8,7 @@ import itertools
 import math
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 from fxstore.config import RollConfig, parse_roll_months
@@ -15,10 +16,14 @@ from fxstore.errors import InvalidInputError, NoFrontMonthError
 from fxstore.ingest.select.activity import DailyActivity
 from fxstore.ingest.select.front_month import FrontMonthSelector, RollEntry, select_front_month
 from fxstore.ingest.select.roll_rules import OpenInterest
+from fxstore.ingest.select.transitions import adjusted_column, build_transitions
 from fxstore.market.calendar import MONTH_CODES, sessions
 from fxstore.market.contracts import parse_outright
 from fxstore.market.master import ROOTS, first_notice_day, last_trading_day
 from fxstore.synth.contracts import outright_id, outright_symbol
+
+ROOTS_TESTED = ("ES", "CL", "GC", "ZN")
+NS_PER_MINUTE = 60 * 1_000_000_000
 
 START, END = dt.date(2024, 1, 2), dt.date(2024, 12, 20)
 
@@ -221,6 +226,147 @@ def test_open_interest_rule_uses_only_values_published_before_the_open() -> None
     ]
     assert schedule[3].prior_open_interest == 2_500_000
     assert schedule[0].to_json()["prior_open_interest"] == 2_000_000
+
+
+def _published_open_interest(root: str, delay_ns: int) -> OpenInterest:
+    """Each day's open interest (ten times its volume: the same ranking), received
+    `delay_ns` after that day's session closed."""
+    activity, _, _ = _market(root)
+    table = sessions(ROOTS[root].calendar)
+    days = activity.trading_day.astype(object)
+    published = [table.bounds(d)[1] + delay_ns for d in days]
+    ids, quantity = activity.instrument_id.tolist(), (10 * activity.volume).tolist()
+    return _open_interest(list(zip(published, ids, quantity, strict=True)))
+
+
+def _volume_rule_rolls(root: str) -> list[tuple[dt.date, str]]:
+    """Where the volume rule rolls on `_market`: the session after the crossover."""
+    spec = ROOTS[root]
+    table = sessions(spec.calendar)
+    out = []
+    for (y, m), (y1, m1) in itertools.pairwise(_contracts(root, START, spec.months, count=20)):
+        day = table.day_before(last_trading_day(spec, y, m), 9)
+        if START < day <= END:
+            out.append((day, outright_symbol(root, y1, m1)))
+    return out
+
+
+@pytest.mark.parametrize("root", ROOTS_TESTED)
+def test_open_interest_rule_rolls_on_the_first_session_that_opens_after_the_crossover_is_out(
+    root: str,
+) -> None:
+    table = sessions(ROOTS[root].calendar)
+    activity, symbols, days = _market(root)
+    # Published 30 minutes after the close: before the next session opens, so the rule
+    # rolls one session after the crossover, as the volume rule does.
+    early = FrontMonthSelector(
+        root,
+        RollConfig(rule="open-interest"),
+        table=table,
+        open_interest=_published_open_interest(root, 30 * NS_PER_MINUTE),
+    )
+    # Published the next morning: after the next session opened (one session later),
+    # unless a weekend or holiday comes first.
+    late = FrontMonthSelector(
+        root,
+        RollConfig(rule="open-interest"),
+        table=table,
+        open_interest=_published_open_interest(root, 16 * 60 * NS_PER_MINUTE),
+    )
+
+    on_time = select_front_month(activity, symbols, root, early)
+    next_morning = select_front_month(activity, symbols, root, late)
+
+    expected = _volume_rule_rolls(root)
+    assert _rolls(on_time) == expected
+    later = []
+    for day, contract in expected:
+        out = table.bounds(days[days.index(day) - 1])[1] + 16 * 60 * NS_PER_MINUTE
+        later.append((next(d for d in days if table.bounds(d)[0] > out), contract))
+    assert _rolls(next_morning) == later
+    assert {e.reason for e in on_time + next_morning if e.is_roll} == {"open-interest"}
+    assert all(e.prior_open_interest is not None for e in on_time[1:])
+
+
+def _contract_close(root: str, symbol: str, day: dt.date) -> float:
+    """A contract's close: a level common to the root's contracts that walks day by day,
+    plus a carry that grows with the months to delivery (so every roll has a gap)."""
+    contract = parse_outright(symbol, root, day)
+    assert contract is not None
+    months_out = (contract.year - day.year) * 12 + contract.month - day.month
+    level = 100.0 + 10.0 * math.sin(day.toordinal() / 7.0) + 0.05 * (day.toordinal() % 11)
+    return level + 1.5 * months_out
+
+
+def _priced_series(
+    root: str, roll: RollConfig
+) -> tuple[list[RollEntry], dict[dt.date, dict[int, float]], pa.Table]:
+    """The schedule of `roll` on `_market`, every listed contract's close per day, and one
+    bar per day of the front month (its close)."""
+    _, symbols, _ = _market(root)
+    schedule = _schedule(root, roll)
+    closes = {
+        day: {i: _contract_close(root, s, day) for i, s in listed.items()}
+        for day, listed in symbols.items()
+    }
+    bars = pa.table(
+        {
+            "trading_day": pa.array([e.trading_day for e in schedule], pa.date32()),
+            "close": [closes[e.trading_day][e.instrument_id] for e in schedule],
+        }
+    )
+    return schedule, closes, bars
+
+
+RULES = (RollConfig(), RollConfig(rule="calendar", offset=2))
+
+
+@pytest.mark.parametrize("direction", ["backward", "forward"])
+@pytest.mark.parametrize("roll", RULES, ids=lambda r: r.rule)
+@pytest.mark.parametrize("root", ROOTS_TESTED)
+def test_difference_adjusted_close_moves_across_each_roll_only_as_the_new_contract_did(
+    root: str, roll: RollConfig, direction: str
+) -> None:
+    schedule, closes, bars = _priced_series(root, roll)
+    table = sessions(ROOTS[root].calendar)
+    transitions = build_transitions(schedule, roll, table, closes)
+
+    adjusted = adjusted_column(bars, "close", transitions, "difference", direction).to_numpy()
+
+    raw = bars.column("close").to_numpy()
+    assert len(transitions) >= 3
+    keep = -1 if direction == "backward" else 0  # the contract that keeps its prices
+    kept = [e.contract == schedule[keep].contract for e in schedule]
+    np.testing.assert_allclose(adjusted[kept], raw[kept])
+    for t in transitions:
+        k = next(i for i, e in enumerate(schedule) if e.trading_day == t.trading_day)
+        assert t.price_day == schedule[k - 1].trading_day
+        # gap 0 at the switch: the step is the new contract's own move since the roll's prices
+        own_move = closes[t.trading_day][t.to_instrument_id] - t.to_px  # type: ignore[operator]
+        assert adjusted[k] - adjusted[k - 1] == pytest.approx(own_move, abs=1e-9)
+        assert raw[k] - raw[k - 1] != pytest.approx(own_move, abs=1e-9)  # raw jumps
+
+
+@pytest.mark.parametrize("direction", ["backward", "forward"])
+@pytest.mark.parametrize("roll", RULES, ids=lambda r: r.rule)
+@pytest.mark.parametrize("root", ROOTS_TESTED)
+def test_ratio_adjusted_returns_equal_raw_returns_within_a_contract(
+    root: str, roll: RollConfig, direction: str
+) -> None:
+    schedule, closes, bars = _priced_series(root, roll)
+    table = sessions(ROOTS[root].calendar)
+    transitions = build_transitions(schedule, roll, table, closes)
+
+    adjusted = adjusted_column(bars, "close", transitions, "ratio", direction).to_numpy()
+
+    raw = bars.column("close").to_numpy()
+    same = np.array([a.contract == b.contract for a, b in itertools.pairwise(schedule)])
+    assert (~same).sum() == len(transitions) >= 3
+    np.testing.assert_allclose((adjusted[1:] / adjusted[:-1])[same], (raw[1:] / raw[:-1])[same])
+    for t in transitions:  # across a roll: the new contract's own return since the roll
+        k = next(i for i, e in enumerate(schedule) if e.trading_day == t.trading_day)
+        own = closes[t.trading_day][t.to_instrument_id] / t.to_px  # type: ignore[operator]
+        assert adjusted[k] / adjusted[k - 1] == pytest.approx(own, rel=1e-12)
 
 
 def test_volume_rule_entries_serialise_as_before() -> None:
