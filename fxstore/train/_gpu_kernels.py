@@ -29,11 +29,6 @@ __all__ = ["CupyOps"]
 
 logger = logging.getLogger(__name__)
 
-_THREADS: Final = 128
-
-_bias_relu = cupy.ElementwiseKernel(
-    "float32 b", "float32 z", "float y = z + b; z = y < 0.0f ? 0.0f : y", "fx_bias_relu"
-)
 _relu_grad = cupy.ElementwiseKernel(
     "float32 h", "float32 d", "if (h <= 0.0f) d = 0.0f", "fx_relu_grad"
 )
@@ -93,64 +88,97 @@ extern "C" __global__ void fx_step(const double* sums, double* progress, float* 
 """
 _step = cupy.RawKernel(_STEP_SRC, "fx_step")
 
-# One thread per row; N atoms and A actions are compile-time constants (FX_N, FX_A), so the
-# per-row arrays live in registers / local memory. Head rows hold V (N) then A (A x N), no bias.
-# Clamps are written with comparisons so that NaN passes through (fminf/fmaxf would drop it).
+# One warp per row: lane l holds atoms l, l + 32, ... (KPL of them); N atoms and A actions are
+# compile-time constants (FX_N, FX_A). Sums over atoms are warp butterflies (a fixed order:
+# deterministic). Head rows hold V (N) then A (A x N), no bias. Clamps are written with
+# comparisons so that NaN passes through (fminf/fmaxf would drop it).
 _DUELING_SRC: Final = r"""
 #define N FX_N
 #define A FX_A
 #define W (N * (A + 1))
+#define KPL ((N + 31) / 32)
+#define WARPS 4
+#define FULL 0xffffffffu
 #define NEG_INF __int_as_float(0xff800000)  // NVRTC has no <math.h> INFINITY
 
 __device__ __forceinline__ float clampf(float x, float lo, float hi) {
     return x < lo ? lo : (x > hi ? hi : x);
 }
 
-__device__ void mean_adv(const float* h, const float* bias, float* out) {
-    for (int k = 0; k < N; ++k) {
-        float s = 0.0f;
-        for (int a = 0; a < A; ++a) s += h[N + a * N + k] + bias[N + a * N + k];
-        out[k] = s / (float)A;
+__device__ __forceinline__ float warp_sum(float x) {
+    for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(FULL, x, o);
+    return x;
+}
+
+__device__ __forceinline__ float warp_max(float x) {
+    for (int o = 16; o > 0; o >>= 1) {
+        const float y = __shfl_xor_sync(FULL, x, o);
+        x = y > x ? y : x;
+    }
+    return x;
+}
+
+// mean over actions of the advantage logits, for this lane's atoms
+__device__ void mean_adv(const float* h, const float* bias, int lane, float* mean) {
+    for (int s = 0; s < KPL; ++s) {
+        const int k = lane + 32 * s;
+        if (k >= N) break;
+        float sum = 0.0f;
+        for (int a = 0; a < A; ++a) sum += h[N + a * N + k] + bias[N + a * N + k];
+        mean[s] = sum / (float)A;
     }
 }
 
-__device__ __forceinline__ float logit(const float* h, const float* bias, const float* mean,
-                                       int a, int k) {
-    return ((h[k] + bias[k]) + (h[N + a * N + k] + bias[N + a * N + k])) - mean[k];
-}
-
-// log-softmax over atoms of action a into out[N]
+// log-softmax over the atoms of action a, this lane's share into out[KPL]
 __device__ void log_probs(const float* h, const float* bias, const float* mean, int a,
-                          float* out) {
+                          int lane, float* out) {
     float mx = NEG_INF;
-    for (int k = 0; k < N; ++k) {
-        out[k] = logit(h, bias, mean, a, k);
-        mx = out[k] > mx ? out[k] : mx;
+    for (int s = 0; s < KPL; ++s) {
+        const int k = lane + 32 * s;
+        if (k >= N) break;
+        out[s] = ((h[k] + bias[k]) + (h[N + a * N + k] + bias[N + a * N + k])) - mean[s];
+        mx = out[s] > mx ? out[s] : mx;
     }
-    float s = 0.0f;
-    for (int k = 0; k < N; ++k) { out[k] -= mx; s += expf(out[k]); }
-    const float ls = logf(s);
-    for (int k = 0; k < N; ++k) out[k] -= ls;
+    mx = warp_max(mx);
+    float sum = 0.0f;
+    for (int s = 0; s < KPL; ++s) {
+        if (lane + 32 * s >= N) break;
+        out[s] -= mx;
+        sum += expf(out[s]);
+    }
+    const float ls = logf(warp_sum(sum));
+    for (int s = 0; s < KPL; ++s) {
+        if (lane + 32 * s >= N) break;
+        out[s] -= ls;
+    }
 }
 
 __device__ float expected(const float* h, const float* bias, const float* mean, int a,
-                          const float* support, float* scratch) {
-    log_probs(h, bias, mean, a, scratch);
+                          const float* support, int lane, float* scratch) {
+    log_probs(h, bias, mean, a, lane, scratch);
     float q = 0.0f;
-    for (int k = 0; k < N; ++k) q += expf(scratch[k]) * support[k];
-    return q;
+    for (int s = 0; s < KPL; ++s) {
+        const int k = lane + 32 * s;
+        if (k >= N) break;
+        q += expf(scratch[s]) * support[k];
+    }
+    return warp_sum(q);
 }
 
 extern "C" __global__ void fx_q_values(const float* __restrict__ head,
                                        const float* __restrict__ bias,
                                        const float* __restrict__ support,
                                        long long rows, float* __restrict__ q) {
-    const long long r = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (r >= rows) return;
-    float mean[N], scratch[N];
+    const int lane = threadIdx.x & 31;
+    const long long r = (long long)blockIdx.x * WARPS + (threadIdx.x >> 5);
+    if (r >= rows) return;  // the whole warp: r is the same on every lane
+    float mean[KPL], scratch[KPL];
     const float* h = head + r * W;
-    mean_adv(h, bias, mean);
-    for (int a = 0; a < A; ++a) q[r * A + a] = expected(h, bias, mean, a, support, scratch);
+    mean_adv(h, bias, lane, mean);
+    for (int a = 0; a < A; ++a) {
+        const float value = expected(h, bias, mean, a, support, lane, scratch);
+        if (lane == 0) q[r * A + a] = value;
+    }
 }
 
 extern "C" __global__ void fx_c51(const float* __restrict__ head,
@@ -166,64 +194,100 @@ extern "C" __global__ void fx_c51(const float* __restrict__ head,
                                   float* __restrict__ d_head,
                                   float* __restrict__ ce,
                                   float* __restrict__ wce) {
-    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= batch) return;
-    float mean[N], p[N], m[N];
+    __shared__ float moved_p[WARPS][N];  // the target distribution p_j ...
+    __shared__ float moved_b[WARPS][N];  // ... and where r + d z_j lands, in atoms
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const long long i = (long long)blockIdx.x * WARPS + warp;
+    if (i >= batch) return;  // the whole warp
+    float mean[KPL], lp[KPL], m[KPL];
 
     // double DQN: the online net's argmax at s' (first of equal values, like numpy)
     const float* hn = head + (batch + i) * W;
-    mean_adv(hn, bias, mean);
+    mean_adv(hn, bias, lane, mean);
     int best = 0;
     float best_q = NEG_INF;
     for (int a = 0; a < A; ++a) {
-        const float q = expected(hn, bias, mean, a, support, p);
+        const float q = expected(hn, bias, mean, a, support, lane, lp);
         if (q > best_q) { best_q = q; best = a; }
     }
 
-    // the target net's distribution of that action at s'
+    // the target net's distribution of that action at s', moved to r + d z
     const float* ht = head_t + i * W;
-    mean_adv(ht, bias_t, mean);
-    log_probs(ht, bias_t, mean, best, p);
-    for (int k = 0; k < N; ++k) p[k] = expf(p[k]);
-
-    // projection of r + d z onto the support: the dense weights clip(1 - |b_j - k|, 0, 1)
-    // are non-zero only at k = floor(b_j) and floor(b_j) + 1, summed in the same j order
+    mean_adv(ht, bias_t, lane, mean);
+    log_probs(ht, bias_t, mean, best, lane, lp);
     const float v_min = support[0], v_max = support[N - 1];
     const float dz = (v_max - v_min) / (float)(N - 1);
     const float r = reward[i], d = discount[i];
-    for (int k = 0; k < N; ++k) m[k] = 0.0f;
-    for (int j = 0; j < N; ++j) {
+    for (int s = 0; s < KPL; ++s) {
+        const int j = lane + 32 * s;
+        if (j >= N) break;
         const float tz = clampf(r + d * support[j], v_min, v_max);
-        const float b = clampf((tz - v_min) / dz, 0.0f, (float)(N - 1));
-        const int l = b >= 0.0f ? (int)floorf(b) : 0;  // NaN b: l = 0, its weight stays NaN
-        const float wl = 1.0f - fabsf(b - (float)l);
-        m[l] += p[j] * (wl < 0.0f ? 0.0f : wl);
-        if (l + 1 < N) {
-            const float wu = 1.0f - fabsf(b - (float)(l + 1));
-            m[l + 1] += p[j] * (wu < 0.0f ? 0.0f : wu);
+        moved_p[warp][j] = expf(lp[s]);
+        moved_b[warp][j] = clampf((tz - v_min) / dz, 0.0f, (float)(N - 1));
+    }
+    __syncwarp();
+
+    // projection onto the support: atom k gathers sum_j p_j clip(1 - |b_j - k|, 0, 1), in
+    // j order (the dense weights of project_distribution; NaN b keeps its NaN)
+    for (int s = 0; s < KPL; ++s) {
+        const int k = lane + 32 * s;
+        if (k >= N) break;
+        float acc = 0.0f;
+        for (int j = 0; j < N; ++j) {
+            float w = 1.0f - fabsf(moved_b[warp][j] - (float)k);
+            w = w < 0.0f ? 0.0f : w;
+            acc += moved_p[warp][j] * w;
         }
+        m[s] = acc;
     }
 
     // cross-entropy to the online distribution of the taken action at s, and its gradient
     const float* hs = head + i * W;
     const int act = (int)action[i];
-    mean_adv(hs, bias, mean);
-    log_probs(hs, bias, mean, act, p);
+    mean_adv(hs, bias, lane, mean);
+    log_probs(hs, bias, mean, act, lane, lp);
     float loss = 0.0f, msum = 0.0f;
-    for (int k = 0; k < N; ++k) { loss += m[k] * p[k]; msum += m[k]; }
-    loss = -loss;
+    for (int s = 0; s < KPL; ++s) {
+        if (lane + 32 * s >= N) break;
+        loss += m[s] * lp[s];
+        msum += m[s];
+    }
+    loss = -warp_sum(loss);
+    msum = warp_sum(msum);
     const float scale = weight[i] / (float)batch;
     float* dh = d_head + i * W;
-    for (int k = 0; k < N; ++k) {
-        const float g = scale * (expf(p[k]) * msum - m[k]);
+    for (int s = 0; s < KPL; ++s) {
+        const int k = lane + 32 * s;
+        if (k >= N) break;
+        const float g = scale * (expf(lp[s]) * msum - m[s]);
         const float share = -g / (float)A;
         dh[k] = g;
         for (int a = 0; a < A; ++a) dh[N + a * N + k] = a == act ? share + g : share;
     }
-    ce[i] = loss;
-    wce[i] = weight[i] * loss;
+    if (lane == 0) {
+        ce[i] = loss;
+        wce[i] = weight[i] * loss;
+    }
 }
 """
+
+# Bias + ReLU in place over (rows, cols) rows of row stride `ld`: one warp a row, 8 rows a
+# block, lanes striding over the columns (coalesced, no index division).
+_ROWS_SRC: Final = r"""
+extern "C" __global__ void fx_bias_relu(float* __restrict__ z, const float* __restrict__ bias,
+                                        long long rows, int cols, long long ld) {
+    const long long r = (long long)blockIdx.x * blockDim.y + threadIdx.y;
+    if (r >= rows) return;
+    float* row = z + r * ld;
+    for (int c = threadIdx.x; c < cols; c += 32) {
+        const float y = row[c] + bias[c];
+        row[c] = y < 0.0f ? 0.0f : y;
+    }
+}
+"""
+_ROWS_PER_BLOCK: Final = 8
+_rows_module = cupy.RawModule(code=_ROWS_SRC)
+_WARPS: Final = 4  # rows per block of the C51 kernels (WARPS in their source)
 
 
 @functools.lru_cache(maxsize=16)
@@ -235,7 +299,7 @@ def _dueling_module(n_atoms: int, n_actions: int) -> cupy.RawModule:
 
 
 def _grid(rows: int) -> tuple[int]:
-    return ((rows + _THREADS - 1) // _THREADS,)
+    return ((rows + _WARPS - 1) // _WARPS,)
 
 
 class CupyOps:
@@ -266,7 +330,14 @@ class CupyOps:
         return out
 
     def bias_relu(self, z: F32, bias: F32) -> None:
-        _bias_relu(bias, z)
+        rows, cols = z.shape
+        if not rows or not cols:
+            return
+        if z.strides[1] != z.itemsize:
+            raise ValueError(f"bias_relu needs rows of adjacent columns, strides {z.strides}")
+        grid = ((rows + _ROWS_PER_BLOCK - 1) // _ROWS_PER_BLOCK,)
+        args = (z, bias, np.int64(rows), np.int32(cols), np.int64(z.strides[0] // z.itemsize))
+        _rows_module.get_function("fx_bias_relu")(grid, (32, _ROWS_PER_BLOCK), args)
 
     def relu_grad(self, h: F32, grad: F32) -> None:
         _relu_grad(h, grad)
@@ -289,7 +360,7 @@ class CupyOps:
         q: F32 = cupy.empty((rows, n_actions), dtype=cupy.float32)
         if rows:
             kernel = _dueling_module(n_atoms, n_actions).get_function("fx_q_values")
-            kernel(_grid(rows), (_THREADS,), (head, bias, support, np.int64(rows), q))
+            kernel(_grid(rows), (32 * _WARPS,), (head, bias, support, np.int64(rows), q))
         return q
 
     def c51(self, h: C51Inputs, d_head: F32, ce: F32, weighted_ce: F32) -> None:
@@ -312,7 +383,7 @@ class CupyOps:
             ce,
             weighted_ce,
         )
-        kernel(_grid(rows), (_THREADS,), args)
+        kernel(_grid(rows), (32 * _WARPS,), args)
 
     def step_scalars(
         self, sums: Any, progress: Any, out: F32, *, batch: int, config: AgentConfig

@@ -28,12 +28,14 @@ def to_device(batch: Batch) -> Batch:
     return Batch(*(cupy.asarray(x) for x in batch))
 
 
-def test_q_values_cupy_equal_numpy() -> None:
+@pytest.mark.parametrize("n_atoms", [11, 32, 51, 101])  # one to four atoms a lane
+def test_q_values_cupy_equal_numpy(n_atoms: int) -> None:
     import cupy
 
-    obs = np.random.default_rng(0).normal(size=(300, 6)).astype(np.float32)
-    host = Agent(CONFIG, 6, 3).q_values(obs)
-    device = Agent(CONFIG, 6, 3, xp=cupy).q_values(cupy.asarray(obs))
+    config = dataclasses.replace(CONFIG, n_atoms=n_atoms)
+    obs = np.random.default_rng(0).normal(size=(301, 6)).astype(np.float32)
+    host = Agent(config, 6, 3).q_values(obs)
+    device = Agent(config, 6, 3, xp=cupy).q_values(cupy.asarray(obs))
     assert device.dtype == cupy.float32 and device.shape == (300, 3)
     np.testing.assert_allclose(cupy.asnumpy(device), host, atol=1e-4)
 
@@ -57,11 +59,13 @@ def test_update_cupy_equals_numpy(n_actions: int, weight_decay: float, layers: i
         np.testing.assert_allclose(device.state_dict()[key], value, rtol=1e-4, atol=1e-4)
 
 
-def test_gradient_cupy_equals_numpy() -> None:
+@pytest.mark.parametrize("n_atoms", [11, 51, 101])
+def test_gradient_cupy_equals_numpy(n_atoms: int) -> None:
     import cupy
 
-    host, device = Agent(CONFIG, 6, 3), Agent(CONFIG, 6, 3, xp=cupy)
-    batch = make_batch(500, 6, 3, seed=7)
+    config = dataclasses.replace(CONFIG, n_atoms=n_atoms)
+    host, device = Agent(config, 6, 3), Agent(config, 6, 3, xp=cupy)
+    batch = make_batch(501, 6, 3, seed=7)
     host._loss_and_grad(host._check_batch(batch))
     device._loss_and_grad(device._check_batch(to_device(batch)))
     np.testing.assert_allclose(cupy.asnumpy(device._grad), host._grad, rtol=1e-3, atol=1e-6)

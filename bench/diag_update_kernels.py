@@ -1,0 +1,76 @@
+"""Where one agent update spends its GPU time: every kernel's median duration, per update.
+
+Issue 20: after capturing the update in a CUDA graph (launch overhead gone), what is left is
+the kernels' own time. This runs `--updates` updates of ``Agent.update_async`` (captured, as
+training runs them) under the PyTorch profiler, whose CUPTI sees CuPy's and cuBLAS's kernels,
+and prints each kernel's time per update, largest first, with the sum against the wall time
+per update measured with CUDA events in the same process.
+
+Run:  FXSTORE_BENCH_MACHINE=nvidia-h200 PYTHONPATH=. python bench/diag_update_kernels.py
+      [--batch 16384] [--width 256] [--tf32] [--updates 50] [--name update_kernels]
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections import defaultdict
+
+import cupy
+from _common import write_result
+from bench_train import N_ACTIONS, N_OBS, agent_config, cuda_ms, make_batch
+
+from fxstore.train.agent import Agent
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batch", type=int, default=16_384)
+    parser.add_argument("--width", type=int, default=256)
+    parser.add_argument("--tf32", action="store_true")
+    parser.add_argument("--updates", type=int, default=50)
+    parser.add_argument("--name", default="update_kernels")
+    args = parser.parse_args()
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    config = agent_config(args.batch, args.width, args.tf32)
+    agent = Agent(config, N_OBS, N_ACTIONS, xp=cupy)
+    data = make_batch(args.batch, 0)
+    wall_ms, _ = cuda_ms(lambda: agent.update_async(data), args.updates, 5)
+    cupy.cuda.Device().synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(args.updates):
+            agent.update_async(data)
+        cupy.cuda.Device().synchronize()
+        torch.cuda.synchronize()
+    agent.check_finite()
+    per_kernel: dict[str, float] = defaultdict(float)
+    counts: dict[str, int] = defaultdict(int)
+    for event in prof.events():
+        if event.device_type.name == "CUDA":
+            per_kernel[event.name] += event.device_time / args.updates
+            counts[event.name] += 1
+    rows = sorted(per_kernel.items(), key=lambda kv: -kv[1])
+    total_us = sum(per_kernel.values())
+    print(f"batch {args.batch} width {args.width} tf32 {args.tf32}: wall {wall_ms * 1e3:.0f} us")
+    print(f"per update, kernels sum to {total_us:.0f} us")
+    for name, us in rows:
+        print(f"{us:8.1f} us  x{counts[name] / args.updates:4.1f}  {name[:110]}")
+    write_result(
+        args.name,
+        {
+            "batch": args.batch,
+            "width": args.width,
+            "tf32": args.tf32,
+            "wall_us_per_update": wall_ms * 1e3,
+            "kernel_us_per_update": total_us,
+            "kernels": [
+                {"name": n, "us_per_update": us, "per_update": counts[n] / args.updates}
+                for n, us in rows
+            ],
+        },
+    )
+
+
+if __name__ == "__main__":
+    main()
