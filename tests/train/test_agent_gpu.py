@@ -36,7 +36,7 @@ def test_q_values_cupy_equal_numpy(n_atoms: int) -> None:
     obs = np.random.default_rng(0).normal(size=(301, 6)).astype(np.float32)
     host = Agent(config, 6, 3).q_values(obs)
     device = Agent(config, 6, 3, xp=cupy).q_values(cupy.asarray(obs))
-    assert device.dtype == cupy.float32 and device.shape == (300, 3)
+    assert device.dtype == cupy.float32 and device.shape == (301, 3)
     np.testing.assert_allclose(cupy.asnumpy(device), host, atol=1e-4)
 
 

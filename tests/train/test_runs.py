@@ -239,10 +239,10 @@ def _train_subprocess(
     code = (
         "import pathlib, sys, time\n"
         "import fxstore.train.agent as a\n"
-        "update = a.Agent.update\n"
+        "update = a.Agent.update_async\n"
         f"def slow(self, batch):\n{touch}    time.sleep({slow_update_s})\n"
         "    return update(self, batch)\n"
-        "a.Agent.update = slow\n"
+        "a.Agent.update_async = slow\n"
         "from fxstore.cli import main\n"
         "main(sys.argv[1:])\n"
     )

@@ -1,0 +1,62 @@
+"""The training loop on a GPU: the captured update trains as the kernel-by-kernel one does,
+a seed repeats, and a resumed run equals an uninterrupted one (tiny sizes).
+
+Every test here needs CuPy and a CUDA device; tests/train/conftest.py skips them otherwise.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fxstore.config import TrainConfig
+from fxstore.train.backtest import BacktestResult
+from fxstore.train.loop import Progress, train
+from tests.train._tiny import TINY
+
+pytestmark = pytest.mark.gpu
+
+GPU = dataclasses.replace(TINY, device="cuda", batch_size=64)
+
+
+class _Interrupt(Exception):
+    """Raised from the progress callback to kill a run in the middle of a fold."""
+
+
+def _agent(result: BacktestResult) -> tuple[list[np.ndarray], list[object]]:
+    pnl = [r.pnl for r in result.folds if r.policy == "agent"]
+    evals = [json.loads((result.run_dir / f"fold0{i}" / "evals.json").read_text()) for i in (0, 1)]
+    return pnl, evals
+
+
+def test_train_cuda_graph_equals_kernel_by_kernel_and_repeats(store: Path) -> None:
+    eager = dataclasses.replace(GPU, agent=dataclasses.replace(GPU.agent, cuda_graph=False))
+    runs = [_agent(train(config, store)) for config in (GPU, GPU, eager)]
+    for pnl, evals in runs[1:]:
+        for a, b in zip(runs[0][0], pnl, strict=True):
+            np.testing.assert_array_equal(a, b)
+        assert evals == runs[0][1]
+    losses = [e["loss"] for e in runs[0][1][0]["evals"]]
+    assert all(loss is not None and np.isfinite(loss) for loss in losses[1:])
+
+
+def test_train_cuda_resume_after_interrupt_equals_uninterrupted_run(store: Path) -> None:
+    config = dataclasses.replace(GPU, env_steps=200, eval_every=50, checkpoint_every=100)
+    whole = train(config, store)
+
+    def stop_in_second_fold(report: Progress) -> None:
+        if report.fold == 1 and report.step == 100:
+            raise _Interrupt
+
+    with pytest.raises(_Interrupt):
+        train(config, store, on_progress=stop_in_second_fold)
+    run_id = max(p.name for p in (store / "runs").iterdir() if p.name != whole.run_dir.name)
+    resumed = train(TrainConfig(), store, resume=run_id)
+    (pnl_a, evals_a), (pnl_b, evals_b) = _agent(whole), _agent(resumed)
+    for a, b in zip(pnl_a, pnl_b, strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert evals_a == evals_b
