@@ -3,12 +3,9 @@
 :class:`PrioritizedReplay` (Schaul et al. 2016, proportional variant) keeps a ring buffer of
 transitions on the array module it was given. Sampling needs no sequential sum tree: a float64
 cumulative sum of ``priority ** alpha`` and a ``searchsorted`` of one stratified uniform per
-stratum pick the slots in one pass, deterministically. The uniforms are counter-based
-(:mod:`fxstore.train.rng`: a hash of the seed and the draw number, computed where the buffer
-lives), so a seed samples the same slots on the CPU and on a GPU (up to float rounding of the
-cumulative sum), a GPU sample needs no copy from the host (which would make the host wait for
-the device every learner step), and the generator's whole state is the draw count,
-checkpointed with the buffer.
+stratum pick the slots in one pass, deterministically. The uniforms come from a host numpy
+generator, so a seed samples the same slots on the CPU and on a GPU (up to float rounding of
+the cumulative sum), and its state is checkpointed with the buffer.
 
 :class:`NStepAccumulator` turns the per-step transitions of parallel environments into n-step
 transitions ``(s_t, a_t, R_t, gamma**n, s_{t+n})``, cut at episode ends.
@@ -25,7 +22,6 @@ import numpy as np
 import numpy.typing as npt
 
 from fxstore.errors import InvalidInputError
-from fxstore.train import rng as crng
 from fxstore.train.checkpoint import check_state
 from fxstore.train.metrics import to_host
 
@@ -74,7 +70,6 @@ class Transitions(NamedTuple):
 
 
 _STATE_KEYS = ("obs", "action", "reward", "discount", "next_obs", "priority")
-_STREAM_SAMPLE = 1  # fxstore.train.rng stream of the sampling uniforms
 
 
 class PrioritizedReplay:
@@ -122,8 +117,7 @@ class PrioritizedReplay:
         self._max_priority = xp.ones((), dtype=xp.float32)  # raw, before ** alpha
         self._pos = 0
         self._size = 0
-        self._key = crng.derive_key(seed, _STREAM_SAMPLE)
-        self._draws = 0  # samples drawn: the counter of the sampling uniforms
+        self._rng = np.random.default_rng(seed)
 
     def __len__(self) -> int:
         return self._size
@@ -180,9 +174,8 @@ class PrioritizedReplay:
             )
         cumulative = xp.cumsum(self.priority[: self._size], dtype=xp.float64)
         total = cumulative[-1]
-        self._draws += 1
-        uniforms = crng.uniform(xp, self._key, self._draws, batch_size)
-        targets = (xp.arange(batch_size, dtype=xp.float64) + uniforms) / batch_size * total
+        strata = (np.arange(batch_size) + self._rng.random(batch_size)) / batch_size
+        targets = xp.asarray(strata) * total
         index = xp.minimum(xp.searchsorted(cumulative, targets, side="right"), self._size - 1)
         probability = self.priority[index].astype(xp.float64) / total
         weight = (self._size * probability) ** (-beta)
@@ -210,9 +203,20 @@ class PrioritizedReplay:
         self._max_priority = xp.maximum(self._max_priority, raw.max())
 
     def state_dict(self) -> dict[str, npt.NDArray[np.generic]]:
-        """The buffer, its position and the sampler's key and draw count, as host arrays."""
+        """The buffer, its position and the sampling generator's state, as host arrays."""
         state = {key: to_host(getattr(self, key), copy=True) for key in _STATE_KEYS}
-        state["sampler"] = np.array([self._key, self._draws], dtype=np.uint64)
+        bits = self._rng.bit_generator.state
+        state["rng"] = np.array(
+            [
+                bits["state"]["state"] >> 64,
+                bits["state"]["state"] & (2**64 - 1),
+                bits["state"]["inc"] >> 64,
+                bits["state"]["inc"] & (2**64 - 1),
+                bits["has_uint32"],
+                bits["uinteger"],
+            ],
+            dtype=np.uint64,
+        )
         state["max_priority"] = np.asarray(to_host(self._max_priority, copy=True), dtype=np.float32)
         state["position"] = np.array([self._pos, self._size], dtype=np.int64)
         return state
@@ -228,12 +232,7 @@ class PrioritizedReplay:
         shapes: dict[str, tuple[int, ...]] = {
             key: tuple(getattr(self, key).shape) for key in _STATE_KEYS
         }
-        shapes |= {"sampler": (2,), "max_priority": (), "position": (2,)}
-        if "rng" in state and "sampler" not in state:
-            raise InvalidInputError(
-                "replay state was written by an earlier fxstore, whose sampler drew from a "
-                "host generator ('rng'); it cannot be resumed here: start a new run."
-            )
+        shapes |= {"rng": (6,), "max_priority": (), "position": (2,)}
         check_state("replay state", state, shapes)
         position = np.asarray(state["position"])
         if not 0 <= position[1] <= self.capacity or not 0 <= position[0] < self.capacity:
@@ -246,7 +245,13 @@ class PrioritizedReplay:
         # a resumed run drift.
         self._max_priority = self.xp.asarray(state["max_priority"], dtype=self.xp.float32)[()]
         self._pos, self._size = int(position[0]), int(position[1])
-        self._key, self._draws = (int(w) for w in np.asarray(state["sampler"], dtype=np.uint64))
+        words = [int(w) for w in np.asarray(state["rng"], dtype=np.uint64)]
+        self._rng.bit_generator.state = {
+            "bit_generator": "PCG64",
+            "state": {"state": (words[0] << 64) | words[1], "inc": (words[2] << 64) | words[3]},
+            "has_uint32": words[4],
+            "uinteger": words[5],
+        }
 
 
 class NStepAccumulator:

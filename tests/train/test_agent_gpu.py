@@ -92,23 +92,6 @@ def test_update_cupy_nan_weight_raises_naming_the_tensor() -> None:
         agent.update(to_device(make_batch(64, 6, 3)))
 
 
-def test_replay_cupy_samples_the_slots_numpy_samples() -> None:
-    import cupy
-
-    rng = np.random.default_rng(4)
-    replays = [PrioritizedReplay(500, 6, alpha=0.6, eps=1e-6, xp=xp, seed=9) for xp in (np, cupy)]
-    batch = make_batch(500, 6, 3, seed=1)
-    priority = rng.uniform(0.1, 2.0, 500).astype(np.float32)
-    for replay in replays:
-        xp = replay.xp
-        replay.add(*(xp.asarray(x) for x in batch[:5]))
-        replay.update_priorities(xp.arange(500), xp.asarray(priority))
-    for _ in range(3):
-        host, device = (r.sample(256, 0.4) for r in replays)
-        np.testing.assert_array_equal(cupy.asnumpy(device.index), host.index)
-        np.testing.assert_allclose(cupy.asnumpy(device.weight), host.weight, rtol=1e-6)
-
-
 def test_replay_and_nstep_cupy_feed_the_agent() -> None:
     import cupy
 

@@ -204,24 +204,3 @@ def test_nstep_state_dict_round_trip_continues_the_same_transitions() -> None:
     args = (obs, np.array([1, 1]), np.array([1.0, 1.0]), np.array([False, False]), obs)
     for a, b in zip(accumulator.push(*args), restored.push(*args), strict=True):
         np.testing.assert_array_equal(a, b)
-
-
-def test_load_state_dict_of_a_host_generator_state_is_refused_with_what_to_do() -> None:
-    state = filled_replay([1.0, 2.0, 3.0, 4.0], seed=3).state_dict()
-    del state["sampler"]
-    state["rng"] = np.zeros(6, dtype=np.uint64)  # what fxstore wrote before the counter
-    restored = PrioritizedReplay(4, 1, alpha=1.0, eps=0.0)
-    with pytest.raises(InvalidInputError, match=r"earlier fxstore.*start a new run\.$"):
-        restored.load_state_dict(state)
-
-
-def test_sample_draws_new_uniforms_each_call_and_the_same_for_a_seed() -> None:
-    # 5 strata across slot boundaries at 0.1, 0.3 and 0.6: the uniform decides 3 of them
-    def draws(seed: int) -> list[list[int]]:
-        replay = filled_replay([1.0, 2.0, 3.0, 4.0], seed=seed)
-        return [replay.sample(5, 0.5).index.tolist() for _ in range(8)]
-
-    first, again, other = draws(3), draws(3), draws(4)
-    assert first == again
-    assert first != other
-    assert len({tuple(x) for x in first}) > 1  # each call draws anew
