@@ -36,6 +36,7 @@ from fxstore.config import (
     SynthConfig,
     parse_roll_months,
 )
+from fxstore.errors import InvalidInputError
 from fxstore.remote import fetch_inputs
 
 if TYPE_CHECKING:
@@ -422,6 +423,8 @@ def rolls(
     Example:
       fxstore rolls ES.FUT --csv
     """
+    if as_json and as_csv:
+        raise InvalidInputError("`--json` and `--csv` are two output formats: give one of them.")
     report = run_rolls(
         store_root,
         symbol,

@@ -164,7 +164,8 @@ def build_transitions(
     trade price that day) is given.
 
     A contract without a trade before the switch leaves the roll unpriced: a FxStoreWarning
-    says so, and adjustment treats that roll's gap as 0 (difference) or 1 (ratio).
+    says so, and adjustment treats that roll's gap as 0 (difference) or 1 (ratio). Under
+    ``--adjust ratio`` a roll priced at or below 0 raises (:func:`check_ratio_prices`).
     """
     days = sorted(last_trades or {})
     out: list[Transition] = []
@@ -204,6 +205,8 @@ def build_transitions(
                 to_px=to_px,
             )
         )
+    if roll.adjust == "ratio":
+        check_ratio_prices(out)
     return out
 
 
@@ -240,11 +243,30 @@ def adjust_prices(
     raise InvalidInputError(f"`--adjust` must be 'difference' or 'ratio', was {method!r}.")
 
 
+def check_ratio_prices(transitions: Sequence[Transition]) -> None:
+    """Raise unless every priced roll has two positive prices, as ratio adjustment needs.
+
+    A ratio with a price at or below 0 (crude oil on 2020-04-20, a spread) would flip the
+    sign of the adjusted history or divide by zero; the difference method has no such limit.
+    """
+    for t in transitions:
+        if t.from_px is None or t.to_px is None or (t.from_px > 0 and t.to_px > 0):
+            continue
+        raise InvalidInputError(
+            f"`--adjust ratio` needs positive prices at each roll: the roll on {t.trading_day} "
+            f"({t.from_contract} -> {t.to_contract}) is priced {t.from_px} -> {t.to_px}, and a "
+            "ratio there would flip or break the adjusted series; ingest with `--adjust "
+            "difference` (or `--adjust none`) instead."
+        )
+
+
 def adjusted_column(
     bars: pa.Table, name: str, transitions: Sequence[Transition], method: str, direction: str
 ) -> pa.Array:
     """The column `name` of `bars` adjusted (float64; nulls stay null), by each row's
     ``trading_day`` segment (:func:`adjust_prices`)."""
+    if method == "ratio":
+        check_ratio_prices(transitions)
     day = bars.column("trading_day").to_numpy().astype("datetime64[D]")
     roll_days = np.array([t.trading_day for t in transitions], dtype="datetime64[D]")
     segment = np.searchsorted(roll_days, day, side="right").astype(np.int64)

@@ -317,6 +317,16 @@ def test_rolls_cli_compares_with_databento_per_trading_day(built: Path, tmp_path
     ] + [d.isoformat() for d in sessions().between(dt.date(2024, 6, 18), dt.date(2024, 6, 21))]
 
 
+def test_rolls_cli_json_and_csv_together_is_one_error_line(tmp_path: Path) -> None:
+    args = ["rolls", "ES.FUT", "--json", "--csv", "--store", str(tmp_path)]
+    result = CliRunner().invoke(cli, args)
+
+    assert result.exit_code == 1
+    assert result.output.splitlines() == [
+        "Error: `--json` and `--csv` are two output formats: give one of them."
+    ]
+
+
 def test_rolls_cli_without_front_month_bars_is_one_error_line(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["rolls", "ES.FUT", "--store", str(tmp_path)])
 

@@ -1,13 +1,14 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 
 import numpy as np
 import pyarrow as pa
 import pytest
 
 from fxstore.config import RollConfig
-from fxstore.errors import FxStoreWarning
+from fxstore.errors import FxStoreWarning, InvalidInputError
 from fxstore.ingest.select.front_month import RollEntry
 from fxstore.ingest.select.transitions import (
     Transition,
@@ -68,6 +69,30 @@ def test_build_transitions_warns_when_a_roll_cannot_be_priced() -> None:
         found = build_transitions(SCHEDULE[:2], RollConfig(), TABLE, {D1: {1: 100.0}})
 
     assert found[0].gap_add is None and found[0].price_day is None
+
+
+@pytest.mark.parametrize("prices", [(-37.63, 10.01), (0.0, 10.01), (10.01, -1.0)])
+def test_build_transitions_ratio_adjustment_of_a_non_positive_price_is_one_error(
+    prices: tuple[float, float],
+) -> None:
+    last = {D1: {1: prices[0], 2: prices[1]}}
+    message = (
+        f"`--adjust ratio` needs positive prices at each roll: the roll on {D2} (ESH4 -> ESM4) "
+        f"is priced {prices[0]} -> {prices[1]}, and a ratio there would flip or break the "
+        "adjusted series; ingest with `--adjust difference` (or `--adjust none`) instead."
+    )
+    with pytest.raises(InvalidInputError, match=f"^{re.escape(message)}$"):
+        build_transitions(SCHEDULE[:2], RollConfig(adjust="ratio"), TABLE, last)
+    found = build_transitions(SCHEDULE[:2], RollConfig(adjust="difference"), TABLE, last)
+    assert found[0].gap_add == pytest.approx(prices[1] - prices[0])
+
+
+def test_with_adjusted_prices_ratio_of_a_negative_roll_price_is_refused() -> None:
+    bars = pa.table({"trading_day": pa.array([D1, D2], pa.date32()), "close": [-37.0, 10.0]})
+    with pytest.raises(InvalidInputError, match="needs positive prices at each roll"):
+        with_adjusted_prices(bars, [_transition(D2, -37.0, 10.0)], "ratio", "backward")
+    out = with_adjusted_prices(bars, [_transition(D2, -37.0, 10.0)], "difference", "backward")
+    assert out["adj_close"].to_pylist() == pytest.approx([10.0, 10.0])
 
 
 # Bars: contract A on segment 0, B on 1, C on 2; gaps +10 (A 100 -> B 110) and -20 (B 200 ->
