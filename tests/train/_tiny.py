@@ -3,7 +3,13 @@ the fault-injection suite."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
 from fxstore.config import AgentConfig, EnvConfig, TrainConfig, WalkForwardConfig
+from fxstore.train.backtest import BacktestResult
+from fxstore.train.loop import Progress, train
 
 #: A few seconds per run: 2 folds of 10 test days, 120 steps of 8 environments each.
 TINY = TrainConfig(
@@ -22,3 +28,25 @@ TINY = TrainConfig(
     checkpoint_every=50,
     max_folds=2,
 )
+
+
+class Interrupt(Exception):
+    """Raised from the progress callback to kill a run in the middle of a fold."""
+
+
+def interrupt_then_resume(config: TrainConfig, store: Path) -> tuple[BacktestResult, ...]:
+    """An uninterrupted run of `config`, and a run killed in fold 1 at step 100 (after its
+    checkpoint there) and resumed: (whole, resumed)."""
+    whole = train(config, store)
+
+    def stop_in_second_fold(report: Progress) -> None:
+        if report.fold == 1 and report.step == 100:
+            raise Interrupt
+
+    with pytest.raises(Interrupt):
+        train(config, store, on_progress=stop_in_second_fold)
+    run_id = max(p.name for p in (store / "runs").iterdir() if p.name != whole.run_dir.name)
+    assert (store / "runs" / run_id / "fold01" / "checkpoint.npz").is_file()
+    resumed = train(TrainConfig(), store, resume=run_id)
+    assert resumed.run_dir.name == run_id
+    return whole, resumed

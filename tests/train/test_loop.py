@@ -11,16 +11,12 @@ import pytest
 from click.testing import CliRunner
 
 from fxstore.cli import cli
-from fxstore.config import AgentConfig, BacktestConfig, TrainConfig
+from fxstore.config import AgentConfig, BacktestConfig
 from fxstore.errors import InvalidInputError, SymbolNotFoundError
 from fxstore.train.backtest import BacktestResult, run_backtest
-from fxstore.train.loop import Progress, train
+from fxstore.train.loop import train
 from fxstore.train.profiles import PROFILES, config_from_json, load_profile
-from tests.train._tiny import TINY
-
-
-class _Interrupt(Exception):
-    """Raised from the progress callback to kill a run in the middle of a fold."""
+from tests.train._tiny import TINY, interrupt_then_resume
 
 
 def _agent_pnl(result: BacktestResult) -> list[np.ndarray]:
@@ -75,18 +71,7 @@ def test_train_same_seed_gives_the_same_result(store: Path) -> None:
 
 def test_train_resume_after_interrupt_equals_uninterrupted_run(store: Path) -> None:
     config = dataclasses.replace(TINY, env_steps=200, eval_every=50, checkpoint_every=100)
-    whole = train(config, store)
-
-    def stop_in_second_fold(report: Progress) -> None:
-        if report.fold == 1 and report.step == 100:
-            raise _Interrupt
-
-    with pytest.raises(_Interrupt):
-        train(config, store, on_progress=stop_in_second_fold)
-    run_id = max(p.name for p in (store / "runs").iterdir() if p.name != whole.run_dir.name)
-    assert (store / "runs" / run_id / "fold01" / "checkpoint.npz").is_file()
-    resumed = train(TrainConfig(), store, resume=run_id)
-    assert resumed.run_dir.name == run_id
+    whole, resumed = interrupt_then_resume(config, store)
     assert not (resumed.run_dir / "fold01" / "checkpoint.npz").exists()
     for a, b in zip(_agent_pnl(whole), _agent_pnl(resumed), strict=True):
         np.testing.assert_array_equal(a, b)

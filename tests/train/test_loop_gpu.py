@@ -13,18 +13,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fxstore.config import TrainConfig
 from fxstore.train.backtest import BacktestResult
-from fxstore.train.loop import Progress, train
-from tests.train._tiny import TINY
+from fxstore.train.loop import train
+from tests.train._tiny import TINY, interrupt_then_resume
 
 pytestmark = pytest.mark.gpu
 
 GPU = dataclasses.replace(TINY, device="cuda", batch_size=64)
-
-
-class _Interrupt(Exception):
-    """Raised from the progress callback to kill a run in the middle of a fold."""
 
 
 def _agent(result: BacktestResult) -> tuple[list[np.ndarray], list[object]]:
@@ -46,16 +41,7 @@ def test_train_cuda_graph_equals_kernel_by_kernel_and_repeats(store: Path) -> No
 
 def test_train_cuda_resume_after_interrupt_equals_uninterrupted_run(store: Path) -> None:
     config = dataclasses.replace(GPU, env_steps=200, eval_every=50, checkpoint_every=100)
-    whole = train(config, store)
-
-    def stop_in_second_fold(report: Progress) -> None:
-        if report.fold == 1 and report.step == 100:
-            raise _Interrupt
-
-    with pytest.raises(_Interrupt):
-        train(config, store, on_progress=stop_in_second_fold)
-    run_id = max(p.name for p in (store / "runs").iterdir() if p.name != whole.run_dir.name)
-    resumed = train(TrainConfig(), store, resume=run_id)
+    whole, resumed = interrupt_then_resume(config, store)
     (pnl_a, evals_a), (pnl_b, evals_b) = _agent(whole), _agent(resumed)
     for a, b in zip(pnl_a, pnl_b, strict=True):
         np.testing.assert_array_equal(a, b)
