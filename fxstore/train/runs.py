@@ -274,7 +274,7 @@ class RunFolder:
     def read_fold(
         self, fold: Fold, bars_per_day: float, capital: float, seed: int
     ) -> dict[str, FoldResult] | None:
-        path = self.fold_dir(fold.index) / "results.npz"
+        path = fold_dir(self.path, fold.index) / "results.npz"  # reading makes no folder
         if not path.is_file():
             return None
         arrays = _read_results(path)

@@ -40,3 +40,14 @@ def test_read_fold_of_a_folder_without_ts_close_gives_none(tmp_path: Path) -> No
 
     assert back is not None and back["agent"].ts_close is None
     assert (run.path / "fold00" / "equity.png").is_file()
+
+
+def test_read_fold_of_a_fold_not_started_gives_none_and_makes_no_folder(tmp_path: Path) -> None:
+    # A run reads every fold before training; a folder made there looked like a fold in
+    # progress (a Ctrl-C test waited on it and raced the run's first checkpoint).
+    fold = results_of(("agent",))[0].fold
+    run = RunFolder(tmp_path / "run")
+    run.path.mkdir()
+
+    assert run.read_fold(fold, bars_per_day=20.0, capital=100_000.0, seed=0) is None
+    assert list(run.path.iterdir()) == []
