@@ -56,7 +56,7 @@ _adam = cupy.ElementwiseKernel(
     "fx_adam_polyak",
 )
 
-# The host's agent._step_scalars on the device, one thread: reads (sum w·ce, |grad|²), keeps
+# _ops.NumpyOps.step_scalars on the device, one thread: reads (sum w·ce, |grad|²), keeps
 # agent._PROGRESS, writes STEP_SCALARS. A non-finite loss or gradient marks the update (its
 # number in progress[1]) and every later update is skipped, until the host looks.
 _STEP_SRC: Final = r"""

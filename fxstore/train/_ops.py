@@ -9,6 +9,7 @@ update can be captured as one CUDA graph and replayed (nothing is allocated insi
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import ModuleType
@@ -17,6 +18,7 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from fxstore.config import AgentConfig
 from fxstore.train.metrics import array_module
 from fxstore.train.replay import F32, Batch
 
@@ -24,6 +26,21 @@ from fxstore.train.replay import F32, Batch
 #: gradient clip factor, Adam's bias corrections 1 - beta**t, the target update's tau, and
 #: 1.0 where the update applies (0.0 once a loss or gradient was not finite).
 STEP_SCALARS = ("scale", "correction1", "correction2", "tau", "apply")
+
+
+def loss_and_grad_norm(sums: npt.NDArray[np.float64], batch: int) -> tuple[float, float]:
+    """(mean loss, gradient L2 norm) from the update's (sum of w·ce, |grad|²) on the host."""
+    loss, grad_sq = float(sums[0]) / batch, float(sums[1])
+    return loss, math.sqrt(grad_sq) if grad_sq >= 0 else math.nan
+
+
+def host_step_scalars(config: AgentConfig, t: int, grad_norm: float) -> npt.NDArray[np.float32]:
+    """STEP_SCALARS of update number `t` (apply = 1): the reference of the device's ``fx_step``."""
+    period = config.target_period
+    tau = config.target_tau if period == 0 or t % period == 0 else 0.0
+    scale = min(1.0, config.grad_clip / (grad_norm + 1e-6))
+    correction1, correction2 = 1.0 - config.adam_beta1**t, 1.0 - config.adam_beta2**t
+    return np.array([scale, correction1, correction2, tau, 1.0], dtype=np.float32)
 
 
 def project_distribution(probs: F32, reward: F32, discount: F32, support: F32) -> F32:
@@ -169,6 +186,15 @@ class Ops(Protocol):
     def total(self, x: F32, out: F32) -> None: ...
     def q_values(self, head: F32, bias: F32, support: F32) -> F32: ...
     def c51(self, h: C51Inputs, d_head: F32, ce: F32, weighted_ce: F32) -> None: ...
+    def step_scalars(
+        self,
+        sums: npt.NDArray[np.float64],
+        progress: npt.NDArray[np.float64],
+        out: F32,
+        *,
+        batch: int,
+        config: AgentConfig,
+    ) -> None: ...
     def adam(self, s: AdamInputs) -> None: ...
     def compile(
         self, body: Callable[[], None], state: Sequence[npt.NDArray[Any]]
@@ -224,6 +250,30 @@ class NumpyOps:
         d_head[:, :n] = g
         d_head[:, n:] = d_adv.reshape(b, n_actions * n)
         weighted_ce[...] = batch.weight * ce
+
+    def step_scalars(
+        self,
+        sums: npt.NDArray[np.float64],
+        progress: npt.NDArray[np.float64],
+        out: F32,
+        *,
+        batch: int,
+        config: AgentConfig,
+    ) -> None:
+        """STEP_SCALARS into `out` and the bookkeeping of agent._PROGRESS, as ``fx_step``."""
+        loss, grad_norm = loss_and_grad_norm(sums, batch)
+        finite, clean = math.isfinite(loss) and math.isfinite(grad_norm), progress[1] == 0
+        t = int(progress[0]) + 1
+        if clean:
+            progress[4:6] = loss, grad_norm
+            if not finite:
+                progress[1] = t
+        ok = clean and finite
+        if ok:
+            progress[0] = t
+            progress[2:4] = progress[2] + loss, progress[3] + 1
+        out[...] = host_step_scalars(config, t, grad_norm)
+        out[4] = 1.0 if ok else 0.0
 
     def adam(self, s: AdamInputs) -> None:
         scale, correction1, correction2, tau, _apply = s.step

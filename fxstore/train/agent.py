@@ -41,6 +41,7 @@ from fxstore.train._ops import (
     NumpyOps,
     Ops,
     Workspace,
+    loss_and_grad_norm,
     project_distribution,
 )
 from fxstore.train.checkpoint import check_state
@@ -152,15 +153,6 @@ def _ops_for(xp: ModuleType, tf32: bool, cuda_graph: bool) -> Ops:
     from fxstore.train._gpu_kernels import CupyOps
 
     return CupyOps(tf32=tf32, cuda_graph=cuda_graph)
-
-
-def _step_scalars(config: AgentConfig, t: int, grad_norm: float) -> npt.NDArray[np.float32]:
-    """STEP_SCALARS of update number `t` (host reference of the device's ``fx_step``)."""
-    period = config.target_period
-    tau = config.target_tau if period == 0 or t % period == 0 else 0.0
-    scale = min(1.0, config.grad_clip / (grad_norm + 1e-6))
-    correction1, correction2 = 1.0 - config.adam_beta1**t, 1.0 - config.adam_beta2**t
-    return np.array([scale, correction1, correction2, tau, 1.0], dtype=np.float32)
 
 
 _STATE_KEYS = ("params", "target_params", "adam_m", "adam_v")
@@ -288,16 +280,11 @@ class Agent:
         ws = self._workspace_for(batch.action.shape[0])
         ws.load(batch)
         if self.xp is np:
-            loss_sum, grad_sq = self._forward_backward(ws)
-            loss = loss_sum / ws.size
-            grad_norm = math.sqrt(grad_sq) if grad_sq >= 0 else math.nan
+            self._device_forward_backward(ws)
+            loss, grad_norm = loss_and_grad_norm(self._scalars, ws.size)
             if not (math.isfinite(loss) and math.isfinite(grad_norm)):
                 raise self._diverged(batch, loss, grad_norm)
-            self._step_out[...] = _step_scalars(self.config, self.step + 1, grad_norm)
-            self._ops.adam(self._adam_inputs())
-            progress = self._progress  # as the device's fx_step keeps it
-            progress[0] = self.step + 1
-            progress[2:6] = progress[2] + loss, progress[3] + 1, loss, grad_norm
+            self._apply_step(ws)
             self.step += 1
             return ws.ce.copy()
         if self._compiled is None:
@@ -405,8 +392,13 @@ class Agent:
     def _device_update(self, ws: Workspace) -> None:
         """The whole update on CuPy, with no host sync: what one CUDA graph replays."""
         self._device_forward_backward(ws)
+        self._apply_step(ws)
+
+    def _apply_step(self, ws: Workspace) -> None:
+        """Clip, Adam and the target update from the gradient buffer; the step's bookkeeping
+        in ``_progress`` (skipped, and marked, when the loss or gradient is not finite)."""
         c = self.config
-        self._ops.step_scalars(  # type: ignore[attr-defined]
+        self._ops.step_scalars(
             self._scalars, self._progress, self._step_out, batch=ws.size, config=c
         )
         self._ops.adam(self._adam_inputs())

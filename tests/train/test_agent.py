@@ -365,3 +365,17 @@ def test_loss_and_grad_without_hidden_layers_matches_central_differences(name: s
 def test_layers_below_zero_is_refused() -> None:
     with pytest.raises(InvalidInputError, match="`layers` must be >= 0"):
         dataclasses.replace(SMALL, layers=-1)
+
+
+def test_step_scalars_reference_marks_the_first_non_finite_update_and_skips_the_rest() -> None:
+    from fxstore.train._ops import NumpyOps
+
+    ops, out = NumpyOps(), np.zeros(5, dtype=np.float32)
+    progress = np.array([4, 0, 2.0, 4, 0.5, 1.0])  # 4 updates done, losses summing to 2
+    for sums in ([np.nan, 1.0], [3.0, 1.0]):  # update 5 diverges; update 6 is skipped too
+        ops.step_scalars(np.array(sums), progress, out, batch=2, config=SMALL)
+        assert out[4] == 0.0
+    assert progress.tolist()[:4] == [4, 5, 2.0, 4] and np.isnan(progress[4])
+    progress = np.array([4, 0, 2.0, 4, 0.5, 1.0])
+    ops.step_scalars(np.array([3.0, 16.0]), progress, out, batch=2, config=SMALL)
+    assert progress.tolist() == [5, 0, 3.5, 5, 1.5, 4.0] and out[4] == 1.0

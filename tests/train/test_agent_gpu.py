@@ -155,7 +155,7 @@ def test_step_scalars_on_device_equal_the_host_reference(period: int) -> None:
     import cupy
 
     from fxstore.train._gpu_kernels import CupyOps
-    from fxstore.train.agent import _step_scalars
+    from fxstore.train._ops import host_step_scalars
 
     config = dataclasses.replace(CONFIG, target_period=period, target_tau=0.3, grad_clip=2.0)
     ops = CupyOps()
@@ -164,7 +164,7 @@ def test_step_scalars_on_device_equal_the_host_reference(period: int) -> None:
         out = cupy.zeros(5, dtype=cupy.float32)
         sums = cupy.asarray([loss_sum, grad_sq], dtype=cupy.float64)
         ops.step_scalars(sums, progress, out, batch=4, config=config)
-        expected = _step_scalars(config, t, float(np.sqrt(grad_sq)))
+        expected = host_step_scalars(config, t, float(np.sqrt(grad_sq)))
         np.testing.assert_allclose(cupy.asnumpy(out), expected, rtol=2e-7)
         assert cupy.asnumpy(progress).tolist() == [
             t,
