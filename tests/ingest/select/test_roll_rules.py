@@ -16,7 +16,7 @@ from fxstore.errors import InvalidInputError, NoFrontMonthError
 from fxstore.ingest.select.activity import DailyActivity
 from fxstore.ingest.select.front_month import FrontMonthSelector, RollEntry, select_front_month
 from fxstore.ingest.select.roll_rules import OpenInterest
-from fxstore.ingest.select.transitions import adjusted_column, build_transitions
+from fxstore.ingest.select.transitions import Transition, adjusted_column, build_transitions
 from fxstore.market.calendar import MONTH_CODES, sessions
 from fxstore.market.contracts import parse_outright
 from fxstore.market.master import ROOTS, first_notice_day, last_trading_day
@@ -300,9 +300,9 @@ def _contract_close(root: str, symbol: str, day: dt.date) -> float:
 
 def _priced_series(
     root: str, roll: RollConfig
-) -> tuple[list[RollEntry], dict[dt.date, dict[int, float]], pa.Table]:
-    """The schedule of `roll` on `_market`, every listed contract's close per day, and one
-    bar per day of the front month (its close)."""
+) -> tuple[list[RollEntry], dict[dt.date, dict[int, float]], pa.Table, list[Transition]]:
+    """The schedule of `roll` on `_market`, every listed contract's close per day, one bar
+    per day of the front month (its close), and the transitions priced from those closes."""
     _, symbols, _ = _market(root)
     schedule = _schedule(root, roll)
     closes = {
@@ -315,7 +315,14 @@ def _priced_series(
             "close": [closes[e.trading_day][e.instrument_id] for e in schedule],
         }
     )
-    return schedule, closes, bars
+    transitions = build_transitions(schedule, roll, sessions(ROOTS[root].calendar), closes)
+    assert len(transitions) >= 3
+    return schedule, closes, bars, transitions
+
+
+def _row_of(schedule: list[RollEntry], transition: Transition) -> int:
+    """The schedule's (and bars') row of the transition's first day on the new contract."""
+    return next(i for i, e in enumerate(schedule) if e.trading_day == transition.trading_day)
 
 
 RULES = (RollConfig(), RollConfig(rule="calendar", offset=2))
@@ -327,19 +334,16 @@ RULES = (RollConfig(), RollConfig(rule="calendar", offset=2))
 def test_difference_adjusted_close_moves_across_each_roll_only_as_the_new_contract_did(
     root: str, roll: RollConfig, direction: str
 ) -> None:
-    schedule, closes, bars = _priced_series(root, roll)
-    table = sessions(ROOTS[root].calendar)
-    transitions = build_transitions(schedule, roll, table, closes)
+    schedule, closes, bars, transitions = _priced_series(root, roll)
 
     adjusted = adjusted_column(bars, "close", transitions, "difference", direction).to_numpy()
 
     raw = bars.column("close").to_numpy()
-    assert len(transitions) >= 3
     keep = -1 if direction == "backward" else 0  # the contract that keeps its prices
     kept = [e.contract == schedule[keep].contract for e in schedule]
     np.testing.assert_allclose(adjusted[kept], raw[kept])
     for t in transitions:
-        k = next(i for i, e in enumerate(schedule) if e.trading_day == t.trading_day)
+        k = _row_of(schedule, t)
         assert t.price_day == schedule[k - 1].trading_day
         # gap 0 at the switch: the step is the new contract's own move since the roll's prices
         own_move = closes[t.trading_day][t.to_instrument_id] - t.to_px  # type: ignore[operator]
@@ -353,18 +357,16 @@ def test_difference_adjusted_close_moves_across_each_roll_only_as_the_new_contra
 def test_ratio_adjusted_returns_equal_raw_returns_within_a_contract(
     root: str, roll: RollConfig, direction: str
 ) -> None:
-    schedule, closes, bars = _priced_series(root, roll)
-    table = sessions(ROOTS[root].calendar)
-    transitions = build_transitions(schedule, roll, table, closes)
+    schedule, closes, bars, transitions = _priced_series(root, roll)
 
     adjusted = adjusted_column(bars, "close", transitions, "ratio", direction).to_numpy()
 
     raw = bars.column("close").to_numpy()
     same = np.array([a.contract == b.contract for a, b in itertools.pairwise(schedule)])
-    assert (~same).sum() == len(transitions) >= 3
+    assert (~same).sum() == len(transitions)
     np.testing.assert_allclose((adjusted[1:] / adjusted[:-1])[same], (raw[1:] / raw[:-1])[same])
     for t in transitions:  # across a roll: the new contract's own return since the roll
-        k = next(i for i, e in enumerate(schedule) if e.trading_day == t.trading_day)
+        k = _row_of(schedule, t)
         own = closes[t.trading_day][t.to_instrument_id] / t.to_px  # type: ignore[operator]
         assert adjusted[k] / adjusted[k - 1] == pytest.approx(own, rel=1e-12)
 
