@@ -100,8 +100,8 @@ class Workspace:
         The weights' dtype (float32; float64 in gradient checks).
     size
         Batch size B.
-    n_obs, hidden, layers, head_width
-        The network's shape.
+    shape
+        The network's (n_obs, hidden, layers, head_width).
     """
 
     def __init__(
