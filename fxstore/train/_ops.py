@@ -126,6 +126,8 @@ class Workspace:
         self.ce: F32 = xp.zeros(b, dtype)
         """(B,) per-sample cross-entropy: the new priorities."""
         self.weighted_ce: F32 = xp.zeros(b, dtype)
+        self.index = xp.zeros(b, np.int64)
+        """(B,) replay slots of the batch when a sampler wrote it here (not read by the update)."""
         self.batch = Batch(
             obs=self.obs2[:b],
             action=self.action,
@@ -133,18 +135,17 @@ class Workspace:
             discount=self.discount,
             next_obs=self.obs2[b:],
             weight=self.weight,
-            index=self.action,  # not read by the update
+            index=self.index,
         )
+        """The input buffers as a batch: a replay may sample straight into them."""
 
     def load(self, batch: Batch) -> None:
-        """Copy `batch` (already of the right dtypes and shapes) into the input buffers."""
-        b = self.size
-        self.obs2[:b] = batch.obs
-        self.obs2[b:] = batch.next_obs
-        self.action[...] = batch.action
-        self.reward[...] = batch.reward
-        self.discount[...] = batch.discount
-        self.weight[...] = batch.weight
+        """Copy `batch` (already of the right dtypes and shapes) into the input buffers;
+        a field that is already the buffer (sampled into :attr:`batch`) is left alone."""
+        for name in ("obs", "next_obs", "action", "reward", "discount", "weight"):
+            source, target = getattr(batch, name), getattr(self.batch, name)
+            if source is not target:
+                target[...] = source
 
 
 @dataclass(frozen=True, slots=True)

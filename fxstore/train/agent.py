@@ -323,6 +323,12 @@ class Agent:
         """Start the running loss sum and count from (`total`, `count`) (a resumed fold's)."""
         self._progress[2:4] = self.xp.asarray([total, count], dtype=self.xp.float64)
 
+    def input_buffers(self, size: int) -> Batch:
+        """The buffers an update of batch size `size` reads its batch from: sample into them
+        (``PrioritizedReplay.sample(..., out=)``) and pass the result to :meth:`update_async`,
+        and the batch is never copied. Overwritten by the next sample."""
+        return self._workspace_for(size).batch
+
     def _workspace_for(self, size: int) -> Workspace:
         ws = self._workspace
         if ws is None or ws.size != size:
@@ -344,6 +350,8 @@ class Agent:
                 )
 
         def cast(x: Array, kind: type[np.generic]) -> npt.NDArray[Any]:
+            if isinstance(x, xp.ndarray) and x.dtype == kind:
+                return x  # the same object: a batch sampled into the input buffers stays put
             out: npt.NDArray[Any] = xp.asarray(x, dtype=kind)
             return out
 

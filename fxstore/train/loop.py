@@ -232,7 +232,8 @@ def _run_fold(
         if len(replay) >= max(config.learn_start, agent_config.batch_size):
             for _ in range(config.updates_per_step):
                 beta = _beta(agent_config, state.step, config.env_steps)
-                batch = replay.sample(agent_config.batch_size, beta)
+                inputs = agent.input_buffers(agent_config.batch_size)
+                batch = replay.sample(agent_config.batch_size, beta, out=inputs)
                 # no wait for the device here: losses and divergence are read at _sync
                 replay.update_priorities(batch.index, agent.update_async(batch))
                 samples += agent_config.batch_size

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from types import ModuleType
-from typing import NamedTuple, TypeAlias
+from typing import TYPE_CHECKING, NamedTuple, TypeAlias
 
 import numpy as np
 import numpy.typing as npt
@@ -24,6 +24,9 @@ import numpy.typing as npt
 from fxstore.errors import InvalidInputError
 from fxstore.train.checkpoint import check_state
 from fxstore.train.metrics import to_host
+
+if TYPE_CHECKING:
+    from fxstore.train._replay_kernels import DeviceSampler
 
 __all__ = ["Batch", "NStepAccumulator", "PrioritizedReplay", "Transitions"]
 
@@ -118,6 +121,7 @@ class PrioritizedReplay:
         self._pos = 0
         self._size = 0
         self._rng = np.random.default_rng(seed)
+        self._sampler: DeviceSampler | None = None  # CuPy: made at the first sample
 
     def __len__(self) -> int:
         return self._size
@@ -155,16 +159,21 @@ class PrioritizedReplay:
         self._pos = (self._pos + n_keep) % self.capacity
         self._size = min(self._size + n_keep, self.capacity)
 
-    def sample(self, batch_size: int, beta: float) -> Batch:
+    def sample(self, batch_size: int, beta: float, out: Batch | None = None) -> Batch:
         """Draw `batch_size` slots with probability P(i) = p_i / sum p (stratified).
 
         Stratum k of the cumulative priority mass holds one uniform draw, so the batch covers
         the mass evenly. Importance weights are ``(N · P(i)) ** -beta / max_batch``.
 
+        With `out` (float32 obs, next_obs, reward, discount, weight, int64 action and index,
+        C-contiguous, on this replay's array module: e.g. the learner's own input buffers),
+        the batch is written there and `out` is returned. On CuPy the draw is four kernels
+        with no wait for the device (:mod:`fxstore.train._replay_kernels`).
+
         Raises
         ------
         InvalidInputError
-            The buffer is empty or `batch_size` < 1.
+            The buffer is empty, `batch_size` < 1, or `out` has other shapes or dtypes.
         """
         xp = self.xp
         if self._size == 0 or batch_size < 1:
@@ -172,16 +181,31 @@ class PrioritizedReplay:
                 f"cannot sample {batch_size} transitions from a replay holding {self._size}; "
                 "add transitions first (and ask for >= 1)."
             )
-        cumulative = xp.cumsum(self.priority[: self._size], dtype=xp.float64)
-        total = cumulative[-1]
         strata = (np.arange(batch_size) + self._rng.random(batch_size)) / batch_size
-        targets = xp.asarray(strata) * total
-        index = xp.minimum(xp.searchsorted(cumulative, targets, side="right"), self._size - 1)
-        probability = self.priority[index].astype(xp.float64) / total
+        if out is not None:
+            self._check_out(out, batch_size)
+        if xp is not np:
+            if out is None:
+                out = self._empty_batch(batch_size)
+            if self._sampler is None:
+                from fxstore.train._replay_kernels import DeviceSampler
+
+                self._sampler = DeviceSampler(self.capacity)
+            storage = (self.obs, self.next_obs, self.action, self.reward, self.discount)
+            targets = (out.obs, out.next_obs, out.action, out.reward, out.discount)
+            self._sampler.sample(
+                self.priority, strata, self._size, beta, storage, (*targets, out.weight, out.index)
+            )
+            return out
+        cumulative = np.cumsum(self.priority[: self._size], dtype=np.float64)
+        total = cumulative[-1]
+        found = np.searchsorted(cumulative, strata * total, side="right")
+        index = np.minimum(found, self._size - 1)
+        probability = self.priority[index].astype(np.float64) / total
         weight = (self._size * probability) ** (-beta)
-        weight = (weight / weight.max()).astype(xp.float32)
-        index = index.astype(xp.int64)
-        return Batch(
+        weight = (weight / weight.max()).astype(np.float32)
+        index = index.astype(np.int64)
+        drawn = Batch(
             obs=self.obs[index],
             action=self.action[index],
             reward=self.reward[index],
@@ -190,6 +214,40 @@ class PrioritizedReplay:
             weight=weight,
             index=index,
         )
+        if out is None:
+            return drawn
+        for name in Batch._fields:
+            getattr(out, name)[...] = getattr(drawn, name)
+        return out
+
+    def _empty_batch(self, size: int) -> Batch:
+        xp = self.xp
+        return Batch(
+            obs=xp.empty((size, self.n_obs), dtype=xp.float32),
+            action=xp.empty(size, dtype=xp.int64),
+            reward=xp.empty(size, dtype=xp.float32),
+            discount=xp.empty(size, dtype=xp.float32),
+            next_obs=xp.empty((size, self.n_obs), dtype=xp.float32),
+            weight=xp.empty(size, dtype=xp.float32),
+            index=xp.empty(size, dtype=xp.int64),
+        )
+
+    def _check_out(self, out: Batch, size: int) -> None:
+        for name in Batch._fields:
+            got = getattr(out, name)
+            want = (size, self.n_obs) if name in ("obs", "next_obs") else (size,)
+            kind = np.int64 if name in ("action", "index") else np.float32
+            if (
+                not isinstance(got, self.xp.ndarray)
+                or tuple(got.shape) != want
+                or got.dtype != kind
+                or not got.flags.c_contiguous
+            ):
+                raise InvalidInputError(
+                    f"sample `out.{name}` must be a C-contiguous {np.dtype(kind).name} array "
+                    f"of shape {want} on the replay's device, was {type(got).__name__} "
+                    f"{getattr(got, 'dtype', '?')} {tuple(getattr(got, 'shape', ()))}."
+                )
 
     def update_priorities(self, index: Array, priority: Array) -> None:
         """Set the priorities of slots `index` (B,) to ``(priority + eps) ** alpha``.

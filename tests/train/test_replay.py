@@ -204,3 +204,31 @@ def test_nstep_state_dict_round_trip_continues_the_same_transitions() -> None:
     args = (obs, np.array([1, 1]), np.array([1.0, 1.0]), np.array([False, False]), obs)
     for a, b in zip(accumulator.push(*args), restored.push(*args), strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+def test_sample_into_out_buffers_equals_a_fresh_batch() -> None:
+    from fxstore.train.replay import Batch
+
+    drawn = [filled_replay([1.0, 2.0, 3.0, 4.0, 10.0], seed=s) for s in (3, 3)]
+    fresh = drawn[0].sample(7, 0.4)
+    out = Batch(
+        *(np.full_like(x, -1) for x in fresh)  # same shapes and dtypes, other values
+    )
+    got = drawn[1].sample(7, 0.4, out=out)
+    assert got is out
+    for name in Batch._fields:
+        np.testing.assert_array_equal(getattr(out, name), getattr(fresh, name), err_msg=name)
+
+
+def test_sample_into_out_buffers_of_the_wrong_shape_is_refused() -> None:
+    from fxstore.train.replay import Batch
+
+    replay = filled_replay([1.0, 2.0])
+    good = replay.sample(4, 0.4)
+    bad = good._replace(obs=np.zeros((4, 2), dtype=np.float32))
+    message = "sample `out.obs` must be a C-contiguous float32 array of shape (4, 1)"
+    with pytest.raises(InvalidInputError, match=re.escape(message)):
+        replay.sample(4, 0.4, out=bad)
+    with pytest.raises(InvalidInputError, match=re.escape("`out.index` must be")):
+        replay.sample(4, 0.4, out=good._replace(index=good.index.astype(np.int32)))
+    assert isinstance(good, Batch)

@@ -1,0 +1,266 @@
+"""The prioritised replay's sampling on CuPy in four kernels and no host wait.
+
+Only :class:`fxstore.train.replay.PrioritizedReplay` imports this module, and only for CuPy
+storage: it imports CuPy at import time. It draws what the numpy reference draws
+(``PrioritizedReplay.sample``): the slot of stratum k is the first whose cumulative priority
+mass exceeds ``(k + u_k) / B`` of the total (``searchsorted(..., side="right")``), clamped to
+the filled part, with importance weights ``(N P(i)) ** -beta`` over the batch's largest. The
+cumulative sums are taken in float64 in blocks instead of one running sum, so a slot can
+differ from numpy's only where a stratum's target falls within float64 rounding of a slot's
+boundary.
+
+The kernels:
+
+1. ``fx_block_sums``: the float64 sum of each block of ``BLOCK`` priorities (a fixed-order
+   tree, so it repeats bit for bit).
+2. ``fx_scan_blocks``: one thread block turns them into inclusive prefix sums.
+3. ``fx_sample``: one warp per stratum finds its block by binary search on the prefix sums,
+   then its slot by a warp-wide scan of that block, and copies the transition (obs and
+   next_obs one lane per column) straight into the caller's buffers.
+4. ``fx_weights``: one thread block finds the batch's smallest priority and writes the
+   normalised importance weights.
+
+The host's part is drawing the uniforms (numpy's generator, so a seed samples the same slots
+on the CPU and on a GPU) into a pinned buffer, whose copy to the device is queued on the
+stream: nothing waits for the device. A ring of pinned buffers, each released by an event
+once its copy ran, keeps the host from overwriting uniforms not yet copied.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import cupy
+import numpy as np
+
+__all__ = ["BLOCK", "DeviceSampler"]
+
+#: Priorities per block of the two-level cumulative sum (one warp scans one block).
+BLOCK: Final = 1024
+_RING: Final = 8  # pinned uniform buffers in flight
+_THREADS: Final = 256
+
+_SRC: Final = r"""
+#define BLOCK 1024
+#define THREADS 256
+
+extern "C" __global__ void fx_block_sums(const float* __restrict__ p, long long n,
+                                         double* __restrict__ sums) {
+    __shared__ double part[THREADS];
+    const long long base = (long long)blockIdx.x * BLOCK;
+    double s = 0.0;
+    for (int i = threadIdx.x; i < BLOCK; i += THREADS) {
+        const long long j = base + i;
+        if (j < n) s += (double)p[j];
+    }
+    part[threadIdx.x] = s;
+    __syncthreads();
+    for (int w = THREADS / 2; w > 0; w >>= 1) {
+        if (threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) sums[blockIdx.x] = part[0];
+}
+
+// One block: inclusive prefix sums of `nb` block sums, THREADS at a time (Hillis-Steele).
+extern "C" __global__ void fx_scan_blocks(double* __restrict__ sums, long long nb) {
+    __shared__ double buf[THREADS];
+    __shared__ double carry;
+    if (threadIdx.x == 0) carry = 0.0;
+    __syncthreads();
+    for (long long start = 0; start < nb; start += THREADS) {
+        const long long j = start + threadIdx.x;
+        buf[threadIdx.x] = j < nb ? sums[j] : 0.0;
+        __syncthreads();
+        for (int off = 1; off < THREADS; off <<= 1) {
+            const double add = threadIdx.x >= off ? buf[threadIdx.x - off] : 0.0;
+            __syncthreads();
+            buf[threadIdx.x] += add;
+            __syncthreads();
+        }
+        if (j < nb) sums[j] = carry + buf[threadIdx.x];
+        __syncthreads();
+        if (threadIdx.x == THREADS - 1) carry += buf[THREADS - 1];
+        __syncthreads();
+    }
+}
+
+// params: [size, beta, strata_0 .. strata_{B-1}] (float64, from the host).
+extern "C" __global__ void fx_sample(
+        const float* __restrict__ p, long long n, const double* __restrict__ prefix,
+        long long nb, const double* __restrict__ params, long long batch, int n_obs,
+        const float* __restrict__ obs, const float* __restrict__ next_obs,
+        const long long* __restrict__ action, const float* __restrict__ reward,
+        const float* __restrict__ discount,
+        float* __restrict__ out_obs, float* __restrict__ out_next_obs,
+        long long* __restrict__ out_action, float* __restrict__ out_reward,
+        float* __restrict__ out_discount, long long* __restrict__ out_index,
+        float* __restrict__ out_p) {
+    const long long k = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const int lane = threadIdx.x & 31;
+    if (k >= batch) return;
+    const long long size = (long long)params[0];
+    const double total = prefix[nb - 1];
+    const double target = params[2 + k] * total;
+    // first block whose inclusive prefix exceeds the target
+    long long lo = 0, hi = nb;
+    while (lo < hi) {
+        const long long mid = (lo + hi) >> 1;
+        if (prefix[mid] > target) hi = mid; else lo = mid + 1;
+    }
+    long long index = size - 1;
+    if (lo < nb) {
+        double run = lo > 0 ? prefix[lo - 1] : 0.0;
+        const long long base = lo * BLOCK;
+        long long found = -1;
+        for (int c = 0; c < BLOCK && found < 0; c += 32) {
+            const long long j = base + c + lane;
+            const double x = j < n ? (double)p[j] : 0.0;
+            double s = x;  // inclusive warp scan
+            for (int off = 1; off < 32; off <<= 1) {
+                const double y = __shfl_up_sync(0xffffffffu, s, off);
+                if (lane >= off) s += y;
+            }
+            const unsigned hit = __ballot_sync(0xffffffffu, run + s > target);
+            if (hit) found = base + c + (__ffs(hit) - 1);
+            run += __shfl_sync(0xffffffffu, s, 31);
+        }
+        if (found >= 0 && found < index) index = found;
+    }
+    for (int c = lane; c < n_obs; c += 32) {
+        out_obs[k * n_obs + c] = obs[index * n_obs + c];
+        out_next_obs[k * n_obs + c] = next_obs[index * n_obs + c];
+    }
+    if (lane == 0) {
+        out_action[k] = action[index];
+        out_reward[k] = reward[index];
+        out_discount[k] = discount[index];
+        out_index[k] = index;
+        out_p[k] = p[index];
+    }
+}
+
+// One block: weight_k = (N P_k) ** -beta / max over the batch (the smallest priority's).
+extern "C" __global__ void fx_weights(const float* __restrict__ sampled_p,
+                                      const double* __restrict__ prefix, long long nb,
+                                      const double* __restrict__ params, long long batch,
+                                      float* __restrict__ weight) {
+    __shared__ float low[THREADS];
+    float m = INFINITY;
+    for (long long k = threadIdx.x; k < batch; k += THREADS) m = fminf(m, sampled_p[k]);
+    low[threadIdx.x] = m;
+    __syncthreads();
+    for (int w = THREADS / 2; w > 0; w >>= 1) {
+        if (threadIdx.x < w) low[threadIdx.x] = fminf(low[threadIdx.x], low[threadIdx.x + w]);
+        __syncthreads();
+    }
+    const double size = params[0], beta = params[1], total = prefix[nb - 1];
+    const double top = pow(size * ((double)low[0] / total), -beta);
+    for (long long k = threadIdx.x; k < batch; k += THREADS) {
+        weight[k] = (float)(pow(size * ((double)sampled_p[k] / total), -beta) / top);
+    }
+}
+"""
+
+_module = cupy.RawModule(code=_SRC)
+
+
+class DeviceSampler:
+    """Sampling state of one replay on the GPU: the prefix sums, the pinned uniform ring.
+
+    Parameters
+    ----------
+    capacity
+        The replay's capacity (the priorities' length).
+    """
+
+    def __init__(self, capacity: int) -> None:
+        self._nb = max(1, -(-capacity // BLOCK))
+        self._capacity = capacity
+        self._prefix = cupy.zeros(self._nb, dtype=cupy.float64)
+        self._ring: list[tuple[Any, Any, Any]] = []  # (pinned memory, host view, event)
+        self._device_params: Any = None
+        self._sampled_p: Any = None
+        self._next = 0
+
+    def _params(self, batch: int) -> tuple[Any, Any]:
+        """The next ring slot's host view (waited free) and the device params buffer."""
+        if self._device_params is None or self._device_params.shape[0] != batch + 2:
+            cupy.cuda.get_current_stream().synchronize()
+            self._ring = []
+            for _ in range(_RING):
+                mem = cupy.cuda.alloc_pinned_memory((batch + 2) * 8)
+                view = np.frombuffer(mem, dtype=np.float64, count=batch + 2)
+                self._ring.append((mem, view, None))
+            self._device_params = cupy.empty(batch + 2, dtype=cupy.float64)
+            self._sampled_p = cupy.empty(batch, dtype=cupy.float32)
+            self._next = 0
+        mem, view, event = self._ring[self._next]
+        if event is not None:
+            event.synchronize()  # its last copy ran: the host may overwrite it
+        return view, self._next
+
+    def sample(
+        self,
+        priority: Any,
+        strata: np.ndarray,
+        size: int,
+        beta: float,
+        storage: tuple[Any, Any, Any, Any, Any],
+        out: tuple[Any, Any, Any, Any, Any, Any, Any],
+    ) -> None:
+        """Draw one batch into `out` (obs, next_obs, action, reward, discount, weight, index).
+
+        `priority` is the replay's (capacity,) float32 ``priority ** alpha``; `strata`
+        the host's (B,) float64 stratified uniforms in [0, 1); `storage` the replay's (obs,
+        next_obs, action, reward, discount) buffers.
+        """
+        batch = strata.shape[0]
+        view, slot = self._params(batch)
+        view[0], view[1] = float(size), float(beta)
+        view[2:] = strata
+        mem = self._ring[slot][0]
+        stream = cupy.cuda.get_current_stream()
+        self._device_params.data.copy_from_host_async(mem.ptr, (batch + 2) * 8, stream)
+        event = cupy.cuda.Event(block=False, disable_timing=True)
+        event.record(stream)
+        self._ring[slot] = (mem, view, event)
+        self._next = (slot + 1) % _RING
+        nb = np.int64(self._nb)
+        _module.get_function("fx_block_sums")(
+            (self._nb,), (_THREADS,), (priority, np.int64(self._capacity), self._prefix)
+        )
+        _module.get_function("fx_scan_blocks")((1,), (_THREADS,), (self._prefix, nb))
+        obs, next_obs, action, reward, discount = storage
+        o_obs, o_next, o_action, o_reward, o_discount, o_weight, o_index = out
+        warps_per_block = _THREADS // 32
+        _module.get_function("fx_sample")(
+            (-(-batch // warps_per_block),),
+            (_THREADS,),
+            (
+                priority,
+                np.int64(self._capacity),
+                self._prefix,
+                nb,
+                self._device_params,
+                np.int64(batch),
+                np.int32(obs.shape[1]),
+                obs,
+                next_obs,
+                action,
+                reward,
+                discount,
+                o_obs,
+                o_next,
+                o_action,
+                o_reward,
+                o_discount,
+                o_index,
+                self._sampled_p,
+            ),
+        )
+        _module.get_function("fx_weights")(
+            (1,),
+            (_THREADS,),
+            (self._sampled_p, self._prefix, nb, self._device_params, np.int64(batch), o_weight),
+        )

@@ -1,0 +1,82 @@
+"""fxstore.train.replay on CuPy: the device sampler (fxstore.train._replay_kernels) draws
+what the numpy reference draws.
+
+Every test here needs CuPy and a CUDA device; tests/train/conftest.py skips them otherwise.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fxstore.train.replay import Batch, PrioritizedReplay
+
+pytestmark = pytest.mark.gpu
+
+
+def twin_replays(capacity: int, filled: int, n_obs: int) -> tuple[PrioritizedReplay, ...]:
+    """A numpy and a CuPy replay holding the same transitions and priorities."""
+    import cupy
+
+    rng = np.random.default_rng(5)
+    obs = rng.standard_normal((filled, n_obs)).astype(np.float32)
+    action = rng.integers(0, 5, filled)
+    reward = rng.standard_normal(filled).astype(np.float32)
+    discount = rng.choice([0.0, 0.729], filled).astype(np.float32)
+    # a few slots with a hundred times the others' priority, and a few near zero
+    priority = rng.gamma(0.5, size=filled).astype(np.float32)
+    priority[rng.integers(0, filled, 5)] *= 100.0
+    out = []
+    for xp in (np, cupy):
+        replay = PrioritizedReplay(capacity, n_obs, alpha=0.6, eps=1e-6, xp=xp, seed=9)
+        for lo in range(0, filled, 700):  # several adds: the ring wraps when filled > capacity
+            part = slice(lo, min(lo + 700, filled))
+            replay.add(*(xp.asarray(x[part]) for x in (obs, action, reward, discount, obs + 1.0)))
+        replay.update_priorities(xp.arange(min(filled, capacity)), xp.asarray(priority[:capacity]))
+        out.append(replay)
+    # the same powers (numpy's and CUDA's float32 ** may differ in the last bit)
+    out[1].priority[...] = cupy.asarray(out[0].priority)
+    return tuple(out)
+
+
+@pytest.mark.parametrize(
+    ("capacity", "filled", "n_obs", "batch"),
+    [(3000, 2500, 31, 512), (3000, 4100, 31, 1000), (1024, 1024, 40, 64), (5, 3, 2, 9)],
+)
+def test_device_sampler_draws_what_numpy_draws(
+    capacity: int, filled: int, n_obs: int, batch: int
+) -> None:
+    import cupy
+
+    host, device = twin_replays(capacity, filled, n_obs)
+    for beta in (0.4, 1.0, 0.0):
+        want = host.sample(batch, beta)
+        got = device.sample(batch, beta)
+        np.testing.assert_array_equal(cupy.asnumpy(got.index), want.index)
+        for name in ("obs", "next_obs", "action", "reward", "discount"):
+            np.testing.assert_array_equal(cupy.asnumpy(getattr(got, name)), getattr(want, name))
+        np.testing.assert_allclose(cupy.asnumpy(got.weight), want.weight, rtol=2e-7)
+        assert got.index.dtype == np.int64 and got.weight.dtype == np.float32
+
+
+def test_device_sampler_writes_into_out_and_does_not_race_the_host() -> None:
+    """Many draws queued without a wait: each batch holds its own uniforms' slots (the pinned
+    ring is not overwritten before its copy ran)."""
+    import cupy
+
+    host, device = twin_replays(4096, 4096, 8)
+    out = Batch(
+        obs=cupy.empty((256, 8), cupy.float32),
+        action=cupy.empty(256, cupy.int64),
+        reward=cupy.empty(256, cupy.float32),
+        discount=cupy.empty(256, cupy.float32),
+        next_obs=cupy.empty((256, 8), cupy.float32),
+        weight=cupy.empty(256, cupy.float32),
+        index=cupy.empty(256, cupy.int64),
+    )
+    kept = cupy.empty((40, 256), cupy.int64)
+    for i in range(40):
+        assert device.sample(256, 0.5, out=out) is out
+        kept[i] = out.index
+    want = np.stack([host.sample(256, 0.5).index for _ in range(40)])
+    np.testing.assert_array_equal(cupy.asnumpy(kept), want)
