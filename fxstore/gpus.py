@@ -29,7 +29,7 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Final, TypeVar
 
 from fxstore.errors import FxStoreWarning, InvalidInputError, WorkerLostError
-from fxstore.executor import call_with_warnings, describe_task
+from fxstore.executor import call_with_warnings
 
 __all__ = ["GpuPool", "check_gpus", "open_gpu_pool", "visible_gpus", "worker_stop_event"]
 
@@ -206,13 +206,13 @@ class GpuPool:
             done, _ = wait(running, timeout=0.5, return_when=FIRST_COMPLETED)
             for future in sorted(done, key=lambda f: running[f][1]):
                 slot, position = running.pop(future)
-                outcome = self._result(future, slot, items[position])
+                outcome = self._result(future, slot)
                 yield position, outcome
             if should_stop is not None and should_stop():
                 self.stop()
 
     def _result(
-        self, future: Future[tuple[R, list[FxStoreWarning]]], slot: int, item: object
+        self, future: Future[tuple[R, list[FxStoreWarning]]], slot: int
     ) -> R | BaseException:
         """The task's value (its warnings shown here), or its exception."""
         try:
@@ -220,9 +220,8 @@ class GpuPool:
         except BrokenProcessPool as err:
             self._slots[slot] = self._new_worker(self.devices[slot])
             return WorkerLostError(
-                f"{describe_task(item)}: its worker process on GPU {self.devices[slot]} died "
-                f"({err}); check the machine's memory (dmesg) and run again with --resume: "
-                "finished folds are kept."
+                f"its worker process on GPU {self.devices[slot]} died ({err}); check the "
+                "machine's memory (dmesg) and the worker's output above, then run again"
             )
         except Exception as err:  # reported per task by the caller
             return err

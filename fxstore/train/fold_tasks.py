@@ -198,7 +198,7 @@ def _failure(failed: dict[int, BaseException], run: RunFolder, how: str) -> Base
     more = f"; folds {', '.join(map(str, others))} failed too" if others else ""
     if isinstance(err, FxStoreError):
         failure = FoldFailedError(
-            f"fold {first}: {err}{more} (the other folds are kept: --resume "
+            f"fold {first}: {str(err).rstrip('.')}{more} (the other folds are kept: --resume "
             f"{run.run_id} trains the failed ones again)"
         )
         failure.__cause__ = err
@@ -215,6 +215,9 @@ def task_stop() -> StopRequest | None:
     if event is None:
         return None
     stop = StopRequest()
+    if event.is_set():  # asked before the task began: it stops at its first step
+        stop.request(signal.SIGINT)
+        return stop
 
     def watch() -> None:
         event.wait()
