@@ -25,15 +25,13 @@ from fxstore.train.backtest import BacktestResult, FoldResult
 from fxstore.train.fold_tasks import FoldTask
 from fxstore.train.loop import train
 from fxstore.train.status import StopRequest
-from tests.train._tiny import TINY
+from tests.train._tiny import TINY, assert_same_run
 
 #: TINY with three folds (so that one queues for the two workers), shorter folds.
 THREE = dataclasses.replace(TINY, max_folds=3, env_steps=100, eval_every=50)
 TWO_GPUS = ("0", "1")
 #: Where the workers' recording fold task writes (inherited by the spawned workers).
 _LOG_ENV = "FXSTORE_TEST_GPU_LOG"
-#: Files compared byte for byte between runs, in every fold folder.
-_FOLD_FILES = ("results.npz", "evals.json", "metrics.json")
 
 
 def record_fold_task(task: FoldTask) -> dict[str, FoldResult]:
@@ -60,20 +58,6 @@ def _trained(log: Path) -> list[tuple[int, int, str]]:
     return sorted(notes)
 
 
-def _assert_same_run(a: Path, b: Path) -> None:
-    """Two run folders hold the same results: metrics.json (less its own path) and every
-    fold's results, evaluations and metrics, byte for byte (no file holds a timing)."""
-    metrics = [json.loads((p / "metrics.json").read_text()) for p in (a, b)]
-    assert metrics[0].pop("run_dir") == str(a) and metrics[1].pop("run_dir") == str(b)
-    assert metrics[0] == metrics[1]
-    for fold in range(THREE.max_folds or 0):
-        for name in _FOLD_FILES:
-            assert (fold_dir(a, fold) / name).read_bytes() == (
-                fold_dir(b, fold) / name
-            ).read_bytes(), (fold, name)
-        assert not (fold_dir(b, fold) / "checkpoint.npz").exists()
-
-
 @pytest.fixture(scope="module")
 def serial(store: Path) -> BacktestResult:
     return train(THREE, store)
@@ -84,7 +68,7 @@ def test_train_on_two_gpus_gives_the_serial_run_folder_one_gpu_per_worker(
 ) -> None:
     result = train(THREE, store, gpus=TWO_GPUS)
 
-    _assert_same_run(serial.run_dir, result.run_dir)
+    assert_same_run(serial.run_dir, result.run_dir)
     trained = _trained(worker_log)
     assert [fold for fold, _, _ in trained] == [0, 1, 2]
     device_of = {pid: device for _, pid, device in trained}
@@ -114,16 +98,25 @@ def test_train_on_gpus_names_a_failed_fold_and_resume_trains_only_it(
     resumed = train(THREE, store, resume=started[0], gpus=TWO_GPUS)
 
     assert [fold for fold, _, _ in _trained(worker_log)] == [1]
-    _assert_same_run(serial.run_dir, resumed.run_dir)
+    assert_same_run(serial.run_dir, resumed.run_dir)
+
+
+def wait_for_the_stop_then_train(task: FoldTask) -> dict[str, FoldResult]:
+    """:func:`loop.run_fold_task` once the driver has asked the pool to stop (so that the
+    fold is surely in flight when the stop comes)."""
+    event = gpus.worker_stop_event()
+    assert event is not None and event.wait(timeout=60)
+    return loop.run_fold_task(task)
 
 
 def test_train_on_gpus_stopped_by_a_signal_saves_the_folds_in_flight_and_resumes_to_serial(
-    store: Path, serial: BacktestResult
+    store: Path, serial: BacktestResult, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     stop = StopRequest()
     no_periodic = dataclasses.replace(THREE, checkpoint_every=0)  # only the stop saves one
+    monkeypatch.setattr(loop, "run_fold_task", wait_for_the_stop_then_train)
 
-    with pytest.raises(RunInterruptedError) as err:  # Ctrl-C as the run starts
+    with pytest.raises(RunInterruptedError) as err:  # Ctrl-C as the first folds start
         train(
             no_periodic,
             store,
@@ -131,13 +124,14 @@ def test_train_on_gpus_stopped_by_a_signal_saves_the_folds_in_flight_and_resumes
             stop=stop,
             on_start=lambda _: stop.request(signal.SIGINT),
         )
+    monkeypatch.undo()
     run_dir = store / "runs" / err.value.run_id
     assert not any((fold_dir(run_dir, i) / "results.npz").is_file() for i in range(3))
     assert [(fold_dir(run_dir, i) / "checkpoint.npz").is_file() for i in range(3)] == [1, 1, 0]
 
     resumed = train(no_periodic, store, resume=err.value.run_id)
 
-    _assert_same_run(serial.run_dir, resumed.run_dir)
+    assert_same_run(serial.run_dir, resumed.run_dir)
 
 
 def test_train_gpus_with_the_ray_executor_is_refused_before_the_run_folder(
