@@ -5,6 +5,7 @@ task object handed to a module-level function; the function reads its inputs and
 files itself and returns a small description. The driver keeps what must be serial (the
 front-month decisions in trading-day order, the manifest commit). Both executors give the
 same results in the same order, so the output is byte-identical whichever runs it.
+(``train --gpus N`` runs folds on local worker processes, one per GPU: :mod:`fxstore.gpus`.)
 
 Ray is an optional dependency (``pip install 'fxstore[ray]'``), imported only here and only
 when a Ray executor is opened. :class:`RayPool` offers what the stages use of

@@ -217,7 +217,8 @@ class GpuPool:
         """The task's value (its warnings shown here), or its exception."""
         try:
             value, caught = future.result()
-        except BrokenProcessPool as err:
+        except BrokenProcessPool as err:  # its process died: a fresh one for the next task
+            self._slots[slot].shutdown(wait=False)
             self._slots[slot] = self._new_worker(self.devices[slot])
             return WorkerLostError(
                 f"its worker process on GPU {self.devices[slot]} died ({err}); check the "

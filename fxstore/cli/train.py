@@ -415,6 +415,7 @@ def _stop_on_signals(stop: StopRequest) -> Iterator[None]:
     "--gpus",
     "n_gpus",
     type=int,
+    metavar="N",
     default=None,
     help="Train N folds at once on this machine, one per GPU (the first N that "
     "CUDA_VISIBLE_DEVICES or nvidia-smi shows), each in its own process; the output is the "

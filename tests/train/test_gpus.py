@@ -101,6 +101,27 @@ def test_train_on_gpus_names_a_failed_fold_and_resume_trains_only_it(
     assert_same_run(serial.run_dir, resumed.run_dir)
 
 
+def die_in_fold_1(task: FoldTask) -> dict[str, FoldResult]:
+    """:func:`loop.run_fold_task`, but fold 1's worker process dies (as the OOM killer ends it)."""
+    if task.fold.index == 1:
+        os._exit(9)
+    return loop.run_fold_task(task)
+
+
+def test_train_on_gpus_a_dead_worker_fails_its_fold_and_the_others_finish(
+    store: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(loop, "run_fold_task", die_in_fold_1)
+    started: list[str] = []
+
+    with pytest.raises(FoldFailedError) as err:
+        train(THREE, store, gpus=TWO_GPUS, on_start=started.append)
+
+    assert str(err.value).startswith("fold 1: its worker process on GPU 1 died (")
+    run_dir = store / "runs" / started[0]
+    assert [(fold_dir(run_dir, i) / "results.npz").is_file() for i in range(3)] == [1, 0, 1]
+
+
 def wait_for_the_stop_then_train(task: FoldTask) -> dict[str, FoldResult]:
     """:func:`loop.run_fold_task` once the driver has asked the pool to stop (so that the
     fold is surely in flight when the stop comes)."""
