@@ -19,17 +19,31 @@ The recorded run (bench/results/learn_gpu.json) used one synthetic year per stor
 Run:  FXSTORE_BENCH_MACHINE=nvidia-h200 PYTHONPATH=. python bench/bench_learn.py \
           --store signal=data/learn-signal --store none=data/learn-none \
           --profile bench/profiles/learn_gpu.toml --name learn_gpu
+
+``--gpus 1,2`` trains each store once per GPU count (``train --gpus N``: N folds at once,
+one worker process per GPU), checks that every count gives the same totals, and records the
+wall time of each and its ratio to one GPU's (issue 23's target on the 9-fold year: 2 GPUs
+<= 0.55x one GPU). On a machine with two GPUs:
+
+      FXSTORE_BENCH_MACHINE=nvidia-h200-x2 PYTHONPATH=. python bench/bench_learn.py \
+          --store signal=data/learn-signal --profile bench/profiles/learn_gpu.toml \
+          --gpus 1,2 --name learn_gpus
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import time
 from pathlib import Path
 
 from _common import write_result
 
+from fxstore import gpus
+from fxstore.config import TrainConfig
+from fxstore.errors import InvalidInputError
+from fxstore.train.backtest import BacktestResult
 from fxstore.train.loop import train
 from fxstore.train.profiles import load_profile
 
@@ -41,18 +55,39 @@ def main() -> None:
     parser.add_argument("--env-steps", type=int, default=None)
     parser.add_argument("--device", default=None)
     parser.add_argument("--name", default="learn", help="results/<name>.json")
+    parser.add_argument(
+        "--gpus",
+        default="1",
+        help="GPU counts to train each store with, comma-separated (1: the serial loop)",
+    )
     args = parser.parse_args()
     config = load_profile(args.profile)
     if args.env_steps is not None:
         config = dataclasses.replace(config, env_steps=args.env_steps)
     if args.device is not None:
         config = dataclasses.replace(config, device=args.device)
+    counts = [int(n) for n in args.gpus.split(",")]
+    visible = gpus.visible_gpus(os.environ.get("CUDA_VISIBLE_DEVICES"))
+    try:
+        devices = {
+            n: gpus.check_gpus(n, visible, device=config.device, executor_kind="local")
+            if n > 1
+            else ()
+            for n in counts
+        }
+    except InvalidInputError as err:
+        raise SystemExit(f"Error: {err}") from err
     runs = {}
     for entry in args.store:
         name, root = entry.split("=", 1)
-        start = time.perf_counter()
-        result = train(config, Path(root))
-        seconds = time.perf_counter() - start
+        timed = {n: _timed_train(config, Path(root), devices[n]) for n in counts}
+        result, seconds = timed[counts[0]]
+        for n, (other, _) in timed.items():  # --gpus must not change a number
+            same = {p: m.to_json() for p, m in other.totals.items()} == {
+                p: m.to_json() for p, m in result.totals.items()
+            }
+            if not same:
+                raise SystemExit(f"{name}: --gpus {n} gave other totals than --gpus {counts[0]}")
         totals = {p: m.to_json() for p, m in result.totals.items()}
         per_fold = {
             p: [r.metrics.sharpe_daily for r in result.folds if r.policy == p]
@@ -73,13 +108,27 @@ def main() -> None:
             "sharpe_daily_per_fold": per_fold,
             "totals": totals,
             "run_dir": str(result.run_dir),
+            "seconds_by_gpus": {str(n): s for n, (_, s) in timed.items()},
+            "ratio_to_one_gpu": {str(n): s / timed[1][1] for n, (_, s) in timed.items()}
+            if 1 in timed
+            else None,
         }
-        print(f"{name}: {len(per_fold['agent'])} folds in {seconds:.0f} s")
+        for n, (_, s) in timed.items():
+            print(f"{name}: {len(per_fold['agent'])} folds on {n} GPU(s) in {s:.0f} s")
         print(result.format_table())
     path = write_result(
         args.name, {"profile": config.profile, "config": config.to_json(), "runs": runs}
     )
     print(f"wrote {path}")
+
+
+def _timed_train(
+    config: TrainConfig, root: Path, devices: tuple[str, ...]
+) -> tuple[BacktestResult, float]:
+    """A training run on `devices` (none: the serial loop) and its wall time in seconds."""
+    start = time.perf_counter()
+    result = train(config, root, gpus=devices)
+    return result, time.perf_counter() - start
 
 
 if __name__ == "__main__":

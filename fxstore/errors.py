@@ -6,6 +6,9 @@ Every error a user can cause is an :class:`FxStoreError`; the CLI turns it into 
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+
 __all__ = [
     "FoldFailedError",
     "FxStoreError",
@@ -62,6 +65,12 @@ class RunInterruptedError(FxStoreError):
         super().__init__(message)
         self.run_id = run_id
         self.signum = signum
+
+    def __reduce__(self) -> tuple[Callable[..., RunInterruptedError], tuple[str]]:
+        """Pickled with its fields (a GPU worker's fold sends it back to the driver)."""
+        return functools.partial(RunInterruptedError, run_id=self.run_id, signum=self.signum), (
+            str(self),
+        )
 
 
 class TrainingDivergedError(FxStoreError):

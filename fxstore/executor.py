@@ -5,6 +5,7 @@ task object handed to a module-level function; the function reads its inputs and
 files itself and returns a small description. The driver keeps what must be serial (the
 front-month decisions in trading-day order, the manifest commit). Both executors give the
 same results in the same order, so the output is byte-identical whichever runs it.
+(``train --gpus N`` runs folds on local worker processes, one per GPU: :mod:`fxstore.gpus`.)
 
 Ray is an optional dependency (``pip install 'fxstore[ray]'``), imported only here and only
 when a Ray executor is opened. :class:`RayPool` offers what the stages use of
@@ -92,10 +93,11 @@ class RayPool:
         self._remote: dict[Callable[..., Any], Any] = {}
 
     def _remote_of(self, fn: Callable[[T], R]) -> Any:
-        """`fn` as a Ray task that brings its FxStoreWarnings back (see :func:`_call`)."""
+        """`fn` as a Ray task that brings its FxStoreWarnings back
+        (:func:`call_with_warnings`)."""
         if fn not in self._remote:
             task = self._ray.remote(num_cpus=1, num_gpus=self._num_gpus, max_retries=MAX_RETRIES)
-            self._remote[fn] = _BoundTask(task(_call), fn)
+            self._remote[fn] = _BoundTask(task(call_with_warnings), fn)
         return self._remote[fn]
 
     def _result(self, ref: Any, item: object) -> Any:
@@ -189,9 +191,10 @@ class RayPool:
                 self._ray.cancel(ref)
 
 
-def _call(fn: Callable[[T], R], item: T) -> tuple[R, list[FxStoreWarning]]:
-    """Run `fn(item)` in a Ray worker; its value and the FxStoreWarnings it raised (Ray does
-    not forward the worker's stderr here: it would cut through the progress bar)."""
+def call_with_warnings(fn: Callable[[T], R], item: T) -> tuple[R, list[FxStoreWarning]]:
+    """Run `fn(item)` in a worker (Ray's, or :mod:`fxstore.gpus`'); its value and the
+    FxStoreWarnings it raised, for the driver to show (a worker's stderr would cut through
+    the progress bar; Ray does not forward it here)."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", FxStoreWarning)
         value = fn(item)
@@ -201,7 +204,7 @@ def _call(fn: Callable[[T], R], item: T) -> tuple[R, list[FxStoreWarning]]:
 
 @dataclass(frozen=True, slots=True)
 class _BoundTask:
-    """A Ray task of :func:`_call` bound to one function: ``.remote(item)``."""
+    """A Ray task of :func:`call_with_warnings` bound to one function: ``.remote(item)``."""
 
     task: Any
     fn: Callable[..., Any]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -252,6 +253,7 @@ def run_train(
     profile: str | None = None,
     as_json: bool = False,
     executor: ExecutorConfig | None = None,
+    gpus: tuple[str, ...] = (),
 ) -> BacktestResult:
     """Train with a progress display, then print the results (as a table or JSON).
 
@@ -281,6 +283,7 @@ def run_train(
                 on_start=announce,
                 stop=stop,
                 executor=executor,
+                gpus=gpus,
             )
     except RunInterruptedError as err:
         click.echo(f"Interrupted: {err}", err=True)
@@ -408,6 +411,17 @@ def _stop_on_signals(stop: StopRequest) -> Iterator[None]:
 )
 @click.option("--resume", default=None, help="Run id under runs/ to continue.")
 @executor_options("the walk-forward folds (one GPU each where there are GPUs)")
+@click.option(
+    "--gpus",
+    "n_gpus",
+    type=int,
+    metavar="N",
+    default=None,
+    help="Train N folds at once on this machine, one per GPU (the first N that "
+    "CUDA_VISIBLE_DEVICES or nvidia-smi shows), each in its own process; the output is the "
+    "same. 1: fold after fold, as without it. Not with --device cpu, nor with --executor "
+    "ray (Ray gives each fold one GPU and runs as many at once as the cluster has).",
+)
 @json_option
 @store_option
 @quiet_option
@@ -416,6 +430,7 @@ def train(
     resume: str | None,
     executor_kind: str,
     ray_address: str | None,
+    n_gpus: int | None,
     as_json: bool,
     store_root: Path,
     quiet: bool,
@@ -435,6 +450,7 @@ def train(
     Example:
       fxstore train --symbol ES.FUT --profile smoke
       fxstore train --resume 20261201T073000Z-train
+      fxstore train --symbol ES.FUT --gpus 2
     """
     flags = [f"--{name.replace('_', '-')}" for name in given(**settings)]
     if resume and flags:
@@ -445,6 +461,7 @@ def train(
     config = train_config(profile or DEFAULT_PROFILE, **settings)
     expected = config.profile if resume and profile is not None else None
     runs_on = executor_config(executor_kind, ray_address)
+    gpus = _gpu_devices(n_gpus, config.device, executor_kind) if n_gpus is not None else ()
     run_train(
         config,
         store_root,
@@ -453,4 +470,14 @@ def train(
         profile=expected,
         as_json=as_json,
         executor=runs_on,
+        gpus=gpus,
     )
+
+
+def _gpu_devices(n_gpus: int, device: str, executor_kind: str) -> tuple[str, ...]:
+    """The CUDA_VISIBLE_DEVICES value of each GPU worker of ``--gpus N`` (checked here,
+    before anything is written)."""
+    from fxstore import gpus
+
+    visible = gpus.visible_gpus(os.environ.get("CUDA_VISIBLE_DEVICES"))
+    return gpus.check_gpus(n_gpus, visible, device=device, executor_kind=executor_kind)

@@ -49,7 +49,7 @@ from fxstore.train.backtest import (
 from fxstore.train.checkpoint import DAMAGED, load_checkpoint, meta_value, save_checkpoint
 from fxstore.train.data import CachedMarket, open_cache
 from fxstore.train.env import ContractSpec, Market, contract_spec, evaluate_positions
-from fxstore.train.fold_tasks import FoldTask, train_folds_on_ray
+from fxstore.train.fold_tasks import FoldTask, task_stop, train_folds_on_gpus, train_folds_on_ray
 from fxstore.train.memory import check_host_memory
 from fxstore.train.metrics import sharpe_per_bar, to_host
 from fxstore.train.oracle import PlantedSignal
@@ -434,6 +434,7 @@ def train(
     on_start: Callable[[str], None] | None = None,
     stop: StopRequest | None = None,
     executor: ExecutorConfig | None = None,
+    gpus: tuple[str, ...] = (),
 ) -> BacktestResult:
     """Train the agent walk-forward on `config.symbol`'s fxcache under `root`.
 
@@ -462,7 +463,16 @@ def train(
         With kind "ray": the folds not done yet run as Ray tasks first (one GPU each where
         the run is on a GPU), with results identical to the serial run; a failed fold is
         reported with its index once the others have finished
-        (:mod:`fxstore.train.fold_tasks`). None or "local": fold after fold here.
+        (:mod:`fxstore.train.fold_tasks`). None or "local": fold after fold here, or on
+        `gpus`.
+    gpus
+        With two or more: the folds not done yet run first, one at once per GPU, each in
+        a worker process that sees only its GPU (``CUDA_VISIBLE_DEVICES`` set to the entry:
+        :func:`fxstore.gpus.check_gpus` makes them from ``--gpus N``), with results
+        identical to the serial run; failures are reported as with Ray, and a stop makes
+        the folds in flight save their checkpoint. One or none: fold after fold here. The
+        device is not checked here (the workers of a CPU run train on the CPU); not with
+        the Ray executor.
 
     Returns
     -------
@@ -485,9 +495,14 @@ def train(
     A new run that fails or is stopped before it has anything to resume (a finished fold or
     a checkpoint) leaves no folder; any other run ends with its ``status.json`` saying how.
     """
+    if gpus and executor is not None and executor.is_ray:
+        raise InvalidInputError(
+            "`gpus` is for the local executor: Ray gives each fold one GPU itself; "
+            "leave out gpus (--gpus)."
+        )
     resumed = RunFolder.resume(root, resume, profile=profile) if resume is not None else None
     try:
-        return _train_run(config, root, resumed, on_progress, on_start, stop, executor)
+        return _train_run(config, root, resumed, on_progress, on_start, stop, (executor, gpus))
     finally:
         if resumed is not None:
             resumed.lock.release()
@@ -500,7 +515,7 @@ def _train_run(
     on_progress: Callable[[Progress], None] | None,
     on_start: Callable[[str], None] | None,
     stop: StopRequest | None,
-    executor: ExecutorConfig | None = None,
+    runs_on: tuple[ExecutorConfig | None, tuple[str, ...]],
 ) -> BacktestResult:
     """:func:`train` once the run to resume (if any) is found and locked."""
     plan = resumed.plan_resume(root) if resumed is not None else None
@@ -552,7 +567,7 @@ def _train_run(
             recorder,
             on_progress,
             stop,
-            (root, executor),
+            (root, *runs_on),
         )
 
 
@@ -563,24 +578,26 @@ def _train_folds(
     recorder: StatusRecorder,
     on_progress: Callable[[Progress], None] | None,
     stop: StopRequest | None,
-    where: tuple[Path, ExecutorConfig | None],
+    where: tuple[Path, ExecutorConfig | None, tuple[str, ...]],
 ) -> BacktestResult:
-    """Train every fold not done yet (in order here, or as Ray tasks first), then score
-    and write the run's totals."""
+    """Train every fold not done yet (in order here, or as Ray tasks or on GPU workers
+    first), then score and write the run's totals."""
     market, cache, folds, spec, planted, sizes = inputs
-    root, executor = where
+    root, executor, gpus = where
     found: dict[int, dict[str, FoldResult] | None] = {
         f.index: run.read_fold(f, market.bars_per_day, config.capital, config.seed) for f in folds
     }
+    todo = [f for f in folds if found[f.index] is None]
+    tasks = (config, root, run, todo, run_fold_task, sizes, len(folds), stop)
     if executor is not None and executor.is_ray:
-        todo = [f for f in folds if found[f.index] is None]
-        on_gpu = market.xp is not np
-        ray_folds = train_folds_on_ray(
-            config, root, run, todo, run_fold_task, sizes, len(folds), stop, executor, on_gpu=on_gpu
-        )
-        for fold, trained in ray_folds:
-            _finish_fold(run, fold, trained, config, recorder)
-            found[fold.index] = trained
+        parallel = train_folds_on_ray(*tasks, executor, on_gpu=market.xp is not np)
+    elif len(gpus) > 1:
+        parallel = train_folds_on_gpus(*tasks, gpus)
+    else:
+        parallel = iter(())
+    for fold, trained in parallel:
+        _finish_fold(run, fold, trained, config, recorder)
+        found[fold.index] = trained
     results: list[FoldResult] = []
     for fold in folds:
         done = found[fold.index]
@@ -660,9 +677,10 @@ def fold_results(
 
 
 def run_fold_task(task: FoldTask) -> dict[str, FoldResult]:
-    """Train and score one fold in this process (a Ray worker), from what a
+    """Train and score one fold in this process (a Ray worker or a GPU worker), from what a
     :class:`~fxstore.train.fold_tasks.FoldTask` names: :func:`fold_results`, as the serial
-    loop runs it, over the fxcache opened here."""
+    loop runs it, over the fxcache opened here (a GPU worker's fold stops, its checkpoint
+    saved, once the driver asks: :func:`~fxstore.train.fold_tasks.task_stop`)."""
     config = task.config
     cache = open_cache(task.root, config.symbol, config.featureset, config.device)
     spec = contract_spec(config.symbol, config.env)
@@ -679,7 +697,7 @@ def run_fold_task(task: FoldTask) -> dict[str, FoldResult]:
         run,
         None,
         task.n_folds,
-        None,
+        task_stop(),
     )
 
 

@@ -3,6 +3,7 @@ the fault-injection suite."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -50,3 +51,22 @@ def interrupt_then_resume(config: TrainConfig, store: Path) -> tuple[BacktestRes
     resumed = train(TrainConfig(), store, resume=run_id)
     assert resumed.run_dir.name == run_id
     return whole, resumed
+
+
+#: The files of a fold folder that hold its results (none holds a timing).
+FOLD_FILES = ("results.npz", "evals.json", "metrics.json")
+
+
+def assert_same_run(a: Path, b: Path) -> None:
+    """Two run folders hold the same results: metrics.json (less the folder's own path) and
+    every fold's results, evaluations and metrics, byte for byte; `b` keeps no checkpoint."""
+    metrics = [json.loads((p / "metrics.json").read_text()) for p in (a, b)]
+    assert metrics[0].pop("run_dir") == str(a) and metrics[1].pop("run_dir") == str(b)
+    assert metrics[0] == metrics[1]
+    folds = sorted(p.name for p in a.glob("fold*"))
+    assert folds and folds == sorted(p.name for p in b.glob("fold*"))
+    for fold in folds:
+        for name in FOLD_FILES:
+            same = (a / fold / name).read_bytes() == (b / fold / name).read_bytes()
+            assert same, (fold, name)
+        assert not (b / fold / "checkpoint.npz").exists()
