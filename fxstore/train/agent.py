@@ -350,9 +350,10 @@ class Agent:
                 )
 
         def cast(x: Array, kind: type[np.generic]) -> npt.NDArray[Any]:
-            if isinstance(x, xp.ndarray) and x.dtype == kind:
-                return x  # the same object: a batch sampled into the input buffers stays put
-            out: npt.NDArray[Any] = xp.asarray(x, dtype=kind)
+            out: npt.NDArray[Any] = x
+            if not (isinstance(x, xp.ndarray) and x.dtype == kind):
+                out = xp.asarray(x, dtype=kind)
+            # else the same object: a batch sampled into the input buffers stays put
             return out
 
         return Batch(
