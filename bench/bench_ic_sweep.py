@@ -30,18 +30,20 @@ from pathlib import Path
 
 from _common import write_result
 
-from fxstore.config import FeatureConfig, IngestConfig, SynthConfig
-from fxstore.features.precompute import precompute
-from fxstore.ingest.run.pipeline import ingest
-from fxstore.synth import generate_market
 from fxstore.train.loop import train
 from fxstore.train.profiles import load_profile
 
 
 def build_market(root: Path, ic: float, args: argparse.Namespace) -> None:
-    """Synth, ingest and precompute the market of `ic` under `root` (once)."""
+    """Synth, ingest and precompute the market of `ic` under `root` (once: a root that holds
+    an fxcache is taken as built, so prebuilt markets train without the ingest's packages)."""
     if (root / "fxcache").is_dir():
         return
+    from fxstore.config import FeatureConfig, IngestConfig, SynthConfig
+    from fxstore.features.precompute import precompute
+    from fxstore.ingest.run.pipeline import ingest
+    from fxstore.synth import generate_market
+
     market = SynthConfig(
         start=dt.date.fromisoformat(args.start),
         end=dt.date.fromisoformat(args.end),
