@@ -225,7 +225,7 @@ def _run_fold(
         epsilon = agent_config.epsilon(state.step)
         action = agent.act(obs, epsilon, act_rng)
         step = env.step(action)
-        done = nstep.push(obs, action, step.reward, step.done, step.obs)
+        done = nstep.push(obs, action, step.reward, step.done, step.obs, all_done=env.episode_ended)
         replay.add(*done)
         obs = step.obs
         state.step += 1

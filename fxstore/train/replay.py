@@ -359,6 +359,9 @@ class NStepAccumulator:
         self._action = xp.zeros((n_step, n_envs), dtype=xp.int64)
         self._reward = xp.zeros((n_step, n_envs), dtype=xp.float32)
         self._pending = xp.zeros(n_envs, dtype=xp.int64)  # open steps of each env, < n_step
+        # the same open count of every env, known on the host (None: not known to be equal)
+        self._open: int | None = 0
+        self._index_cache: dict[tuple[int, ...], Array] = {}
         self._t = 0
         # _gain[k, a]: weight of the reward a steps old in the return of the start k steps old
         ages = np.arange(n_step)
@@ -368,7 +371,14 @@ class NStepAccumulator:
         self._discount_n = np.float32(float(gamma) ** n_step)
 
     def push(
-        self, obs: Array, action: Array, reward: Array, done: Array, next_obs: Array
+        self,
+        obs: Array,
+        action: Array,
+        reward: Array,
+        done: Array,
+        next_obs: Array,
+        *,
+        all_done: bool | None = None,
     ) -> Transitions:
         """Record one step of every environment; return the n-step transitions it completes.
 
@@ -382,6 +392,11 @@ class NStepAccumulator:
             (n_envs,) float rewards of the step.
         done
             (n_envs,) bool: the episode terminated at this step.
+        all_done
+            The caller knows `done` is all this value (episodes that start and end together,
+            as :class:`fxstore.train.vecenv.VecEnv`'s): which transitions complete is then
+            known on the host, and the push waits for no device (otherwise picking them
+            reads the device once). The output is the same.
         """
         xp, n = self.xp, self.n_step
         if obs.shape != (self.n_envs, self.n_obs) or next_obs.shape != obs.shape:
@@ -396,6 +411,8 @@ class NStepAccumulator:
         self._t += 1
         self._pending += 1
         done = xp.asarray(done, dtype=bool)
+        if all_done is not None and self._open is not None:
+            return self._push_uniform(slot, all_done, next_obs)
         # age k = the transition that started k steps ago (k = 0: this step)
         slots = (slot - np.arange(n)) % n
         rewards = self._reward[slots]  # (n, n_envs), by age
@@ -408,6 +425,7 @@ class NStepAccumulator:
         env, age = xp.nonzero(emit_t)
         age = n - 1 - age
         self._pending = xp.where(done, 0, xp.minimum(self._pending, n - 1))
+        self._open = None  # per-env counts may differ now
         start = xp.asarray(slots)[age]
         return Transitions(
             obs=self._obs[start, env],
@@ -416,6 +434,38 @@ class NStepAccumulator:
             discount=discount[env],
             next_obs=xp.asarray(next_obs, dtype=xp.float32)[env],
         )
+
+    def _push_uniform(self, slot: int, all_done: bool, next_obs: Array) -> Transitions:
+        """:meth:`push`'s output when every environment's `done` is `all_done` and all hold
+        the same number of open steps (``_open``, on the host): no device read."""
+        xp, n = self.xp, self.n_step
+        assert self._open is not None
+        pending = self._open + 1  # open steps of every env, this one included
+        # ages emitted, oldest first: all open ones at an episode's end, else the n-1 old one
+        ages = list(range(pending - 1, -1, -1)) if all_done else [n - 1] * (pending == n)
+        self._open = 0 if all_done else min(pending, n - 1)
+        self._pending = xp.full(self.n_envs, self._open, dtype=xp.int64)
+        k = len(ages)
+        by_age = self._indices((slot - np.arange(n)) % n)
+        slots = self._indices(np.array([(slot - age) % n for age in ages], dtype=np.int64))
+        returns = (self._gain @ self._reward[by_age])[self._indices(np.array(ages, np.int64))]
+        discount = np.float32(0.0) if all_done else self._discount_n
+        return Transitions(
+            obs=self._obs[slots].transpose(1, 0, 2).reshape(k * self.n_envs, self.n_obs),
+            action=self._action[slots].T.reshape(-1),
+            reward=returns.T.reshape(-1),
+            discount=xp.full(k * self.n_envs, discount, dtype=xp.float32),
+            next_obs=xp.repeat(xp.asarray(next_obs, dtype=xp.float32), k, axis=0),
+        )
+
+    def _indices(self, index: npt.NDArray[np.int64]) -> Array:
+        """`index` on the array module, copied there once (a host list would be copied, and
+        on a GPU waited for, at every push)."""
+        key = tuple(int(i) for i in index)
+        found = self._index_cache.get(key)
+        if found is None:
+            found = self._index_cache[key] = self.xp.asarray(index, dtype=self.xp.int64)
+        return found
 
     def state_dict(self) -> dict[str, npt.NDArray[np.generic]]:
         """The open windows of every environment, as host arrays (for an exact resume)."""
@@ -436,6 +486,9 @@ class NStepAccumulator:
         for key in _NSTEP_KEYS:
             getattr(self, f"_{key}")[...] = self.xp.asarray(state[key])
         self._t = int(np.asarray(state["t"]))
+        pending = np.asarray(state["pending"])
+        same = pending.size > 0 and bool((pending == pending[0]).all())
+        self._open = int(pending[0]) if same else None
 
 
 _NSTEP_KEYS = ("obs", "action", "reward", "pending")

@@ -96,6 +96,7 @@ class VecEnv:
         self._stop = xp.zeros(n_envs, dtype=xp.int64)
         self._held = xp.zeros(n_envs, dtype=xp.float64)
         self._is_started = False
+        self._age, self._ended = 0, False  # see episode_ended
         self._kernels: CupyEnvKernels | None = None
         if xp is not np:  # CuPy: one fused launch per step instead of ~40 small kernels
             from fxstore.train._env_kernels import CupyEnvKernels
@@ -103,9 +104,17 @@ class VecEnv:
             args = (market, self._costs, self._values, config, (lo, hi), episode_bars)
             self._kernels = CupyEnvKernels(*args)
 
+    @property
+    def episode_ended(self) -> bool:
+        """Every environment's episode ended with the last :meth:`step` (its ``done`` is all
+        True), else none did: all episodes start together at :meth:`reset` and last
+        `episode_bars` rows, so the host knows this without reading the device."""
+        return self._ended
+
     def reset(self) -> F32:
         """Start every environment on a fresh episode; returns the observations."""
         self._is_started = True
+        self._age, self._ended = 0, False
         if self._kernels is not None:
             state = self._kernels.reset(self._key, self._draws, self.n_envs)
             self._draws += 1
@@ -156,6 +165,10 @@ class VecEnv:
         """
         xp = self.xp
         self._check_action(action)
+        self._age += 1  # rows since the episodes' start, on the host
+        self._ended = self._age == self.episode_bars - 1
+        if self._ended:
+            self._age = 0
         if self._kernels is not None:  # the same book in one launch (see _env_kernels)
             out = self._kernels.step(
                 self._t, self._stop, self._held, action, self._key, self._draws
@@ -227,3 +240,7 @@ class VecEnv:
         self._held = xp.asarray(state["held"], dtype=xp.float64)
         self._draws = int(state["draws"])
         self._is_started = bool(state["is_started"])
+        # rows since the episodes' start (the same for every env; 0 right after a restart)
+        first = int(np.asarray(state["t"])[0]) if self.n_envs else 0
+        age = first - (int(np.asarray(state["stop"])[0]) - self.episode_bars + 1)
+        self._age, self._ended = age, False

@@ -650,3 +650,25 @@ def test_market_single_row_raises_one_line() -> None:
         make_market([1.0])
 
     assert one_line(info)
+
+
+@pytest.mark.parametrize("episode_bars", [2, 3, 9])
+def test_vecenv_episode_ended_is_done_for_every_env_and_survives_a_resume(
+    episode_bars: int,
+) -> None:
+    market = random_market(80, seed=18, rolls=(33,))
+    actions = np.random.default_rng(3).integers(0, 5, (40, 8))
+
+    def make() -> VecEnv:
+        return VecEnv(market, CONFIG, ES, n_envs=8, window=(0, 80), episode_bars=episode_bars)
+
+    env = make()
+    env.reset()
+    for i, a in enumerate(actions):
+        done = env.step(a).done
+        assert done.all() == env.episode_ended and done.any() == env.episode_ended
+        if i == 16:
+            resumed = make()
+            resumed.load_state_dict(env.state_dict())
+            env = resumed
+    assert env.episode_ended == bool(done.all())

@@ -232,3 +232,30 @@ def test_sample_into_out_buffers_of_the_wrong_shape_is_refused() -> None:
     with pytest.raises(InvalidInputError, match=re.escape("`out.index` must be")):
         replay.sample(4, 0.4, out=good._replace(index=good.index.astype(np.int32)))
     assert isinstance(good, Batch)
+
+
+@pytest.mark.parametrize(("n_step", "episode"), [(3, 5), (3, 2), (1, 4), (4, 4)])
+def test_nstep_push_with_all_done_known_equals_the_general_push(n_step: int, episode: int) -> None:
+    """Episodes that start and end together (VecEnv's): the host-known path gives the same
+    transitions, in the same order, as the general one, and keeps doing so after a resume."""
+    rng = np.random.default_rng(n_step * 10 + episode)
+    n_envs, n_obs = 4, 3
+    general = NStepAccumulator(n_envs, n_step, 0.9, n_obs)
+    known = NStepAccumulator(n_envs, n_step, 0.9, n_obs)
+    obs = rng.standard_normal((n_envs, n_obs)).astype(np.float32)
+    for t in range(23):
+        if t == 11:  # a resume in the middle of an episode
+            restored = NStepAccumulator(n_envs, n_step, 0.9, n_obs)
+            restored.load_state_dict(known.state_dict())
+            known = restored
+        ended = (t + 1) % (episode - 1) == 0 if episode > 1 else True
+        done = np.full(n_envs, ended)
+        action = rng.integers(0, 5, n_envs)
+        reward = rng.standard_normal(n_envs).astype(np.float32)
+        nxt = rng.standard_normal((n_envs, n_obs)).astype(np.float32)
+        want = general.push(obs, action, reward, done, nxt)
+        got = known.push(obs, action, reward, done, nxt, all_done=ended)
+        for name, a, b in zip(want._fields, want, got, strict=True):
+            assert a.shape == b.shape and a.dtype == b.dtype, name
+            np.testing.assert_array_equal(a, b, err_msg=f"{name} at step {t}")
+        obs = nxt
