@@ -146,7 +146,7 @@ extern "C" __global__ void fx_weights(const float* __restrict__ sampled_p,
                                       const double* __restrict__ params, long long batch,
                                       float* __restrict__ weight) {
     __shared__ float low[THREADS];
-    float m = INFINITY;
+    float m = __int_as_float(0x7f800000);  // +inf (NVRTC has no INFINITY)
     for (long long k = threadIdx.x; k < batch; k += THREADS) m = fminf(m, sampled_p[k]);
     low[threadIdx.x] = m;
     __syncthreads();
