@@ -125,7 +125,10 @@ extern "C" __global__ void fx_sample(
             if (hit) found = base + c + (__ffs(hit) - 1);
             run += __shfl_sync(0xffffffffu, s, 31);
         }
-        if (found >= 0 && found < index) index = found;
+        // not found: the target lies within float64 rounding of the block's end (the block
+        // sums and the warp scan add in different orders): the block's last slot
+        if (found < 0) found = (lo + 1) * BLOCK < n ? (lo + 1) * BLOCK - 1 : n - 1;
+        if (found < index) index = found;
     }
     for (int c = lane; c < n_obs; c += 32) {
         out_obs[k * n_obs + c] = obs[index * n_obs + c];
