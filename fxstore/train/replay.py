@@ -5,7 +5,8 @@ transitions on the array module it was given. Sampling needs no sequential sum t
 cumulative sum of ``priority ** alpha`` and a ``searchsorted`` of one stratified uniform per
 stratum pick the slots in one pass, deterministically. The uniforms come from a host numpy
 generator, so a seed samples the same slots on the CPU and on a GPU (up to float rounding of
-the cumulative sum), and its state is checkpointed with the buffer.
+the cumulative sum, which the GPU takes in blocks: :mod:`fxstore.train._replay_kernels`),
+and its state is checkpointed with the buffer.
 
 :class:`NStepAccumulator` turns the per-step transitions of parallel environments into n-step
 transitions ``(s_t, a_t, R_t, gamma**n, s_{t+n})``, cut at episode ends.
