@@ -95,11 +95,10 @@ def main() -> None:
         }
         print(f"IC {ic:g}: trained in {seconds:.0f} s")
         print(result.format_table())
-    path = write_result(
-        args.name,
-        {"profile": config.profile, "config": config.to_json(), "seeds": args.seeds, "runs": runs},
-    )
-    print(f"wrote {path}")
+        # after every IC, so a sweep cut short keeps the ICs it finished
+        body = {"profile": config.profile, "config": config.to_json(), "seeds": args.seeds}
+        path = write_result(args.name, body | {"runs": runs})
+        print(f"wrote {path} ({len(runs)} IC(s) so far)")
 
 
 if __name__ == "__main__":
