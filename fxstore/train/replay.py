@@ -123,6 +123,7 @@ class PrioritizedReplay:
         self._size = 0
         self._rng = np.random.default_rng(seed)
         self._sampler: DeviceSampler | None = None  # CuPy: made at the first sample
+        self._checked_out: tuple[Batch, int] | None = None  # last good (out, batch_size)
 
     def __len__(self) -> int:
         return self._size
@@ -183,8 +184,12 @@ class PrioritizedReplay:
                 "add transitions first (and ask for >= 1)."
             )
         strata = (np.arange(batch_size) + self._rng.random(batch_size)) / batch_size
-        if out is not None:
+        checked = self._checked_out
+        if out is not None and (
+            checked is None or checked[0] is not out or checked[1] != batch_size
+        ):
             self._check_out(out, batch_size)
+            self._checked_out = (out, batch_size)  # the learner passes the same out each time
         if xp is not np:
             if out is None:
                 out = self._empty_batch(batch_size)
@@ -410,10 +415,10 @@ class NStepAccumulator:
         self._action[slot] = action
         self._reward[slot] = reward
         self._t += 1
-        self._pending += 1
-        done = xp.asarray(done, dtype=bool)
         if all_done is not None and self._open is not None:
             return self._push_uniform(slot, all_done, next_obs)
+        self._pending += 1
+        done = xp.asarray(done, dtype=bool)
         # age k = the transition that started k steps ago (k = 0: this step)
         slots = (slot - np.arange(n)) % n
         rewards = self._reward[slots]  # (n, n_envs), by age
@@ -445,7 +450,7 @@ class NStepAccumulator:
         # ages emitted, oldest first: all open ones at an episode's end, else the n-1 old one
         ages = list(range(pending - 1, -1, -1)) if all_done else [n - 1] * (pending == n)
         self._open = 0 if all_done else min(pending, n - 1)
-        self._pending = xp.full(self.n_envs, self._open, dtype=xp.int64)
+        self._pending.fill(self._open)  # kept for state_dict: every env's count
         k = len(ages)
         by_age = self._indices((slot - np.arange(n)) % n)
         slots = self._indices(np.array([(slot - age) % n for age in ages], dtype=np.int64))

@@ -259,3 +259,13 @@ def test_nstep_push_with_all_done_known_equals_the_general_push(n_step: int, epi
             assert a.shape == b.shape and a.dtype == b.dtype, name
             np.testing.assert_array_equal(a, b, err_msg=f"{name} at step {t}")
         obs = nxt
+
+
+def test_sample_into_the_same_out_with_another_batch_size_is_refused() -> None:
+    replay = filled_replay([1.0, 2.0, 3.0])
+    out = replay.sample(4, 0.4)
+    assert replay.sample(4, 0.4, out=out) is out  # checked, then remembered
+    with pytest.raises(
+        InvalidInputError, match=re.escape("must be a C-contiguous float32 array of shape (5, 1)")
+    ):
+        replay.sample(5, 0.4, out=out)
