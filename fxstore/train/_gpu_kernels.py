@@ -88,14 +88,16 @@ extern "C" __global__ void fx_step(const double* sums, double* progress, float* 
 """
 _step = cupy.RawKernel(_STEP_SRC, "fx_step")
 
-# One warp per row: lane l holds atoms l, l + 32, ... (KPL of them); N atoms and A actions are
-# compile-time constants (FX_N, FX_A). Sums over atoms are warp butterflies (a fixed order:
+# One warp per row: lane l holds atoms l, l + 32, ... (KPL of them); N atoms, A actions and
+# the row stride LD >= W of the head arrays (padded for aligned GEMMs) are compile-time
+# constants (FX_N, FX_A, FX_LD). Sums over atoms are warp butterflies (a fixed order:
 # deterministic). Head rows hold V (N) then A (A x N), no bias. Clamps are written with
 # comparisons so that NaN passes through (fminf/fmaxf would drop it).
 _DUELING_SRC: Final = r"""
 #define N FX_N
 #define A FX_A
 #define W (N * (A + 1))
+#define LD FX_LD
 #define KPL ((N + 31) / 32)
 #define WARPS 4
 #define FULL 0xffffffffu
@@ -173,7 +175,7 @@ extern "C" __global__ void fx_q_values(const float* __restrict__ head,
     const long long r = (long long)blockIdx.x * WARPS + (threadIdx.x >> 5);
     if (r >= rows) return;  // the whole warp: r is the same on every lane
     float mean[KPL], scratch[KPL];
-    const float* h = head + r * W;
+    const float* h = head + r * LD;
     mean_adv(h, bias, lane, mean);
     for (int a = 0; a < A; ++a) {
         const float value = expected(h, bias, mean, a, support, lane, scratch);
@@ -202,7 +204,7 @@ extern "C" __global__ void fx_c51(const float* __restrict__ head,
     float mean[KPL], lp[KPL], m[KPL];
 
     // double DQN: the online net's argmax at s' (first of equal values, like numpy)
-    const float* hn = head + (batch + i) * W;
+    const float* hn = head + (batch + i) * LD;
     mean_adv(hn, bias, lane, mean);
     int best = 0;
     float best_q = NEG_INF;
@@ -212,7 +214,7 @@ extern "C" __global__ void fx_c51(const float* __restrict__ head,
     }
 
     // the target net's distribution of that action at s', moved to r + d z
-    const float* ht = head_t + i * W;
+    const float* ht = head_t + i * LD;
     mean_adv(ht, bias_t, lane, mean);
     log_probs(ht, bias_t, mean, best, lane, lp);
     const float v_min = support[0], v_max = support[N - 1];
@@ -242,7 +244,7 @@ extern "C" __global__ void fx_c51(const float* __restrict__ head,
     }
 
     // cross-entropy to the online distribution of the taken action at s, and its gradient
-    const float* hs = head + i * W;
+    const float* hs = head + i * LD;
     const int act = (int)action[i];
     mean_adv(hs, bias, lane, mean);
     log_probs(hs, bias, mean, act, lane, lp);
@@ -255,7 +257,7 @@ extern "C" __global__ void fx_c51(const float* __restrict__ head,
     loss = -warp_sum(loss);
     msum = warp_sum(msum);
     const float scale = weight[i] / (float)batch;
-    float* dh = d_head + i * W;
+    float* dh = d_head + i * LD;
     for (int s = 0; s < KPL; ++s) {
         const int k = lane + 32 * s;
         if (k >= N) break;
@@ -291,11 +293,23 @@ _WARPS: Final = 4  # rows per block of the C51 kernels (WARPS in their source)
 
 
 @functools.lru_cache(maxsize=16)
-def _dueling_module(n_atoms: int, n_actions: int) -> cupy.RawModule:
-    """The C51 kernels compiled for `n_atoms` atoms and `n_actions` actions."""
-    logger.debug("compiling C51 kernels for %d atoms, %d actions", n_atoms, n_actions)
-    options = (f"-DFX_N={n_atoms}", f"-DFX_A={n_actions}", "--std=c++11")
+def _dueling_module(n_atoms: int, n_actions: int, ld: int) -> cupy.RawModule:
+    """The C51 kernels compiled for `n_atoms` atoms, `n_actions` actions and head rows
+    `ld` floats apart."""
+    logger.debug("compiling C51 kernels: %d atoms, %d actions, rows of %d", n_atoms, n_actions, ld)
+    options = (f"-DFX_N={n_atoms}", f"-DFX_A={n_actions}", f"-DFX_LD={ld}", "--std=c++11")
     return cupy.RawModule(code=_DUELING_SRC, options=options)
+
+
+def _row_stride(*arrays: F32) -> int:
+    """The common row stride (in floats) of (rows, W) float32 views whose rows hold W
+    adjacent floats: the C51 kernels' LD."""
+    strides = {(x.strides[0] // x.itemsize, x.strides[1]) for x in arrays if x.shape[0] > 1}
+    widths = {x.shape[1] for x in arrays}
+    if len(strides) > 1 or any(col != 4 for _, col in strides) or len(widths) != 1:
+        raise ValueError(f"head arrays need one row stride and adjacent columns, had {strides}")
+    width = widths.pop()
+    return strides.pop()[0] if strides else width
 
 
 def _grid(rows: int) -> tuple[int]:
@@ -359,7 +373,8 @@ class CupyOps:
         n_actions = width // n_atoms - 1
         q: F32 = cupy.empty((rows, n_actions), dtype=cupy.float32)
         if rows:
-            kernel = _dueling_module(n_atoms, n_actions).get_function("fx_q_values")
+            module = _dueling_module(n_atoms, n_actions, _row_stride(head))
+            kernel = module.get_function("fx_q_values")
             kernel(_grid(rows), (32 * _WARPS,), (head, bias, support, np.int64(rows), q))
         return q
 
@@ -367,7 +382,8 @@ class CupyOps:
         batch = h.batch
         rows = int(batch.action.shape[0])
         n_atoms = h.support.shape[0]
-        kernel = _dueling_module(n_atoms, h.n_actions).get_function("fx_c51")
+        ld = _row_stride(h.head, h.head_target, d_head)
+        kernel = _dueling_module(n_atoms, h.n_actions, ld).get_function("fx_c51")
         args = (
             h.head,
             h.head_target,

@@ -101,7 +101,9 @@ class Workspace:
     size
         Batch size B.
     shape
-        The network's (n_obs, hidden, layers, head_width).
+        The network's (n_obs, n_in, hidden, layers, head_ld): observation width and its
+        stored (padded) width, hidden width, hidden layers and the head's stored width.
+        Padded columns are zero and stay zero (nothing writes them).
     """
 
     def __init__(
@@ -109,12 +111,13 @@ class Workspace:
         xp: ModuleType,
         dtype: np.dtype[Any],
         size: int,
-        shape: tuple[int, int, int, int],
+        shape: tuple[int, int, int, int, int],
     ) -> None:
-        n_obs, hidden, layers, head_width = shape
+        n_obs, n_in, hidden, layers, head_width = shape
         b = self.size = size
-        self.obs2: F32 = xp.zeros((2 * b, n_obs), dtype)
-        """(2B, n_obs): the batch's obs, then its next_obs (one torso pass of the online net)."""
+        self.obs2: F32 = xp.zeros((2 * b, n_in), dtype)
+        """(2B, n_in): the batch's obs, then its next_obs (one torso pass of the online net);
+        the columns past n_obs are zero."""
         self.action = xp.zeros(b, np.int64)
         self.reward, self.discount, self.weight = (xp.zeros(b, dtype) for _ in range(3))
         self.acts: list[F32] = [xp.zeros((2 * b, hidden), dtype) for _ in range(layers)]
@@ -129,15 +132,16 @@ class Workspace:
         self.index = xp.zeros(b, np.int64)
         """(B,) replay slots of the batch when a sampler wrote it here (not read by the update)."""
         self.batch = Batch(
-            obs=self.obs2[:b],
+            obs=self.obs2[:b, :n_obs],
             action=self.action,
             reward=self.reward,
             discount=self.discount,
-            next_obs=self.obs2[b:],
+            next_obs=self.obs2[b:, :n_obs],
             weight=self.weight,
             index=self.index,
         )
-        """The input buffers as a batch: a replay may sample straight into them."""
+        """The input buffers as a batch: a replay may sample straight into them (obs and
+        next_obs are row views of `obs2`: rows of n_obs adjacent floats, row stride n_in)."""
 
     def load(self, batch: Batch) -> None:
         """Copy `batch` (already of the right dtypes and shapes) into the input buffers;

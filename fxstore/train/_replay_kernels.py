@@ -89,6 +89,7 @@ extern "C" __global__ void fx_scan_blocks(double* __restrict__ sums, long long n
 extern "C" __global__ void fx_sample(
         const float* __restrict__ p, long long n, const double* __restrict__ prefix,
         long long nb, const double* __restrict__ params, long long batch, int n_obs,
+        long long out_ld,
         const float* __restrict__ obs, const float* __restrict__ next_obs,
         const long long* __restrict__ action, const float* __restrict__ reward,
         const float* __restrict__ discount,
@@ -131,8 +132,8 @@ extern "C" __global__ void fx_sample(
         if (found < index) index = found;
     }
     for (int c = lane; c < n_obs; c += 32) {
-        out_obs[k * n_obs + c] = obs[index * n_obs + c];
-        out_next_obs[k * n_obs + c] = next_obs[index * n_obs + c];
+        out_obs[k * out_ld + c] = obs[index * n_obs + c];
+        out_next_obs[k * out_ld + c] = next_obs[index * n_obs + c];
     }
     if (lane == 0) {
         out_action[k] = action[index];
@@ -216,7 +217,9 @@ class DeviceSampler:
 
         `priority` is the replay's (capacity,) float32 ``priority ** alpha``; `strata`
         the host's (B,) float64 stratified uniforms in [0, 1); `storage` the replay's (obs,
-        next_obs, action, reward, discount) buffers.
+        next_obs, action, reward, discount) buffers. `out`'s obs and next_obs may be row
+        views of wider arrays (the learner's padded inputs): rows of adjacent floats, one row
+        stride for both.
         """
         batch = strata.shape[0]
         view, slot = self._params(batch)
@@ -248,6 +251,7 @@ class DeviceSampler:
                 self._device_params,
                 np.int64(batch),
                 np.int32(obs.shape[1]),
+                np.int64(o_obs.strides[0] // o_obs.itemsize),
                 obs,
                 next_obs,
                 action,

@@ -25,7 +25,7 @@ import functools
 import logging
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import ModuleType
 from typing import Any, Final, Protocol, TypeVar
 
@@ -85,24 +85,53 @@ class UpdateStats:
     """Updates done, this one included."""
 
 
+#: Rows of the weights are stored padded to a multiple of this many float32s (16 bytes): the
+#: first layer's input rows (n_obs, 31 for the default features) and the head's columns
+#: (51 x 6 = 306) would otherwise be unaligned, and cuBLAS then picks kernels of 1-element
+#: alignment that run at about half the speed of the aligned ones (issue 20's profile).
+_ALIGN: Final = 4
+
+
+def _round_up(n: int, to: int) -> int:
+    return -(-n // to) * to
+
+
 @dataclass(frozen=True, slots=True)
 class _Layout:
-    """Where each tensor of the network lies in the flat buffer: name -> (offset, shape)."""
+    """Where each tensor of the network lies in the flat buffer: name -> (offset, shape).
+
+    A tensor is stored padded (:attr:`stored`): the first layer's weight has ``n_in`` rows
+    (n_obs rounded up to `align`), the head ``head_ld`` columns and bias entries (its width
+    rounded up). The padding stays exactly zero: its inputs (the padded observation column)
+    and its gradients (the padded head columns) are zero, so Adam and the Polyak update keep
+    it there. :meth:`views` gives the network's own (unpadded) tensors."""
 
     n_obs: int
     n_actions: int
     hidden: int
     layers: int
     n_atoms: int
+    align: int = _ALIGN
 
     @property
     def head_width(self) -> int:
         return self.n_atoms * (1 + self.n_actions)
 
     @property
+    def n_in(self) -> int:
+        """Stored rows of the first layer's weight (n_obs, padded)."""
+        return _round_up(self.n_obs, self.align)
+
+    @property
+    def head_ld(self) -> int:
+        """Stored columns of the head's weight and bias (head_width, padded)."""
+        return _round_up(self.head_width, self.align)
+
+    @property
     def tensors(self) -> list[tuple[str, tuple[int, ...]]]:
+        """(name, stored shape) in buffer order."""
         shapes: list[tuple[str, tuple[int, ...]]] = []
-        width = self.n_obs
+        width = self.n_in
         for i in range(self.layers):
             shapes += [
                 (f"torso.{i}.weight", (width, self.hidden)),
@@ -111,28 +140,43 @@ class _Layout:
             width = self.hidden
         return [
             *shapes,
-            ("head.weight", (width, self.head_width)),
-            ("head.bias", (self.head_width,)),
+            ("head.weight", (width, self.head_ld)),
+            ("head.bias", (self.head_ld,)),
         ]
 
     @property
     def size(self) -> int:
         return sum(math.prod(shape) for _, shape in self.tensors)
 
-    def views(self, flat: npt.NDArray[_Float]) -> dict[str, npt.NDArray[_Float]]:
-        """Views of `flat` per tensor; 'head.*' also as 'value.*' and 'adv.*' column slices."""
+    def stored(self, flat: npt.NDArray[_Float]) -> dict[str, npt.NDArray[_Float]]:
+        """Views of `flat` per tensor, padding included (what the GEMMs read and write)."""
         out: dict[str, npt.NDArray[_Float]] = {}
         offset = 0
         for name, shape in self.tensors:
             out[name] = flat[offset : offset + math.prod(shape)].reshape(shape)
             offset += math.prod(shape)
-        n = self.n_atoms
+        return out
+
+    def views(self, flat: npt.NDArray[_Float]) -> dict[str, npt.NDArray[_Float]]:
+        """Views of `flat` per tensor without the padding; 'head.*' also as 'value.*' and
+        'adv.*' column slices."""
+        out = self.stored(flat)
+        first = "torso.0.weight" if self.layers else "head.weight"
+        out[first] = out[first][: self.n_obs]
+        n, w = self.n_atoms, self.head_width
+        out["head.weight"], out["head.bias"] = out["head.weight"][:, :w], out["head.bias"][:w]
         out["value.weight"], out["adv.weight"] = (
             out["head.weight"][:, :n],
             out["head.weight"][:, n:],
         )
         out["value.bias"], out["adv.bias"] = out["head.bias"][:n], out["head.bias"][n:]
         return out
+
+
+def _rows_for(weight: F32, x: F32) -> F32:
+    """`weight`'s first ``x.shape[1]`` rows: the first layer's stored weight has padded rows
+    that an unpadded input (an observation batch of n_obs columns) does not reach."""
+    return weight if x.shape[1] == weight.shape[0] else weight[: x.shape[1]]
 
 
 def _init_params(layout: _Layout, seed: int) -> npt.NDArray[np.float32]:
@@ -199,9 +243,10 @@ class Agent:
         # and gradient norm: kept on the device (CuPy) so that an update needs no sync
         self._progress = xp.zeros(len(_PROGRESS), dtype=xp.float64)
         self._step_out = xp.zeros(len(STEP_SCALARS), dtype=xp.float32)
-        self._net = self._layout.views(self._params)
-        self._target_net = self._layout.views(self._target)
-        self._grad_net = self._layout.views(self._grad)
+        # the stored (padded) tensors: what the GEMMs read and write
+        self._net = self._layout.stored(self._params)
+        self._target_net = self._layout.stored(self._target)
+        self._grad_net = self._layout.stored(self._grad)
         self._workspace: Workspace | None = None
         self._compiled: Callable[[], None] | None = None
 
@@ -218,14 +263,14 @@ class Agent:
 
         Weights are (n_in, n_out); 'head.*' holds 'value.*' then 'adv.*' as its columns.
         """
-        return dict(self._net)
+        return self._layout.views(self._params)
 
     def _torso(self, net: Mapping[str, F32], x: F32, out: list[F32] | None = None) -> list[F32]:
         """Activations [x, h_1, ..., h_layers] of the torso (into `out` when given)."""
         acts = [x]
         for i in range(self._layout.layers):
             into = None if out is None else out[i]
-            z = self._ops.matmul(acts[-1], net[f"torso.{i}.weight"], into)
+            z = self._ops.matmul(acts[-1], _rows_for(net[f"torso.{i}.weight"], acts[-1]), into)
             self._ops.bias_relu(z, net[f"torso.{i}.bias"])
             acts.append(z)
         return acts
@@ -233,8 +278,10 @@ class Agent:
     def q_values(self, obs: F32) -> F32:
         """Expected Q (n, n_actions) float32 of the online net for obs (n, n_obs)."""
         obs = self.xp.asarray(obs, dtype=self._params.dtype)
-        head = self._ops.matmul(self._torso(self._net, obs)[-1], self._net["head.weight"])
-        return self._ops.q_values(head, self._net["head.bias"], self._support)
+        h = self._torso(self._net, obs)[-1]
+        head = self._ops.matmul(h, _rows_for(self._net["head.weight"], h))
+        w = self._layout.head_width
+        return self._ops.q_values(head[:, :w], self._net["head.bias"][:w], self._support)
 
     def act(self, obs: F32, epsilon: float, rng: RandomGenerator) -> I64:
         """ε-greedy actions (n,) int64: greedy over :meth:`q_values`, uniform with prob ε.
@@ -333,7 +380,7 @@ class Agent:
         ws = self._workspace
         if ws is None or ws.size != size:
             lay = self._layout
-            shape = (lay.n_obs, lay.hidden, lay.layers, lay.head_width)
+            shape = (lay.n_obs, lay.n_in, lay.hidden, lay.layers, lay.head_ld)
             ws = self._workspace = Workspace(self.xp, self._params.dtype, size, shape)
             self._compiled = None
         return ws
@@ -381,19 +428,23 @@ class Agent:
 
     def _device_forward_backward(self, ws: Workspace) -> None:
         """As :meth:`_forward_backward`, leaving (sum w·ce, |grad|²) in ``_scalars``."""
-        ops, size = self._ops, ws.size
+        ops, size, w = self._ops, ws.size, self._layout.head_width
+        # padded rows: obs2's padded columns are zero, and so are d_head's (c51 writes only
+        # the first `w`), so the padding's gradients are zero and it stays zero
         acts = self._torso(self._net, ws.obs2, ws.acts)
         target = self._torso(self._target_net, ws.obs2[size:], ws.target_acts)[-1]
+        ops.matmul(acts[-1], self._net["head.weight"], ws.head)
+        ops.matmul(target, self._target_net["head.weight"], ws.head_target)
         inputs = C51Inputs(
-            head=ops.matmul(acts[-1], self._net["head.weight"], ws.head),
-            head_target=ops.matmul(target, self._target_net["head.weight"], ws.head_target),
-            bias=self._net["head.bias"],
-            bias_target=self._target_net["head.bias"],
+            head=ws.head[:, :w],
+            head_target=ws.head_target[:, :w],
+            bias=self._net["head.bias"][:w],
+            bias_target=self._target_net["head.bias"][:w],
             batch=ws.batch,
             support=self._support,
             n_actions=self.n_actions,
         )
-        ops.c51(inputs, ws.d_head, ws.ce, ws.weighted_ce)
+        ops.c51(inputs, ws.d_head[:, :w], ws.ce, ws.weighted_ce)
         self._backward([a[:size] for a in acts], ws)
         ops.total(ws.weighted_ce, self._scalars[0:1].reshape(()))
         ops.sum_squares(self._grad, self._scalars[1:2].reshape(()))
@@ -479,7 +530,9 @@ class Agent:
     def state_dict(self) -> dict[str, npt.NDArray[np.generic]]:
         """Everything an exact resume needs, as host numpy arrays (no pickle).
 
-        'params', 'target_params', 'adam_m', 'adam_v': (P,) float32 flat buffers;
+        'params', 'target_params', 'adam_m', 'adam_v': (P,) float32 flat buffers (the
+        stored, padded layout; :meth:`load_state_dict` also takes older checkpoints'
+        unpadded one);
         'step': () int64 updates done; 'shape': (5,) int64 n_obs, n_actions, hidden,
         layers, n_atoms.
         """
@@ -499,6 +552,7 @@ class Agent:
         InvalidInputError
             A key is missing, has the wrong shape, or 'shape' describes another network.
         """
+        state = self._unpadded_to_stored(state)
         shapes = {key: (self._layout.size,) for key in _STATE_KEYS} | {"step": (), "shape": (5,)}
         check_state("agent state", state, shapes)
         if not np.array_equal(state["shape"], self._shape()):
@@ -510,6 +564,27 @@ class Agent:
             buf[...] = self.xp.asarray(state[key], dtype=buf.dtype)
         self.step = int(np.asarray(state["step"]))
         self._progress[0:2] = self.xp.asarray([self.step, 0], dtype=self.xp.float64)
+
+    def _unpadded_to_stored(
+        self, state: Mapping[str, npt.NDArray[np.generic]]
+    ) -> Mapping[str, npt.NDArray[np.generic]]:
+        """`state` with flat buffers of the unpadded layout (checkpoints written before
+        the weights were stored padded) moved into the stored one; else `state` itself."""
+        lay = self._layout
+        plain = replace(lay, align=1)
+        if plain.size == lay.size or any(
+            key not in state or np.shape(state[key]) != (plain.size,) for key in _STATE_KEYS
+        ):
+            return state
+        out = dict(state)
+        for key in _STATE_KEYS:
+            old = np.asarray(state[key])
+            new = np.zeros(lay.size, dtype=old.dtype)
+            into, source = lay.views(new), plain.views(old)
+            for name, _shape in plain.tensors:
+                into[name][...] = source[name]
+            out[key] = new
+        return out
 
     def _buffers(self) -> tuple[F32, F32, F32, F32]:
         return self._params, self._target, self._m, self._v

@@ -76,6 +76,17 @@ class Transitions(NamedTuple):
 _STATE_KEYS = ("obs", "action", "reward", "discount", "next_obs", "priority")
 
 
+def _dense_rows(x: Array, like: Array) -> bool:
+    """`x` (rows, n) holds each row's n floats adjacent, rows at least n apart, and shares
+    `like`'s row stride (a row view of a padded buffer qualifies)."""
+    return bool(
+        x.ndim == 2
+        and x.strides[1] == x.itemsize
+        and x.strides[0] >= x.shape[1] * x.itemsize
+        and x.strides[0] == like.strides[0]
+    )
+
+
 class PrioritizedReplay:
     """A ring buffer of transitions sampled in proportion to ``priority ** alpha``.
 
@@ -168,7 +179,8 @@ class PrioritizedReplay:
         the mass evenly. Importance weights are ``(N · P(i)) ** -beta / max_batch``.
 
         With `out` (float32 obs, next_obs, reward, discount, weight, int64 action and index,
-        C-contiguous, on this replay's array module: e.g. the learner's own input buffers),
+        on this replay's array module, C-contiguous but for obs and next_obs, which may be row
+        views of wider arrays: e.g. the learner's own padded input buffers),
         the batch is written there and `out` is returned. On CuPy the draw is four kernels
         with no wait for the device (:mod:`fxstore.train._replay_kernels`).
 
@@ -241,16 +253,18 @@ class PrioritizedReplay:
     def _check_out(self, out: Batch, size: int) -> None:
         for name in Batch._fields:
             got = getattr(out, name)
-            want = (size, self.n_obs) if name in ("obs", "next_obs") else (size,)
+            rows = name in ("obs", "next_obs")
+            want = (size, self.n_obs) if rows else (size,)
             kind = np.int64 if name in ("action", "index") else np.float32
             if (
                 not isinstance(got, self.xp.ndarray)
                 or tuple(got.shape) != want
                 or got.dtype != kind
-                or not got.flags.c_contiguous
+                or not (_dense_rows(got, out.obs) if rows else got.flags.c_contiguous)
             ):
+                layout = "rows of adjacent floats, obs's row stride" if rows else "C-contiguous"
                 raise InvalidInputError(
-                    f"sample `out.{name}` must be a C-contiguous {np.dtype(kind).name} array "
+                    f"sample `out.{name}` must be a {np.dtype(kind).name} array ({layout}) "
                     f"of shape {want} on the replay's device, was {type(got).__name__} "
                     f"{getattr(got, 'dtype', '?')} {tuple(getattr(got, 'shape', ()))}."
                 )

@@ -72,16 +72,32 @@ TENSORS = [f"torso.{i}.{k}" for i in (0, 1) for k in ("weight", "bias")] + [
 ]
 
 
+def perturb(agent: Agent, rng: np.random.Generator, names: tuple[str, ...], scale: float) -> None:
+    """Add noise to the online (and other noise to the target) weights named, padding left 0."""
+    online, target = agent.parameters, agent._layout.views(agent._target)
+    for name in names:
+        online[name][...] += rng.normal(scale=scale, size=online[name].shape)
+        target[name][...] = online[name] + rng.normal(scale=0.1, size=online[name].shape)
+
+
+# (n_obs, n_actions): stored without padding, and with padded first-layer rows (3 -> 4) and
+# head columns (5 atoms x 3 = 15 -> 16)
+SHAPES = [(4, 3), (3, 2)]
+
+
+@pytest.mark.parametrize("shape", SHAPES)
 @pytest.mark.parametrize("name", TENSORS)
-def test_loss_and_grad_gradient_matches_central_differences(name: str) -> None:
-    agent = Agent(dataclasses.replace(SMALL, hidden=6), 4, 3)
+def test_loss_and_grad_gradient_matches_central_differences(
+    name: str, shape: tuple[int, int]
+) -> None:
+    n_obs, n_actions = shape
+    agent = Agent(dataclasses.replace(SMALL, hidden=6), n_obs, n_actions)
     agent._cast(np.float64)
     rng = np.random.default_rng(5)
-    agent._target += rng.normal(scale=0.1, size=agent._target.shape)  # target != online
-    agent._params[agent._layout.size - agent._layout.head_width :] = rng.normal(
-        scale=0.3, size=agent._layout.head_width
-    )  # non-zero head biases
-    batch = agent._check_batch(make_batch(7, 4, 3, dtype=np.float64))
+    perturb(agent, rng, tuple(n for n in TENSORS if n.startswith("torso")), 0.0)
+    perturb(agent, rng, ("head.weight",), 0.0)
+    perturb(agent, rng, ("head.bias",), 0.3)  # non-zero head biases
+    batch = agent._check_batch(make_batch(7, n_obs, n_actions, dtype=np.float64))
 
     def loss() -> float:
         return agent._loss_and_grad(batch)[0] / 7
@@ -236,6 +252,66 @@ def test_load_state_dict_other_network_shape_raises() -> None:
         other.load_state_dict(state)
 
 
+def unpadded(agent: Agent) -> Agent:
+    """`agent` re-laid out without padding (the stored layout of checkpoints before it),
+    with the same initial weights."""
+    from fxstore.train.agent import _init_params
+
+    agent._layout = dataclasses.replace(agent._layout, align=1)
+    agent._set_buffers(_init_params(agent._layout, agent.config.seed), SUPPORT)
+    return agent
+
+
+def test_layout_pads_first_layer_rows_and_head_columns_to_four_floats() -> None:
+    agent = Agent(SMALL, 3, 2)  # n_obs 3 -> 4 rows; head 5 x 3 = 15 -> 16 columns
+    stored = dict(agent._layout.tensors)
+    assert stored["torso.0.weight"] == (4, 8) and stored["head.weight"] == (8, 16)
+    assert stored["head.bias"] == (16,)
+    shapes = {k: v.shape for k, v in agent.parameters.items()}
+    assert shapes["torso.0.weight"] == (3, 8) and shapes["head.weight"] == (8, 15)
+    assert shapes["value.weight"] == (8, 5) and shapes["adv.bias"] == (10,)
+
+
+def test_padded_agent_learns_as_the_unpadded_one_and_its_padding_stays_zero() -> None:
+    config = dataclasses.replace(SMALL, weight_decay=0.1)
+    padded, plain = Agent(config, 3, 2), unpadded(Agent(config, 3, 2))
+    for name, view in padded.parameters.items():  # the same initial weights
+        np.testing.assert_array_equal(view, plain.parameters[name], err_msg=name)
+    for seed in range(5):
+        batch = make_batch(16, 3, 2, seed=seed)
+        got, want = padded.update(batch), plain.update(batch)
+        assert got[0].loss == pytest.approx(want[0].loss, rel=1e-6)
+        np.testing.assert_allclose(got[1], want[1], rtol=1e-5)
+    for name, view in padded.parameters.items():
+        np.testing.assert_allclose(view, plain.parameters[name], rtol=1e-5, atol=1e-7)
+    q = padded.q_values(make_batch(4, 3, 2).obs)
+    np.testing.assert_allclose(q, plain.q_values(make_batch(4, 3, 2).obs), rtol=1e-5)
+    stored, views = padded._layout.stored, padded._layout.views
+    for flat in (padded._params, padded._target, padded._m, padded._v):
+        assert np.abs(stored(flat)["torso.0.weight"][3:]).max() == 0.0
+        assert np.abs(stored(flat)["head.weight"][:, 15:]).max() == 0.0
+        assert np.abs(stored(flat)["head.bias"][15:]).max() == 0.0
+        assert views(flat)["head.weight"].shape == (8, 15)
+
+
+def test_load_state_dict_takes_a_checkpoint_of_the_unpadded_layout() -> None:
+    old = unpadded(Agent(SMALL, 3, 2))
+    old.update(make_batch(16, 3, 2))
+    state = old.state_dict()
+    assert state["params"].shape == (old._layout.size,)
+    agent = Agent(SMALL, 3, 2)
+    assert agent._layout.size > old._layout.size
+    agent.load_state_dict(state)
+    assert agent.step == 1
+    for name, view in agent.parameters.items():
+        np.testing.assert_array_equal(view, old.parameters[name], err_msg=name)
+    np.testing.assert_array_equal(
+        agent._layout.views(agent._m)["adv.weight"], old._layout.views(old._m)["adv.weight"]
+    )
+    batch = make_batch(16, 3, 2, seed=1)
+    assert agent.update(batch)[0].loss == pytest.approx(old.update(batch)[0].loss, rel=1e-6)
+
+
 @pytest.mark.parametrize(
     ("period", "synced"), [(0, [False, False, False]), (3, [False, False, True])]
 )
@@ -333,16 +409,19 @@ def test_agent_config_epsilon_decays_linearly(step: int, expected: float) -> Non
     assert AgentConfig().to_json()["n_atoms"] == 51
 
 
+@pytest.mark.parametrize("shape", SHAPES)
 @pytest.mark.parametrize("name", [t for t in TENSORS if not t.startswith("torso")])
-def test_loss_and_grad_without_hidden_layers_matches_central_differences(name: str) -> None:
+def test_loss_and_grad_without_hidden_layers_matches_central_differences(
+    name: str, shape: tuple[int, int]
+) -> None:
     """layers = 0: the head reads the observation (a linear distributional Q)."""
-    agent = Agent(dataclasses.replace(SMALL, layers=0), 4, 3)
+    n_obs, n_actions = shape
+    agent = Agent(dataclasses.replace(SMALL, layers=0), n_obs, n_actions)
     assert [n for n, _ in agent._layout.tensors] == ["head.weight", "head.bias"]
     agent._cast(np.float64)
     rng = np.random.default_rng(6)
-    agent._params[:] = rng.normal(scale=0.3, size=agent._params.shape)
-    agent._target[:] = agent._params + rng.normal(scale=0.1, size=agent._target.shape)
-    batch = agent._check_batch(make_batch(7, 4, 3, dtype=np.float64))
+    perturb(agent, rng, ("head.weight", "head.bias"), 0.3)
+    batch = agent._check_batch(make_batch(7, n_obs, n_actions, dtype=np.float64))
 
     def loss() -> float:
         return agent._loss_and_grad(batch)[0] / 7

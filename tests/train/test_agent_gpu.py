@@ -40,9 +40,22 @@ def test_q_values_cupy_equal_numpy(n_atoms: int) -> None:
     np.testing.assert_allclose(cupy.asnumpy(device), host, atol=1e-4)
 
 
+def test_q_values_cupy_equal_numpy_with_padded_rows() -> None:
+    """31 features and 5 actions of 51 atoms (the default network): the first layer's rows
+    and the head's 306 columns are stored padded (to 32 and 308)."""
+    import cupy
+
+    config = dataclasses.replace(CONFIG, n_atoms=51)
+    obs = np.random.default_rng(1).normal(size=(257, 31)).astype(np.float32)
+    host, device = Agent(config, 31, 5), Agent(config, 31, 5, xp=cupy)
+    assert device._net["head.weight"].shape == (32, 308)
+    got = device.q_values(cupy.asarray(obs))
+    np.testing.assert_allclose(cupy.asnumpy(got), host.q_values(obs), atol=1e-4)
+
+
 @pytest.mark.parametrize(
     ("n_actions", "weight_decay", "layers"),
-    [(1, 0.0, 2), (3, 0.0, 2), (4, 0.0, 2), (3, 50.0, 2), (3, 0.0, 0)],
+    [(1, 0.0, 2), (3, 0.0, 2), (4, 0.0, 2), (3, 50.0, 2), (3, 0.0, 0), (5, 0.0, 2)],
 )
 def test_update_cupy_equals_numpy(n_actions: int, weight_decay: float, layers: int) -> None:
     import cupy

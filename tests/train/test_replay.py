@@ -226,12 +226,31 @@ def test_sample_into_out_buffers_of_the_wrong_shape_is_refused() -> None:
     replay = filled_replay([1.0, 2.0])
     good = replay.sample(4, 0.4)
     bad = good._replace(obs=np.zeros((4, 2), dtype=np.float32))
-    message = "sample `out.obs` must be a C-contiguous float32 array of shape (4, 1)"
+    message = (
+        "sample `out.obs` must be a float32 array (rows of adjacent floats, obs's row stride) "
+        "of shape (4, 1)"
+    )
     with pytest.raises(InvalidInputError, match=re.escape(message)):
         replay.sample(4, 0.4, out=bad)
     with pytest.raises(InvalidInputError, match=re.escape("`out.index` must be")):
         replay.sample(4, 0.4, out=good._replace(index=good.index.astype(np.int32)))
     assert isinstance(good, Batch)
+    # obs and next_obs with different row strides (each a row view, but not of one layout)
+    wide = np.zeros((4, 4), dtype=np.float32)[:, :1]
+    with pytest.raises(InvalidInputError, match=re.escape("`out.next_obs` must be")):
+        replay.sample(4, 0.4, out=good._replace(obs=wide))
+
+
+def test_sample_into_row_views_of_padded_buffers_fills_only_their_columns() -> None:
+    """The learner's obs buffers are row views of arrays padded for aligned GEMMs: the
+    sample fills the view and leaves the padding as it was."""
+    fresh = filled_replay([1.0, 2.0, 3.0]).sample(4, 0.4)
+    padded = np.full((8, 4), 7.0, dtype=np.float32)
+    out = fresh._replace(obs=padded[:4, :1], next_obs=padded[4:, :1])
+    got = filled_replay([1.0, 2.0, 3.0]).sample(4, 0.4, out=out)  # same seed, same draw
+    np.testing.assert_array_equal(got.obs, fresh.obs)
+    np.testing.assert_array_equal(got.next_obs, fresh.next_obs)
+    assert (padded[:, 1:] == 7.0).all()
 
 
 @pytest.mark.parametrize(("n_step", "episode"), [(3, 5), (3, 2), (1, 4), (4, 4)])
@@ -265,7 +284,5 @@ def test_sample_into_the_same_out_with_another_batch_size_is_refused() -> None:
     replay = filled_replay([1.0, 2.0, 3.0])
     out = replay.sample(4, 0.4)
     assert replay.sample(4, 0.4, out=out) is out  # checked, then remembered
-    with pytest.raises(
-        InvalidInputError, match=re.escape("must be a C-contiguous float32 array of shape (5, 1)")
-    ):
+    with pytest.raises(InvalidInputError, match=re.escape("of shape (5, 1)")):
         replay.sample(5, 0.4, out=out)
