@@ -289,7 +289,22 @@ extern "C" __global__ void fx_bias_relu(float* __restrict__ z, const float* __re
 """
 _ROWS_PER_BLOCK: Final = 8
 _rows_module = cupy.RawModule(code=_ROWS_SRC)
+
+
+@functools.cache
+def _bias_relu() -> Any:
+    """``fx_bias_relu``, looked up once (the acting path runs it every environment step)."""
+    return _rows_module.get_function("fx_bias_relu")
+
+
 _WARPS: Final = 4  # rows per block of the C51 kernels (WARPS in their source)
+
+
+@functools.lru_cache(maxsize=32)
+def _dueling_kernel(name: str, n_atoms: int, n_actions: int, ld: int) -> Any:
+    """Kernel `name` of :func:`_dueling_module` (looked up once: the acting path calls
+    ``fx_q_values`` every environment step)."""
+    return _dueling_module(n_atoms, n_actions, ld).get_function(name)
 
 
 @functools.lru_cache(maxsize=16)
@@ -351,7 +366,7 @@ class CupyOps:
             raise ValueError(f"bias_relu needs rows of adjacent columns, strides {z.strides}")
         grid = ((rows + _ROWS_PER_BLOCK - 1) // _ROWS_PER_BLOCK,)
         args = (z, bias, np.int64(rows), np.int32(cols), np.int64(z.strides[0] // z.itemsize))
-        _rows_module.get_function("fx_bias_relu")(grid, (32, _ROWS_PER_BLOCK), args)
+        _bias_relu()(grid, (32, _ROWS_PER_BLOCK), args)
 
     def relu_grad(self, h: F32, grad: F32) -> None:
         _relu_grad(h, grad)
@@ -373,8 +388,7 @@ class CupyOps:
         n_actions = width // n_atoms - 1
         q: F32 = cupy.empty((rows, n_actions), dtype=cupy.float32)
         if rows:
-            module = _dueling_module(n_atoms, n_actions, _row_stride(head))
-            kernel = module.get_function("fx_q_values")
+            kernel = _dueling_kernel("fx_q_values", n_atoms, n_actions, _row_stride(head))
             kernel(_grid(rows), (32 * _WARPS,), (head, bias, support, np.int64(rows), q))
         return q
 
@@ -383,7 +397,7 @@ class CupyOps:
         rows = int(batch.action.shape[0])
         n_atoms = h.support.shape[0]
         ld = _row_stride(h.head, h.head_target, d_head)
-        kernel = _dueling_module(n_atoms, h.n_actions, ld).get_function("fx_c51")
+        kernel = _dueling_kernel("fx_c51", n_atoms, h.n_actions, ld)
         args = (
             h.head,
             h.head_target,

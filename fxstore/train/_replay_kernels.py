@@ -186,6 +186,11 @@ class DeviceSampler:
         self._device_params: Any = None
         self._sampled_p: Any = None
         self._next = 0
+        # fetched once: RawModule.get_function looks the kernel up anew on every call
+        self._block_sums, self._scan, self._sample, self._weights = (
+            _module.get_function(name)
+            for name in ("fx_block_sums", "fx_scan_blocks", "fx_sample", "fx_weights")
+        )
 
     def _params(self, batch: int) -> tuple[Any, Any]:
         """The next ring slot's host view (waited free) and the device params buffer."""
@@ -195,13 +200,14 @@ class DeviceSampler:
             for _ in range(_RING):
                 mem = cupy.cuda.alloc_pinned_memory((batch + 2) * 8)
                 view = np.frombuffer(mem, dtype=np.float64, count=batch + 2)
-                self._ring.append((mem, view, None))
+                # an event not recorded yet: synchronize() returns at once
+                event = cupy.cuda.Event(block=False, disable_timing=True)
+                self._ring.append((mem, view, event))
             self._device_params = cupy.empty(batch + 2, dtype=cupy.float64)
             self._sampled_p = cupy.empty(batch, dtype=cupy.float32)
             self._next = 0
-        mem, view, event = self._ring[self._next]
-        if event is not None:
-            event.synchronize()  # its last copy ran: the host may overwrite it
+        _mem, view, event = self._ring[self._next]
+        event.synchronize()  # its last copy ran: the host may overwrite it
         return view, self._next
 
     def sample(
@@ -225,22 +231,20 @@ class DeviceSampler:
         view, slot = self._params(batch)
         view[0], view[1] = float(size), float(beta)
         view[2:] = strata
-        mem = self._ring[slot][0]
+        mem, _view, event = self._ring[slot]
         stream = cupy.cuda.get_current_stream()
         self._device_params.data.copy_from_host_async(mem.ptr, (batch + 2) * 8, stream)
-        event = cupy.cuda.Event(block=False, disable_timing=True)
         event.record(stream)
-        self._ring[slot] = (mem, view, event)
         self._next = (slot + 1) % _RING
         nb = np.int64(self._nb)
-        _module.get_function("fx_block_sums")(
+        self._block_sums(
             (self._nb,), (_THREADS,), (priority, np.int64(self._capacity), self._prefix)
         )
-        _module.get_function("fx_scan_blocks")((1,), (_THREADS,), (self._prefix, nb))
+        self._scan((1,), (_THREADS,), (self._prefix, nb))
         obs, next_obs, action, reward, discount = storage
         o_obs, o_next, o_action, o_reward, o_discount, o_weight, o_index = out
         warps_per_block = _THREADS // 32
-        _module.get_function("fx_sample")(
+        self._sample(
             (-(-batch // warps_per_block),),
             (_THREADS,),
             (
@@ -266,7 +270,7 @@ class DeviceSampler:
                 self._sampled_p,
             ),
         )
-        _module.get_function("fx_weights")(
+        self._weights(
             (1,),
             (_THREADS,),
             (self._sampled_p, self._prefix, nb, self._device_params, np.int64(batch), o_weight),
