@@ -92,17 +92,29 @@ def agent_config(
     )
 
 
+def in_place(agent: Agent, data: Batch) -> Batch:
+    """`data` copied once into `agent`'s input buffers, which an update then reads in place:
+    as in training, where the replay samples into them (and as the PyTorch updates here
+    read their static input tensors)."""
+    inputs = agent.input_buffers(int(data.action.shape[0]))
+    for name in Batch._fields:
+        getattr(inputs, name)[...] = getattr(data, name)
+    return inputs
+
+
 def ours(batch: int, width: int, iters: int, repeat: int, tf32: bool) -> dict[str, object]:
-    """fxstore's update captured in a CUDA graph (the default) and kernel by kernel, and the
-    learner step (replay sample + update + priority write-back) with the graph."""
+    """fxstore's update captured in a CUDA graph (the default) and kernel by kernel, on its
+    input buffers, and the learner step (replay sample into those buffers + update +
+    priority write-back) with the graph, as the training loop runs it."""
     data = make_batch(batch, 0)
     out: dict[str, object] = {}
     for name, cuda_graph in (("eager", False), ("graph", True)):
         agent = Agent(agent_config(batch, width, tf32, cuda_graph), N_OBS, N_ACTIONS, xp=cupy)
-        ms, all_ms = cuda_ms(lambda a=agent: a.update_async(data), iters, repeat)
+        inputs = in_place(agent, data)
+        ms, all_ms = cuda_ms(lambda a=agent, b=inputs: a.update_async(b), iters, repeat)
         agent.check_finite()
         out[f"update_{name}_ms"], out[f"update_{name}_ms_all"] = ms, all_ms
-        out[f"launches_{name}"] = count_launches(lambda a=agent: a.update_async(data))
+        out[f"launches_{name}"] = count_launches(lambda a=agent, b=inputs: a.update_async(b))
     out["update_ms"], out["update_ms_all"] = out["update_graph_ms"], out["update_graph_ms_all"]
     out["launches_per_update"] = out["launches_graph"]
     config = agent_config(batch, width, tf32)
@@ -112,8 +124,10 @@ def ours(batch: int, width: int, iters: int, repeat: int, tf32: bool) -> dict[st
     fill = make_batch(4 * batch, 1)
     replay.add(fill.obs, fill.action, fill.reward, fill.discount, fill.next_obs)
 
+    inputs = agent.input_buffers(batch)
+
     def learner_step() -> None:
-        sampled = replay.sample(batch, 0.4)
+        sampled = replay.sample(batch, 0.4, out=inputs)
         replay.update_priorities(sampled.index, agent.update_async(sampled))
 
     out["learner_step_ms"], out["learner_step_ms_all"] = cuda_ms(learner_step, iters, repeat)

@@ -6,20 +6,27 @@ training runs them) under the PyTorch profiler, whose CUPTI sees CuPy's and cuBL
 and prints each kernel's time per update, largest first, with the sum against the wall time
 per update measured with CUDA events in the same process.
 
+With ``--learner-step`` it profiles the training loop's learner step instead: the replay's
+sample into the agent's input buffers, the update and the priority write-back.
+
 Run:  FXSTORE_BENCH_MACHINE=nvidia-h200 PYTHONPATH=. python bench/diag_update_kernels.py
-      [--batch 16384] [--width 256] [--tf32] [--updates 50] [--name update_kernels]
+      [--batch 16384] [--width 256] [--tf32] [--updates 50] [--learner-step]
+      [--name update_kernels]
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
+import time
 from collections import defaultdict
 
 import cupy
 from _common import write_result
-from bench_train import N_ACTIONS, N_OBS, agent_config, cuda_ms, make_batch
+from bench_train import N_ACTIONS, N_OBS, agent_config, cuda_ms, in_place, make_batch
 
 from fxstore.train.agent import Agent
+from fxstore.train.replay import PrioritizedReplay
 
 
 def main() -> None:
@@ -28,6 +35,7 @@ def main() -> None:
     parser.add_argument("--width", type=int, default=256)
     parser.add_argument("--tf32", action="store_true")
     parser.add_argument("--updates", type=int, default=50)
+    parser.add_argument("--learner-step", action="store_true", help="sample + update + write-back")
     parser.add_argument("--name", default="update_kernels")
     args = parser.parse_args()
     import torch
@@ -35,12 +43,33 @@ def main() -> None:
 
     config = agent_config(args.batch, args.width, args.tf32)
     agent = Agent(config, N_OBS, N_ACTIONS, xp=cupy)
-    data = make_batch(args.batch, 0)
-    wall_ms, _ = cuda_ms(lambda: agent.update_async(data), args.updates, 5)
+    inputs = in_place(agent, make_batch(args.batch, 0))
+    replay = PrioritizedReplay(
+        4 * args.batch, N_OBS, alpha=config.per_alpha, eps=config.per_eps, xp=cupy, seed=0
+    )
+    fill = make_batch(4 * args.batch, 1)
+    replay.add(fill.obs, fill.action, fill.reward, fill.discount, fill.next_obs)
+
+    def step() -> None:
+        if not args.learner_step:
+            agent.update_async(inputs)
+            return
+        sampled = replay.sample(args.batch, 0.4, out=inputs)
+        replay.update_priorities(sampled.index, agent.update_async(sampled))
+
+    wall_ms, _ = cuda_ms(step, args.updates, 5)
     cupy.cuda.Device().synchronize()
+    # the host's time to issue a step (no wait): below the wall time, the GPU is the limit
+    host_us = []
+    for _ in range(5):
+        began = time.perf_counter()
+        for _ in range(10):
+            step()
+        host_us.append((time.perf_counter() - began) / 10 * 1e6)
+        cupy.cuda.Device().synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(args.updates):
-            agent.update_async(data)
+            step()
         cupy.cuda.Device().synchronize()
         torch.cuda.synchronize()
     agent.check_finite()
@@ -52,7 +81,11 @@ def main() -> None:
             counts[event.name] += 1
     rows = sorted(per_kernel.items(), key=lambda kv: -kv[1])
     total_us = sum(per_kernel.values())
-    print(f"batch {args.batch} width {args.width} tf32 {args.tf32}: wall {wall_ms * 1e3:.0f} us")
+    what = "learner step" if args.learner_step else "update"
+    print(
+        f"{what}, batch {args.batch} width {args.width} tf32 {args.tf32}: "
+        f"wall {wall_ms * 1e3:.0f} us, host issues one in {statistics.median(host_us):.0f} us"
+    )
     print(f"per update, kernels sum to {total_us:.0f} us")
     for name, us in rows:
         print(f"{us:8.1f} us  x{counts[name] / args.updates:4.1f}  {name[:110]}")
@@ -62,7 +95,9 @@ def main() -> None:
             "batch": args.batch,
             "width": args.width,
             "tf32": args.tf32,
+            "learner_step": args.learner_step,
             "wall_us_per_update": wall_ms * 1e3,
+            "host_us_to_issue": statistics.median(host_us),
             "kernel_us_per_update": total_us,
             "kernels": [
                 {"name": n, "us_per_update": us, "per_update": counts[n] / args.updates}
