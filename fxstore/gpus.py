@@ -10,7 +10,10 @@ the GPUs makes no CUDA context either: it reads ``CUDA_VISIBLE_DEVICES`` and ``n
 does (each task's result or exception as it ends, so one failure never stops the others),
 and a stop that reaches the tasks in flight: a worker ignores SIGINT (a Ctrl-C in the
 terminal reaches every process of the group; the parent decides) and sees
-:func:`worker_stop_event` set once the parent asks the pool to stop.
+:func:`worker_stop_event` set once the parent asks the pool to stop. A task reports
+progress through :func:`worker_reporter`; the parent hands each report to the pool's
+``on_report`` while it waits for the tasks (so ``train --gpus N`` shows every fold's
+progress as the serial run does).
 """
 
 from __future__ import annotations
@@ -18,20 +21,29 @@ from __future__ import annotations
 import contextlib
 import logging
 import multiprocessing
+import multiprocessing.queues
 import multiprocessing.synchronize
 import os
+import queue
 import signal
 import subprocess
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from typing import Final, TypeVar
+from typing import Any, Final, TypeVar
 
 from fxstore.errors import FxStoreWarning, InvalidInputError, WorkerLostError
 from fxstore.executor import call_with_warnings
 
-__all__ = ["GpuPool", "check_gpus", "open_gpu_pool", "visible_gpus", "worker_stop_event"]
+__all__ = [
+    "GpuPool",
+    "check_gpus",
+    "open_gpu_pool",
+    "visible_gpus",
+    "worker_reporter",
+    "worker_stop_event",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +55,8 @@ _NVIDIA_SMI_TIMEOUT_S: Final = 20
 
 #: Set in a pool's worker by its initializer: the event the parent sets to ask for a stop.
 _stop_event: multiprocessing.synchronize.Event | None = None
+#: Set likewise: the queue a task's progress reports go to, for the parent.
+_reports: multiprocessing.queues.Queue[Any] | None = None
 
 
 def visible_gpus(cuda_visible_devices: str | None) -> tuple[str, ...]:
@@ -139,32 +153,61 @@ def worker_stop_event() -> multiprocessing.synchronize.Event | None:
     return _stop_event
 
 
-def _start_worker(device: str, stop: multiprocessing.synchronize.Event) -> None:
+def worker_reporter() -> Callable[[Any], None] | None:
+    """In a :class:`GpuPool` worker: a call that sends a (picklable) progress report to the
+    parent, which hands it to the pool's ``on_report``; None in any other process."""
+    reports = _reports
+    return None if reports is None else reports.put
+
+
+def _start_worker(
+    device: str,
+    stop: multiprocessing.synchronize.Event,
+    reports: multiprocessing.queues.Queue[Any],
+) -> None:
     """A pool worker's first act, before any task (and so CuPy) is unpickled: show it its GPU."""
-    global _stop_event
+    global _stop_event, _reports
     os.environ["CUDA_VISIBLE_DEVICES"] = device
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops the tasks (see stop)
-    _stop_event = stop
+    _stop_event, _reports = stop, reports
 
 
 class GpuPool:
     """One spawned worker process per GPU, each running one task at a time.
 
     A worker that dies (killed, out of memory) fails its task with WorkerLostError and is
-    replaced by a fresh one on the same GPU.
+    replaced by a fresh one on the same GPU. `on_report` gets, in this process, every report
+    a task sent with :func:`worker_reporter`, while :meth:`submit_all` waits.
     """
 
-    def __init__(self, devices: Sequence[str]) -> None:
+    def __init__(
+        self, devices: Sequence[str], on_report: Callable[[Any], None] | None = None
+    ) -> None:
         self.devices = tuple(devices)
         self.workers = len(self.devices)
         self._context = multiprocessing.get_context("spawn")  # nothing CUDA is inherited
         self._stop = self._context.Event()
+        self._reports: multiprocessing.queues.Queue[Any] = self._context.Queue()
+        self._on_report = on_report
         self._slots = [self._new_worker(d) for d in self.devices]
 
     def _new_worker(self, device: str) -> ProcessPoolExecutor:
         return ProcessPoolExecutor(
-            1, mp_context=self._context, initializer=_start_worker, initargs=(device, self._stop)
+            1,
+            mp_context=self._context,
+            initializer=_start_worker,
+            initargs=(device, self._stop, self._reports),
         )
+
+    def _drain_reports(self) -> None:
+        """Hand the reports the tasks sent so far to `on_report` (dropped without one)."""
+        while True:
+            try:
+                report = self._reports.get_nowait()
+            except queue.Empty:
+                return
+            if self._on_report is not None:
+                self._on_report(report)
 
     def stop(self) -> None:
         """Ask the tasks in flight to stop at their next safe point; start no more."""
@@ -175,6 +218,9 @@ class GpuPool:
         self.stop()
         for worker in self._slots:
             worker.shutdown(wait=True, cancel_futures=True)
+        self._drain_reports()
+        self._reports.close()
+        self._reports.cancel_join_thread()  # nothing of ours is left in it to flush
 
     def submit_all(
         self,
@@ -204,6 +250,7 @@ class GpuPool:
             if not running:
                 return
             done, _ = wait(running, timeout=0.5, return_when=FIRST_COMPLETED)
+            self._drain_reports()
             for future in sorted(done, key=lambda f: running[f][1]):
                 slot, position = running.pop(future)
                 outcome = self._result(future, slot)
@@ -232,10 +279,12 @@ class GpuPool:
 
 
 @contextlib.contextmanager
-def open_gpu_pool(devices: Sequence[str]) -> Iterator[GpuPool]:
+def open_gpu_pool(
+    devices: Sequence[str], on_report: Callable[[Any], None] | None = None
+) -> Iterator[GpuPool]:
     """A :class:`GpuPool` on `devices` (``CUDA_VISIBLE_DEVICES`` values) for the block; at its
     end (or an error) the tasks in flight are stopped at a safe point and the workers end."""
-    pool = GpuPool(devices)
+    pool = GpuPool(devices, on_report)
     try:
         yield pool
     finally:

@@ -69,13 +69,20 @@ def fold_progress(bar: Progress) -> Callable[[int, int], None]:
 
 
 class TrainDisplay:
-    """A progress bar over every fold's steps, showing loss, samples/s and validation Sharpe."""
+    """A progress bar over every fold's steps, showing loss, samples/s and validation Sharpe.
+
+    Folds may train at once (``train --gpus N``) and report in any order, so the bar counts
+    each fold's own steps: a fold's latest step, all of them once it reported its last, and
+    all of them for a fold below the lowest one that reported (trained before: folds start
+    in order, in a serial run and a resumed one alike).
+    """
 
     def __init__(self) -> None:
         self._bar: ProgressBar[int] | None = None
         self._stack = ExitStack()
         self._done = 0
         self._text = ""
+        self._steps: dict[int, int] = {}  # fold -> steps counted
 
     def __call__(self, report: TrainProgress) -> None:
         if self._bar is None:
@@ -90,9 +97,12 @@ class TrainDisplay:
             f"fold {report.fold + 1}/{report.n_folds} loss {report.loss:.4f} "
             f"{report.samples_per_s:,.0f} samples/s val Sharpe {report.val_sharpe:.2f}"
         )
-        done = report.fold * report.total_steps + report.step
-        self._bar.update(max(done - self._done, 0))
-        self._done = done
+        total = report.total_steps
+        step = total if report.last else min(report.step, total)
+        self._steps[report.fold] = max(self._steps.get(report.fold, 0), step)
+        done = min(self._steps) * total + sum(self._steps.values())
+        self._bar.update(max(done - self._done, 0))  # never backwards
+        self._done = max(done, self._done)
 
     def close(self) -> None:
         """Finish the bar, if one is shown."""

@@ -27,13 +27,13 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from fxstore.config import TrainConfig
 from fxstore.config.executor import ExecutorConfig
 from fxstore.errors import FoldFailedError, FxStoreError, RunInterruptedError
 from fxstore.executor import open_ray_pool
-from fxstore.gpus import open_gpu_pool, worker_stop_event
+from fxstore.gpus import open_gpu_pool, worker_reporter, worker_stop_event
 from fxstore.train.backtest import FoldResult
 from fxstore.train.runs import RunFolder
 from fxstore.train.status import StopRequest
@@ -124,10 +124,12 @@ def train_folds_on_gpus(
     n_folds: int,
     stop: StopRequest | None,
     devices: Sequence[str],
+    on_progress: Callable[[Any], None] | None = None,
 ) -> Iterator[tuple[Fold, dict[str, FoldResult]]]:
     """Run `folds` as tasks of `run_fold` in local worker processes, one per GPU of
     `devices` (``CUDA_VISIBLE_DEVICES`` values, :mod:`fxstore.gpus`); yield each (fold,
-    results by policy) as it finishes.
+    results by policy) as it finishes. `on_progress` gets here the progress reports the
+    tasks send (:func:`task_reporter`).
 
     Once `stop` is set, the folds in flight save their checkpoint at their next step and
     this returns when they are back; the caller raises RunInterruptedError at the first
@@ -141,7 +143,7 @@ def train_folds_on_gpus(
     if not folds:
         return
     tasks = _tasks(config, root, run, folds, sizes, n_folds)
-    with open_gpu_pool(devices[: len(tasks)]) as pool:
+    with open_gpu_pool(devices[: len(tasks)], on_progress) as pool:
         logger.info("training %d folds on %d GPUs", len(tasks), pool.workers)
         yield from _run_tasks(pool, run_fold, tasks, run, stop, "a GPU worker's task")
 
@@ -205,6 +207,12 @@ def _failure(failed: dict[int, BaseException], run: RunFolder, how: str) -> Base
         return failure
     err.add_note(f"in fold {first} (trained as {how}){more}")
     return err
+
+
+def task_reporter() -> Callable[[Any], None] | None:
+    """In a GPU worker (:mod:`fxstore.gpus`): where a fold task sends its progress reports
+    (to the driver's display); None anywhere else (a Ray task reports none)."""
+    return worker_reporter()
 
 
 @functools.cache

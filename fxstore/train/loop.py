@@ -49,7 +49,13 @@ from fxstore.train.backtest import (
 from fxstore.train.checkpoint import DAMAGED, load_checkpoint, meta_value, save_checkpoint
 from fxstore.train.data import CachedMarket, open_cache
 from fxstore.train.env import ContractSpec, Market, contract_spec, evaluate_positions
-from fxstore.train.fold_tasks import FoldTask, task_stop, train_folds_on_gpus, train_folds_on_ray
+from fxstore.train.fold_tasks import (
+    FoldTask,
+    task_reporter,
+    task_stop,
+    train_folds_on_gpus,
+    train_folds_on_ray,
+)
 from fxstore.train.memory import check_host_memory
 from fxstore.train.metrics import sharpe_per_bar, to_host
 from fxstore.train.oracle import PlantedSignal
@@ -98,6 +104,9 @@ class Progress:
     """Learner samples (batch x updates) per second since the last report."""
     val_sharpe: float
     """Per-bar Sharpe (annualised) of the last validation evaluation (NaN before one)."""
+    last: bool = False
+    """The fold's (or, with several seeds, one seed's) last report: its training ended
+    (all steps done, or stopped early)."""
 
 
 class _CounterRng:
@@ -252,6 +261,7 @@ def _run_fold(
                 state.loss_sum / state.loss_count if state.loss_count else float("nan"),
                 samples / max(now - clock, 1e-9),
                 _or_nan(state.evals[-1]["val_sharpe"] if state.evals else None),
+                last=state.step == config.env_steps or state.stopped,
             )
             logger.info(
                 "fold %d step %d/%d loss %.4f samples/s %.0f val sharpe %.2f",
@@ -592,7 +602,7 @@ def _train_folds(
     if executor is not None and executor.is_ray:
         parallel = train_folds_on_ray(*tasks, executor, on_gpu=market.xp is not np)
     elif len(gpus) > 1:
-        parallel = train_folds_on_gpus(*tasks, gpus)
+        parallel = train_folds_on_gpus(*tasks, gpus, on_progress)
     else:
         parallel = iter(())
     for fold, trained in parallel:
@@ -680,7 +690,8 @@ def run_fold_task(task: FoldTask) -> dict[str, FoldResult]:
     """Train and score one fold in this process (a Ray worker or a GPU worker), from what a
     :class:`~fxstore.train.fold_tasks.FoldTask` names: :func:`fold_results`, as the serial
     loop runs it, over the fxcache opened here (a GPU worker's fold stops, its checkpoint
-    saved, once the driver asks: :func:`~fxstore.train.fold_tasks.task_stop`)."""
+    saved, once the driver asks: :func:`~fxstore.train.fold_tasks.task_stop`; its progress
+    goes to the driver's display: :func:`~fxstore.train.fold_tasks.task_reporter`)."""
     config = task.config
     cache = open_cache(task.root, config.symbol, config.featureset, config.device)
     spec = contract_spec(config.symbol, config.env)
@@ -695,7 +706,7 @@ def run_fold_task(task: FoldTask) -> dict[str, FoldResult]:
         planted,
         task.sizes,
         run,
-        None,
+        task_reporter(),
         task.n_folds,
         task_stop(),
     )

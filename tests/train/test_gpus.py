@@ -76,6 +76,46 @@ def test_train_on_two_gpus_gives_the_serial_run_folder_one_gpu_per_worker(
     assert len({(pid, device) for _, pid, device in trained}) == 2
 
 
+def test_train_on_gpus_shows_every_folds_progress_from_the_workers(
+    store: Path, serial: BacktestResult
+) -> None:
+    """The workers' progress reports reach the driver's on_progress (the CLI's display), each
+    fold's ending in its last report, as the serial run's do."""
+    reports: list[loop.Progress] = []
+    train(THREE, store, gpus=TWO_GPUS, on_progress=reports.append)
+    folds = sorted({r.fold for r in reports})
+    assert folds == [0, 1, 2]
+    for fold in folds:
+        mine = [r for r in reports if r.fold == fold]
+        assert [r.step for r in mine] == sorted(r.step for r in mine)
+        assert mine[-1].last and mine[-1].step <= THREE.env_steps
+        assert not any(r.last for r in mine[:-1])
+        assert all(r.n_folds == 3 and r.total_steps == THREE.env_steps for r in mine)
+
+
+def test_train_display_counts_folds_reporting_out_of_order() -> None:
+    from fxstore.cli._output import TrainDisplay
+
+    def report(fold: int, step: int, last: bool = False) -> loop.Progress:
+        return loop.Progress(fold, 4, step, 100, 0.5, 1e6, float("nan"), last)
+
+    display = TrainDisplay()
+    try:
+        positions = []
+        for r in [
+            report(2, 40),  # a resumed run: folds 0 and 1 were done before
+            report(3, 30),
+            report(2, 60, last=True),  # stopped early: the whole fold counts
+            report(3, 100, last=True),
+        ]:
+            display(r)
+            assert display._bar is not None
+            positions.append(display._bar.pos)
+    finally:
+        display.close()
+    assert positions == [240, 270, 330, 400]
+
+
 def test_train_on_gpus_names_a_failed_fold_and_resume_trains_only_it(
     store: Path, serial: BacktestResult, worker_log: Path
 ) -> None:
