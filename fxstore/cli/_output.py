@@ -72,9 +72,9 @@ class TrainDisplay:
     """A progress bar over every fold's steps, showing loss, samples/s and validation Sharpe.
 
     Folds may train at once (``train --gpus N``) and report in any order, so the bar counts
-    each fold's own steps: a fold's latest step, all of them once it reported its last, and
-    all of them for a fold below the lowest one that reported (trained before: folds start
-    in order, in a serial run and a resumed one alike).
+    each fold's agents' (seeds') own steps: an agent's latest step, all of them once it
+    reported its last, and all of them for a fold below the lowest one that reported
+    (trained before: folds start in order, in a serial run and a resumed one alike).
     """
 
     def __init__(self) -> None:
@@ -82,25 +82,28 @@ class TrainDisplay:
         self._stack = ExitStack()
         self._done = 0
         self._text = ""
-        self._steps: dict[int, int] = {}  # fold -> steps counted
+        self._steps: dict[tuple[int, int], int] = {}  # (fold, seed) -> steps counted
 
     def __call__(self, report: TrainProgress) -> None:
         if self._bar is None:
             bar: ProgressBar[int] = click.progressbar(
-                length=report.n_folds * report.total_steps,
+                length=report.n_folds * report.n_seeds * report.total_steps,
                 label="training",
                 file=sys.stderr,
                 item_show_func=lambda _item: self._text,
             )
             self._bar = self._stack.enter_context(bar)
+        seed = f" seed {report.seed + 1}/{report.n_seeds}" if report.n_seeds > 1 else ""
         self._text = (
-            f"fold {report.fold + 1}/{report.n_folds} loss {report.loss:.4f} "
+            f"fold {report.fold + 1}/{report.n_folds}{seed} loss {report.loss:.4f} "
             f"{report.samples_per_s:,.0f} samples/s val Sharpe {report.val_sharpe:.2f}"
         )
         total = report.total_steps
         step = total if report.last else min(report.step, total)
-        self._steps[report.fold] = max(self._steps.get(report.fold, 0), step)
-        done = min(self._steps) * total + sum(self._steps.values())
+        key = (report.fold, report.seed)
+        self._steps[key] = max(self._steps.get(key, 0), step)
+        lowest = min(fold for fold, _ in self._steps)
+        done = lowest * report.n_seeds * total + sum(self._steps.values())
         self._bar.update(max(done - self._done, 0))  # never backwards
         self._done = max(done, self._done)
 

@@ -105,8 +105,12 @@ class Progress:
     val_sharpe: float
     """Per-bar Sharpe (annualised) of the last validation evaluation (NaN before one)."""
     last: bool = False
-    """The fold's (or, with several seeds, one seed's) last report: its training ended
-    (all steps done, or stopped early)."""
+    """This seed's last report in the fold: its training ended (all steps done, or stopped
+    early)."""
+    seed: int = 0
+    """Which of the fold's agents (seeds) reports, from 0."""
+    n_seeds: int = 1
+    """Agents (seeds) trained per fold."""
 
 
 class _CounterRng:
@@ -262,6 +266,8 @@ def _run_fold(
                 samples / max(now - clock, 1e-9),
                 _or_nan(state.evals[-1]["val_sharpe"] if state.evals else None),
                 last=state.step == config.env_steps or state.stopped,
+                seed=seed_index,
+                n_seeds=config.seeds,
             )
             logger.info(
                 "fold %d step %d/%d loss %.4f samples/s %.0f val sharpe %.2f",

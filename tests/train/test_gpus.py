@@ -116,6 +116,30 @@ def test_train_display_counts_folds_reporting_out_of_order() -> None:
     assert positions == [240, 270, 330, 400]
 
 
+def test_train_display_counts_every_seed_of_a_fold() -> None:
+    from fxstore.cli._output import TrainDisplay
+
+    def report(fold: int, seed: int, step: int, last: bool = False) -> loop.Progress:
+        return loop.Progress(fold, 2, step, 100, 0.5, 1e6, float("nan"), last, seed, 3)
+
+    display = TrainDisplay()
+    try:
+        positions = []
+        for r in [
+            report(0, 0, 100, last=True),  # the fold's first agent is done, two more to go
+            report(0, 1, 50),
+            report(0, 2, 100, last=True),
+            report(1, 0, 10),
+        ]:
+            display(r)
+            assert display._bar is not None
+            positions.append(display._bar.pos)
+        assert display._bar.length == 600
+    finally:
+        display.close()
+    assert positions == [100, 150, 250, 260]
+
+
 def test_train_on_gpus_names_a_failed_fold_and_resume_trains_only_it(
     store: Path, serial: BacktestResult, worker_log: Path
 ) -> None:
