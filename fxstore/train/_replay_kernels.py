@@ -192,8 +192,9 @@ class DeviceSampler:
             for name in ("fx_block_sums", "fx_scan_blocks", "fx_sample", "fx_weights")
         )
 
-    def _params(self, batch: int) -> tuple[Any, Any]:
-        """The next ring slot's host view (waited free) and the device params buffer."""
+    def _free_slot(self, batch: int) -> tuple[Any, Any, Any]:
+        """The next ring slot's (pinned memory, host view, event), once its last copy ran
+        (the ring and the device params buffer made anew for another batch size)."""
         if self._device_params is None or self._device_params.shape[0] != batch + 2:
             cupy.cuda.get_current_stream().synchronize()
             self._ring = []
@@ -206,9 +207,10 @@ class DeviceSampler:
             self._device_params = cupy.empty(batch + 2, dtype=cupy.float64)
             self._sampled_p = cupy.empty(batch, dtype=cupy.float32)
             self._next = 0
-        _mem, view, event = self._ring[self._next]
-        event.synchronize()  # its last copy ran: the host may overwrite it
-        return view, self._next
+        slot = self._ring[self._next]
+        slot[2].synchronize()  # its last copy ran: the host may overwrite it
+        self._next = (self._next + 1) % _RING
+        return slot
 
     def sample(
         self,
@@ -228,14 +230,12 @@ class DeviceSampler:
         stride for both.
         """
         batch = strata.shape[0]
-        view, slot = self._params(batch)
+        mem, view, event = self._free_slot(batch)
         view[0], view[1] = float(size), float(beta)
         view[2:] = strata
-        mem, _view, event = self._ring[slot]
         stream = cupy.cuda.get_current_stream()
         self._device_params.data.copy_from_host_async(mem.ptr, (batch + 2) * 8, stream)
         event.record(stream)
-        self._next = (slot + 1) % _RING
         nb = np.int64(self._nb)
         self._block_sums(
             (self._nb,), (_THREADS,), (priority, np.int64(self._capacity), self._prefix)
