@@ -16,9 +16,10 @@ The kernels:
 2. ``fx_scan_blocks``: one thread block turns them into inclusive prefix sums.
 3. ``fx_sample``: one warp per stratum finds its block by binary search on the prefix sums,
    then its slot by a warp-wide scan of that block, and copies the transition (obs and
-   next_obs one lane per column) straight into the caller's buffers.
-4. ``fx_weights``: one thread block finds the batch's smallest priority and writes the
-   normalised importance weights.
+   next_obs one lane per column) straight into the caller's buffers; each thread block
+   takes the smallest priority it drew into the batch's (an atomic minimum of the
+   float32's bits, which order positive floats: the same result in any order).
+4. ``fx_weights``: one thread per stratum writes the normalised importance weight.
 
 The host's part is drawing the uniforms (numpy's generator, so a seed samples the same slots
 on the CPU and on a GPU) into a pinned buffer, whose copy to the device is queued on the
@@ -35,13 +36,15 @@ import numpy as np
 
 __all__ = ["BLOCK", "DeviceSampler"]
 
-#: Priorities per block of the two-level cumulative sum (one warp scans one block).
-BLOCK: Final = 1024
+#: Priorities per block of the two-level cumulative sum (one warp scans one block: at 1,024
+#: the scan took a stratum's warp up to 32 steps and the sampling kernel 38 µs of the
+#: learner step at batch 16,384 on the H200, `bench/diag_update_kernels.py --learner-step`).
+BLOCK: Final = 256
 _RING: Final = 8  # pinned uniform buffers in flight
 _THREADS: Final = 256
 
 _SRC: Final = r"""
-#define BLOCK 1024
+#define BLOCK 256
 #define THREADS 256
 
 extern "C" __global__ void fx_block_sums(const float* __restrict__ p, long long n,
@@ -62,11 +65,16 @@ extern "C" __global__ void fx_block_sums(const float* __restrict__ p, long long 
     if (threadIdx.x == 0) sums[blockIdx.x] = part[0];
 }
 
-// One block: inclusive prefix sums of `nb` block sums, THREADS at a time (Hillis-Steele).
-extern "C" __global__ void fx_scan_blocks(double* __restrict__ sums, long long nb) {
+// One block: inclusive prefix sums of `nb` block sums, THREADS at a time (Hillis-Steele);
+// also resets the batch's smallest priority (float32 bits) to +inf for fx_sample.
+extern "C" __global__ void fx_scan_blocks(double* __restrict__ sums, long long nb,
+                                          unsigned int* __restrict__ min_bits) {
     __shared__ double buf[THREADS];
     __shared__ double carry;
-    if (threadIdx.x == 0) carry = 0.0;
+    if (threadIdx.x == 0) {
+        carry = 0.0;
+        *min_bits = 0x7f800000u;
+    }
     __syncthreads();
     for (long long start = 0; start < nb; start += THREADS) {
         const long long j = start + threadIdx.x;
@@ -85,10 +93,10 @@ extern "C" __global__ void fx_scan_blocks(double* __restrict__ sums, long long n
     }
 }
 
-// params: [size, beta, strata_0 .. strata_{B-1}] (float64, from the host).
-extern "C" __global__ void fx_sample(
+// Stratum k's draw, by warp k (lane `lane`): see fx_sample.
+__device__ void sample_one(
         const float* __restrict__ p, long long n, const double* __restrict__ prefix,
-        long long nb, const double* __restrict__ params, long long batch, int n_obs,
+        long long nb, const double* __restrict__ params, long long k, int lane, int n_obs,
         long long out_ld,
         const float* __restrict__ obs, const float* __restrict__ next_obs,
         const long long* __restrict__ action, const float* __restrict__ reward,
@@ -96,10 +104,7 @@ extern "C" __global__ void fx_sample(
         float* __restrict__ out_obs, float* __restrict__ out_next_obs,
         long long* __restrict__ out_action, float* __restrict__ out_reward,
         float* __restrict__ out_discount, long long* __restrict__ out_index,
-        float* __restrict__ out_p) {
-    const long long k = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-    const int lane = threadIdx.x & 31;
-    if (k >= batch) return;
+        float* __restrict__ out_p, unsigned int* block_min) {
     const long long size = (long long)params[0];
     const double total = prefix[nb - 1];
     const double target = params[2 + k] * total;
@@ -141,28 +146,46 @@ extern "C" __global__ void fx_sample(
         out_discount[k] = discount[index];
         out_index[k] = index;
         out_p[k] = p[index];
+        atomicMin(block_min, __float_as_uint(p[index]));  // p > 0: bits order as values
     }
 }
 
-// One block: weight_k = (N P_k) ** -beta / max over the batch (the smallest priority's).
+// params: [size, beta, strata_0 .. strata_{B-1}] (float64, from the host).
+extern "C" __global__ void fx_sample(
+        const float* __restrict__ p, long long n, const double* __restrict__ prefix,
+        long long nb, const double* __restrict__ params, long long batch, int n_obs,
+        long long out_ld,
+        const float* __restrict__ obs, const float* __restrict__ next_obs,
+        const long long* __restrict__ action, const float* __restrict__ reward,
+        const float* __restrict__ discount,
+        float* __restrict__ out_obs, float* __restrict__ out_next_obs,
+        long long* __restrict__ out_action, float* __restrict__ out_reward,
+        float* __restrict__ out_discount, long long* __restrict__ out_index,
+        float* __restrict__ out_p, unsigned int* __restrict__ min_bits) {
+    const long long k = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const int lane = threadIdx.x & 31;
+    __shared__ unsigned int block_min;
+    if (threadIdx.x == 0) block_min = 0x7f800000u;  // +inf
+    __syncthreads();
+    if (k < batch) sample_one(p, n, prefix, nb, params, k, lane, n_obs, out_ld, obs, next_obs,
+                              action, reward, discount, out_obs, out_next_obs, out_action,
+                              out_reward, out_discount, out_index, out_p, &block_min);
+    __syncthreads();
+    if (threadIdx.x == 0) atomicMin(min_bits, block_min);
+}
+
+// One thread per stratum: weight_k = (N P_k) ** -beta / max over the batch (the smallest
+// priority's, which fx_sample left in min_bits as float32 bits).
 extern "C" __global__ void fx_weights(const float* __restrict__ sampled_p,
+                                      const unsigned int* __restrict__ min_bits,
                                       const double* __restrict__ prefix, long long nb,
                                       const double* __restrict__ params, long long batch,
                                       float* __restrict__ weight) {
-    __shared__ float low[THREADS];
-    float m = __int_as_float(0x7f800000);  // +inf (NVRTC has no INFINITY)
-    for (long long k = threadIdx.x; k < batch; k += THREADS) m = fminf(m, sampled_p[k]);
-    low[threadIdx.x] = m;
-    __syncthreads();
-    for (int w = THREADS / 2; w > 0; w >>= 1) {
-        if (threadIdx.x < w) low[threadIdx.x] = fminf(low[threadIdx.x], low[threadIdx.x + w]);
-        __syncthreads();
-    }
+    const long long k = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= batch) return;
     const double size = params[0], beta = params[1], total = prefix[nb - 1];
-    const double top = pow(size * ((double)low[0] / total), -beta);
-    for (long long k = threadIdx.x; k < batch; k += THREADS) {
-        weight[k] = (float)(pow(size * ((double)sampled_p[k] / total), -beta) / top);
-    }
+    const double top = pow(size * ((double)__uint_as_float(*min_bits) / total), -beta);
+    weight[k] = (float)(pow(size * ((double)sampled_p[k] / total), -beta) / top);
 }
 """
 
@@ -182,6 +205,7 @@ class DeviceSampler:
         self._nb = max(1, -(-capacity // BLOCK))
         self._capacity = capacity
         self._prefix = cupy.zeros(self._nb, dtype=cupy.float64)
+        self._min_bits = cupy.empty(1, dtype=cupy.uint32)  # the batch's smallest priority
         self._ring: list[tuple[Any, Any, Any]] = []  # (pinned memory, host view, event)
         self._device_params: Any = None
         self._sampled_p: Any = None
@@ -240,7 +264,7 @@ class DeviceSampler:
         self._block_sums(
             (self._nb,), (_THREADS,), (priority, np.int64(self._capacity), self._prefix)
         )
-        self._scan((1,), (_THREADS,), (self._prefix, nb))
+        self._scan((1,), (_THREADS,), (self._prefix, nb, self._min_bits))
         obs, next_obs, action, reward, discount = storage
         o_obs, o_next, o_action, o_reward, o_discount, o_weight, o_index = out
         warps_per_block = _THREADS // 32
@@ -268,10 +292,19 @@ class DeviceSampler:
                 o_discount,
                 o_index,
                 self._sampled_p,
+                self._min_bits,
             ),
         )
         self._weights(
-            (1,),
+            (-(-batch // _THREADS),),
             (_THREADS,),
-            (self._sampled_p, self._prefix, nb, self._device_params, np.int64(batch), o_weight),
+            (
+                self._sampled_p,
+                self._min_bits,
+                self._prefix,
+                nb,
+                self._device_params,
+                np.int64(batch),
+                o_weight,
+            ),
         )

@@ -80,3 +80,21 @@ def test_device_sampler_writes_into_out_and_does_not_race_the_host() -> None:
         kept[i] = out.index
     want = np.stack([host.sample(256, 0.5).index for _ in range(40)])
     np.testing.assert_array_equal(cupy.asnumpy(kept), want)
+
+
+def test_device_sampler_fills_row_views_of_padded_buffers() -> None:
+    """The learner's obs buffers are row views of arrays padded for aligned GEMMs: the
+    kernel writes each row at the view's stride and leaves the padding alone."""
+    import cupy
+
+    host, device = twin_replays(3000, 2500, 31)
+    padded = cupy.full((2 * 300, 32), 7.0, dtype=cupy.float32)
+    fresh = device.sample(300, 0.4)  # the replay's own buffers, for the other fields
+    host.sample(300, 0.4)  # keeps the twins' generators in step
+    out = fresh._replace(obs=padded[:300, :31], next_obs=padded[300:, :31])
+    got = device.sample(300, 0.4, out=out)
+    want = host.sample(300, 0.4)
+    np.testing.assert_array_equal(cupy.asnumpy(got.index), want.index)
+    np.testing.assert_array_equal(cupy.asnumpy(padded[:300, :31]), want.obs)
+    np.testing.assert_array_equal(cupy.asnumpy(padded[300:, :31]), want.next_obs)
+    assert bool((padded[:, 31] == 7.0).all())
