@@ -25,8 +25,19 @@ import cupy
 from _common import write_result
 from bench_train import N_ACTIONS, N_OBS, agent_config, cuda_ms, in_place, make_batch
 
+from fxstore.train._cublaslt import (
+    EPILOGUE_DRELU_BGRAD,
+    EPILOGUE_RELU_AUX_BIAS,
+    EPILOGUE_RELU_BIAS,
+)
 from fxstore.train.agent import Agent
 from fxstore.train.replay import PrioritizedReplay
+
+EPILOGUES = {
+    "relu_bias": EPILOGUE_RELU_BIAS,
+    "relu_aux_bias": EPILOGUE_RELU_AUX_BIAS,
+    "drelu_bgrad": EPILOGUE_DRELU_BGRAD,
+}
 
 
 def main() -> None:
@@ -36,6 +47,12 @@ def main() -> None:
     parser.add_argument("--tf32", action="store_true")
     parser.add_argument("--updates", type=int, default=50)
     parser.add_argument("--learner-step", action="store_true", help="sample + update + write-back")
+    parser.add_argument(
+        "--epilogues",
+        default=None,
+        help="cuBLASLt epilogues to use, comma-separated of "
+        f"{','.join(EPILOGUES)} or 'none' (default: the ops' own default)",
+    )
     parser.add_argument("--name", default="update_kernels")
     args = parser.parse_args()
     import torch
@@ -43,6 +60,9 @@ def main() -> None:
 
     config = agent_config(args.batch, args.width, args.tf32)
     agent = Agent(config, N_OBS, N_ACTIONS, xp=cupy)
+    if args.epilogues is not None:
+        names = [] if args.epilogues == "none" else args.epilogues.split(",")
+        agent._ops.epilogues = {EPILOGUES[n] for n in names}  # type: ignore[attr-defined]
     inputs = in_place(agent, make_batch(args.batch, 0))
     replay = PrioritizedReplay(
         4 * args.batch, N_OBS, alpha=config.per_alpha, eps=config.per_eps, xp=cupy, seed=0
@@ -96,6 +116,16 @@ def main() -> None:
             "width": args.width,
             "tf32": args.tf32,
             "learner_step": args.learner_step,
+            "epilogues": sorted(
+                n
+                for n, e in EPILOGUES.items()
+                if e in agent._ops.epilogues  # type: ignore[attr-defined]
+            ),
+            "epilogues_refused": sorted(
+                n
+                for n, e in EPILOGUES.items()
+                if e in agent._ops.refused  # type: ignore[attr-defined]
+            ),
             "wall_us_per_update": wall_ms * 1e3,
             "host_us_to_issue": statistics.median(host_us),
             "kernel_us_per_update": total_us,

@@ -73,6 +73,14 @@ def _library() -> ctypes.CDLL:
         void_p, void_p, i32, i32,  # beta, C, Ctype, ldc
         i32, i32,  # computeType, algo
     ]  # fmt: skip
+    i64 = ctypes.c_int64
+    lib.cublasGemmStridedBatchedEx.argtypes = [
+        handle_p, i32, i32, i32, i32, i32,  # handle, opA, opB, m, n, k
+        void_p, void_p, i32, i32, i64,  # alpha, A, Atype, lda, strideA
+        void_p, i32, i32, i64,  # B, Btype, ldb, strideB
+        void_p, void_p, i32, i32, i64,  # beta, C, Ctype, ldc, strideC
+        i32, i32, i32,  # batchCount, computeType, algo
+    ]  # fmt: skip
     logger.debug("cuBLAS for captured GEMMs: %s", path)
     return lib
 
@@ -110,6 +118,8 @@ class Cublas:
         _check(self._lib.cublasCreate_v2(ctypes.byref(handle)), "cublasCreate")
         self._handle = handle
         self._workspace = cupy.empty(_WORKSPACE_BYTES, dtype=cupy.uint8)
+        self.workspace = self._workspace
+        """The handle's workspace (a cuBLASLt handle on the same stream may share it)."""
         _check(
             self._lib.cublasSetWorkspace_v2(
                 handle, ctypes.c_void_p(self._workspace.data.ptr), _WORKSPACE_BYTES
@@ -152,3 +162,37 @@ class Cublas:
             self._compute, _GEMM_DEFAULT,
         )  # fmt: skip
         _check(status, "cublasGemmEx")
+
+    def gemm_split_k(
+        self, a: cupy.ndarray, b: cupy.ndarray, partials: cupy.ndarray, splits: int
+    ) -> None:
+        """``partials[s] = a[:, K_s] @ b[K_s, :]`` for the `splits` equal chunks ``K_s`` of
+        the inner dimension, in one strided-batched GEMM (`partials`: C-contiguous
+        ``(splits, m, n)``; the caller adds them). For GEMMs of a long inner dimension and a
+        small output, such as weight gradients over a batch, whose few output tiles would
+        leave most of the GPU idle."""
+        (m, k), (k2, n) = a.shape, b.shape
+        if k != k2 or partials.shape != (splits, m, n) or not partials.flags.c_contiguous:
+            raise ValueError(
+                f"split-K GEMM shapes {a.shape} @ {b.shape} -> {partials.shape} do not agree"
+            )
+        if splits < 1 or k % splits or m == 0 or n == 0:
+            raise ValueError(f"cannot split an inner dimension of {k} into {splits} chunks")
+        chunk = k // splits
+        op_a, lda = _operand(a)
+        op_b, ldb = _operand(b)
+        # a chunk of a's columns (b's rows) starts `chunk` columns (rows) further on
+        stride_a = chunk * lda if op_a == _OP_T else chunk
+        stride_b = chunk if op_b == _OP_T else chunk * ldb
+        stream = cupy.cuda.get_current_stream().ptr
+        if stream != self._stream:
+            _check(self._lib.cublasSetStream_v2(self._handle, stream), "cublasSetStream")
+            self._stream = stream
+        status = self._lib.cublasGemmStridedBatchedEx(
+            self._handle, op_b, op_a, n, m, chunk,
+            ctypes.byref(self._alpha), b.data.ptr, _CUDA_R_32F, ldb, stride_b,
+            a.data.ptr, _CUDA_R_32F, lda, stride_a,
+            ctypes.byref(self._beta), partials.data.ptr, _CUDA_R_32F, n, m * n,
+            splits, self._compute, _GEMM_DEFAULT,
+        )  # fmt: skip
+        _check(status, "cublasGemmStridedBatchedEx")

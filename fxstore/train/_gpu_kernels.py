@@ -12,23 +12,36 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 import cupy
 import numpy as np
 
 from fxstore.train._cublas import Cublas
+from fxstore.train._cublaslt import (
+    EPILOGUE_DRELU_BGRAD,
+    EPILOGUE_RELU_AUX_BIAS,
+    EPILOGUE_RELU_BIAS,
+    MASK_BITS_ALIGN,
+    CublasLt,
+)
 
 if TYPE_CHECKING:
     from fxstore.config import AgentConfig
     from fxstore.train._ops import AdamInputs, C51Inputs
     from fxstore.train.replay import F32
 
-__all__ = ["CupyOps"]
+__all__ = ["DEFAULT_EPILOGUES", "CupyOps"]
 
 logger = logging.getLogger(__name__)
 
+#: cuBLASLt epilogues the update uses by default. Bias+ReLU fuses into the forward GEMMs on
+#: the H200; keeping the ReLU mask (RELU_AUX_BIAS) and the ReLU and bias gradients
+#: (DRELU_BGRAD) ran as separate cuBLASLt kernels there, slower than fxstore's own passes
+#: (`bench/diag_update_kernels.py --epilogues ...`, bench/results/update_kernels_*).
+DEFAULT_EPILOGUES: Final = frozenset({EPILOGUE_RELU_BIAS})
 _relu_grad = cupy.ElementwiseKernel(
     "float32 h", "float32 d", "if (h <= 0.0f) d = 0.0f", "fx_relu_grad"
 )
@@ -167,6 +180,72 @@ __device__ float expected(const float* h, const float* bias, const float* mean, 
     return warp_sum(q);
 }
 
+// The action of the largest expected value (the first of equal ones): `expected` for every
+// action, the actions' warp reductions interleaved (independent shuffles overlap) but each
+// action's arithmetic in the same order as `expected`, so the values are the same bits.
+__device__ int best_action(const float* h, const float* bias, const float* mean,
+                           const float* support, int lane) {
+    float x[A][KPL], mx[A], sum[A], q[A];
+#pragma unroll
+    for (int a = 0; a < A; ++a) {
+        mx[a] = NEG_INF;
+#pragma unroll
+        for (int s = 0; s < KPL; ++s) {
+            const int k = lane + 32 * s;
+            if (k >= N) break;
+            x[a][s] = ((h[k] + bias[k]) + (h[N + a * N + k] + bias[N + a * N + k])) - mean[s];
+            mx[a] = x[a][s] > mx[a] ? x[a][s] : mx[a];
+        }
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+#pragma unroll
+        for (int a = 0; a < A; ++a) {
+            const float y = __shfl_xor_sync(FULL, mx[a], o);
+            mx[a] = y > mx[a] ? y : mx[a];
+        }
+    }
+#pragma unroll
+    for (int a = 0; a < A; ++a) {
+        sum[a] = 0.0f;
+#pragma unroll
+        for (int s = 0; s < KPL; ++s) {
+            if (lane + 32 * s >= N) break;
+            x[a][s] -= mx[a];
+            sum[a] += expf(x[a][s]);
+        }
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+#pragma unroll
+        for (int a = 0; a < A; ++a) sum[a] += __shfl_xor_sync(FULL, sum[a], o);
+    }
+#pragma unroll
+    for (int a = 0; a < A; ++a) {
+        const float ls = logf(sum[a]);
+        q[a] = 0.0f;
+#pragma unroll
+        for (int s = 0; s < KPL; ++s) {
+            const int k = lane + 32 * s;
+            if (k >= N) break;
+            x[a][s] -= ls;
+            q[a] += expf(x[a][s]) * support[k];
+        }
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+#pragma unroll
+        for (int a = 0; a < A; ++a) q[a] += __shfl_xor_sync(FULL, q[a], o);
+    }
+    int best = 0;
+    float best_q = NEG_INF;
+#pragma unroll
+    for (int a = 0; a < A; ++a) {
+        if (q[a] > best_q) { best_q = q[a]; best = a; }
+    }
+    return best;
+}
+
 extern "C" __global__ void fx_q_values(const float* __restrict__ head,
                                        const float* __restrict__ bias,
                                        const float* __restrict__ support,
@@ -206,12 +285,7 @@ extern "C" __global__ void fx_c51(const float* __restrict__ head,
     // double DQN: the online net's argmax at s' (first of equal values, like numpy)
     const float* hn = head + (batch + i) * LD;
     mean_adv(hn, bias, lane, mean);
-    int best = 0;
-    float best_q = NEG_INF;
-    for (int a = 0; a < A; ++a) {
-        const float q = expected(hn, bias, mean, a, support, lane, lp);
-        if (q > best_q) { best_q = q; best = a; }
-    }
+    const int best = best_action(hn, bias, mean, support, lane);
 
     // the target net's distribution of that action at s', moved to r + d z
     const float* ht = head_t + i * LD;
@@ -290,6 +364,184 @@ extern "C" __global__ void fx_bias_relu(float* __restrict__ z, const float* __re
 _ROWS_PER_BLOCK: Final = 8
 _rows_module = cupy.RawModule(code=_ROWS_SRC)
 
+# The backward pass of a torso layer after its GEMM: the ReLU's gradient in place and the
+# bias gradient (column sums) in one read of the gradient. fx_relu_grad_partial: a block of
+# GRAD_COLS columns and CHUNK rows writes that chunk's column sums (rows in order);
+# fx_sum_partials: one warp a column adds the chunks (lane l takes chunks l, l + 32, ...,
+# then a butterfly): a fixed order, so the result repeats bit for bit.
+_GRAD_CHUNK: Final = 32
+_GRAD_COLS: Final = 128
+_SUM_COLS: Final = 8  # columns (warps) per block of fx_sum_partials
+# fx_relu_grad_partial4, for rows of 16-byte aligned float4s: a block of 64 float4 columns
+# and 4 row groups takes CHUNK4 rows (row group y the rows y, y + 4, ...), then adds the
+# row groups in order. At 16,384 x 256 the scalar kernel held too few loads in flight (39%
+# of DRAM bandwidth, Nsight Compute, H200).
+_GRAD4_CHUNK: Final = 64
+_GRAD4_COLS: Final = 64
+_GRAD4_GROUPS: Final = 4
+_GRAD_SRC: Final = r"""
+#define CHUNK 32
+extern "C" __global__ void fx_relu_grad_partial(const float* __restrict__ h, long long ldh,
+                                                float* __restrict__ d, long long ldd,
+                                                long long rows, int cols,
+                                                float* __restrict__ partial) {
+    const int c = blockIdx.y * blockDim.x + threadIdx.x;
+    if (c >= cols) return;
+    const long long r0 = (long long)blockIdx.x * CHUNK;
+    const int n = rows - r0 < CHUNK ? (int)(rows - r0) : CHUNK;
+    const float* hp = h + r0 * ldh + c;
+    float* dp = d + r0 * ldd + c;
+    float acc = 0.0f;
+#pragma unroll 8
+    for (int r = 0; r < n; ++r) {
+        float g = dp[r * ldd];
+        if (hp[r * ldh] <= 0.0f) g = 0.0f;  // NaN h keeps its gradient, as numpy's h <= 0
+        dp[r * ldd] = g;
+        acc += g;
+    }
+    partial[(long long)blockIdx.x * cols + c] = acc;
+}
+
+extern "C" __global__ void fx_sum_partials(const float* __restrict__ partial, long long chunks,
+                                           int cols, float* __restrict__ out) {
+    const int c = blockIdx.x * blockDim.y + threadIdx.y;
+    if (c >= cols) return;  // the whole warp
+    float acc = 0.0f;
+    for (long long i = threadIdx.x; i < chunks; i += 32) acc += partial[i * cols + c];
+    for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+    if (threadIdx.x == 0) out[c] = acc;
+}
+
+#define CHUNK4 64
+#define COLS4 64
+#define GROUPS4 4
+#define BATCH4 8
+__device__ __forceinline__ float relu_grad1(float g, float h, float* acc) {
+    g = h <= 0.0f ? 0.0f : g;  // NaN h keeps its gradient, as numpy's h <= 0
+    *acc += g;
+    return g;
+}
+
+extern "C" __global__ void fx_relu_grad_partial4(const float4* __restrict__ h, long long ldh,
+                                                 float4* __restrict__ d, long long ldd,
+                                                 long long rows, int cols4,
+                                                 float* __restrict__ partial) {
+    __shared__ float4 part[GROUPS4][COLS4];
+    const int c = blockIdx.y * COLS4 + threadIdx.x;
+    const long long r0 = (long long)blockIdx.x * CHUNK4 + threadIdx.y;
+    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (c < cols4) {
+        // BATCH4 rows' loads issued before their stores (d is read and written: the
+        // compiler would otherwise keep one row's loads in flight at a time)
+#pragma unroll
+        for (int i0 = 0; i0 < CHUNK4 / GROUPS4; i0 += BATCH4) {
+            float4 g[BATCH4], hv[BATCH4];
+#pragma unroll
+            for (int i = 0; i < BATCH4; ++i) {
+                const long long r = r0 + (long long)(i0 + i) * GROUPS4;
+                if (r < rows) {
+                    g[i] = d[r * ldd + c];
+                    hv[i] = h[r * ldh + c];
+                }
+            }
+#pragma unroll
+            for (int i = 0; i < BATCH4; ++i) {
+                const long long r = r0 + (long long)(i0 + i) * GROUPS4;
+                if (r < rows) {
+                    g[i].x = relu_grad1(g[i].x, hv[i].x, &acc.x);
+                    g[i].y = relu_grad1(g[i].y, hv[i].y, &acc.y);
+                    g[i].z = relu_grad1(g[i].z, hv[i].z, &acc.z);
+                    g[i].w = relu_grad1(g[i].w, hv[i].w, &acc.w);
+                    d[r * ldd + c] = g[i];
+                }
+            }
+        }
+    }
+    part[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.y != 0 || c >= cols4) return;
+    float4 sum = part[0][threadIdx.x];
+    for (int y = 1; y < GROUPS4; ++y) {
+        const float4 p = part[y][threadIdx.x];
+        sum.x += p.x; sum.y += p.y; sum.z += p.z; sum.w += p.w;
+    }
+    reinterpret_cast<float4*>(partial + (long long)blockIdx.x * cols4 * 4)[c] = sum;
+}
+"""
+_grad_module = cupy.RawModule(code=_GRAD_SRC)
+
+# The split-K weight gradients' partial products added in split order (deterministic): one
+# thread an output element, `out` rows `ld` floats apart.
+_sum_splits = cupy.RawKernel(
+    r"""
+extern "C" __global__ void fx_sum_splits(const float* __restrict__ partials, int splits,
+                                         long long rows, int cols, float* __restrict__ out,
+                                         long long ld) {
+    const long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const long long size = rows * cols;
+    if (e >= size) return;
+    float acc = partials[e];
+    for (int s = 1; s < splits; ++s) acc += partials[s * size + e];
+    out[(e / cols) * ld + e % cols] = acc;
+}
+""",
+    "fx_sum_splits",
+)
+#: Split-K for fp32 weight gradients of batches of at least _SPLIT_FROM_K rows: an output
+#: tile is 128 x 128 (about what cuBLAS takes), the splits double while the tiles fill less
+#: than one wave of the GPU's SMs, each chunk of the batch keeps at least _SPLIT_MIN_K rows,
+#: and at most _SPLIT_MAX chunks. On the H200 at 16,384 x 256 this took the fp32 weight
+#: gradients from about 195 to 150 µs; with TF32, cuBLAS's own choice (its split-K
+#: included) was faster, 55 against 66 µs, so TF32 GEMMs are not split here, nor are short
+#: batches (`bench/diag_update_kernels.py`, bench/results/update_kernels_16384x256_*).
+_SPLIT_FROM_K: Final = 4096
+_SPLIT_TILE: Final = 128
+_SPLIT_MIN_K: Final = 256
+_SPLIT_MAX: Final = 32
+
+
+def split_k(m: int, n: int, k: int, sms: int, *, tf32: bool) -> int:
+    """How many equal chunks of its inner dimension `k` an ``(m, k) @ (k, n)`` weight
+    gradient is split into on a GPU of `sms` multiprocessors (1: not split)."""
+    tiles = -(-m // _SPLIT_TILE) * -(-n // _SPLIT_TILE)
+    splits = 1
+    while (
+        not tf32
+        and k >= _SPLIT_FROM_K
+        and splits < _SPLIT_MAX
+        and tiles * splits < sms
+        and k % (2 * splits) == 0
+        and k // (2 * splits) >= _SPLIT_MIN_K
+    ):
+        splits *= 2
+    return splits
+
+
+@functools.cache
+def _relu_grad_partial4() -> Any:
+    return _grad_module.get_function("fx_relu_grad_partial4")
+
+
+def _float4_rows(*arrays: F32) -> bool:
+    """Whether each (rows, cols) float32 array's rows are whole, 16-byte aligned float4s."""
+    return all(
+        x.shape[1] % 4 == 0
+        and x.strides[1] == x.itemsize
+        and (x.strides[0] // x.itemsize) % 4 == 0
+        and x.data.ptr % 16 == 0  # type: ignore[attr-defined]
+        for x in arrays
+    )
+
+
+@functools.cache
+def _relu_grad_partial() -> Any:
+    return _grad_module.get_function("fx_relu_grad_partial")
+
+
+@functools.cache
+def _sum_partials() -> Any:
+    return _grad_module.get_function("fx_sum_partials")
+
 
 @functools.cache
 def _bias_relu() -> Any:
@@ -342,10 +594,106 @@ class CupyOps:
         :meth:`compile` captures the update as a CUDA graph (else it runs kernel by kernel).
     """
 
-    def __init__(self, *, tf32: bool = False, cuda_graph: bool = True) -> None:
+    def __init__(
+        self,
+        *,
+        tf32: bool = False,
+        cuda_graph: bool = True,
+        epilogues: Iterable[int] = DEFAULT_EPILOGUES,
+    ) -> None:
         self._ones_cache: F32 = cupy.ones(0, dtype=cupy.float32)
+        self._partials: F32 = cupy.empty(0, dtype=cupy.float32)
+        self._split_scratch: F32 = cupy.empty(0, dtype=cupy.float32)
+        self._sms = int(cupy.cuda.Device().attributes["MultiProcessorCount"])
+        self._tf32 = tf32
         self._blas = Cublas(tf32=tf32)
         self._cuda_graph = cuda_graph
+        self._lt: CublasLt | None = None
+        self.epilogues = set(epilogues)
+        """The cuBLASLt epilogues to use (set before the first update: see DEFAULT_EPILOGUES)."""
+        self.refused: set[int] = set()
+        """The cuBLASLt epilogues that refused a GEMM here (those use the separate kernels)."""
+        try:  # fused bias/ReLU epilogues; without them, the separate kernels below
+            self._lt = CublasLt(tf32=tf32, workspace=self._blas.workspace)
+        except (OSError, RuntimeError) as err:
+            logger.warning("cuBLASLt epilogues unavailable (%s): separate bias/ReLU kernels", err)
+
+    def _fused(
+        self, a: F32, b: F32, out: F32, epilogue: int, bias: F32, mask: _Mask | None = None
+    ) -> bool:
+        """``out = epilogue(a @ b)`` by cuBLASLt; False (and that epilogue not tried again)
+        where cuBLASLt is missing or refuses it: the caller runs the separate kernels."""
+        lt = self._lt
+        if lt is None or epilogue not in self.epilogues or epilogue in self.refused:
+            return False
+        try:
+            if mask is None:
+                lt.matmul(a, b, out, epilogue=epilogue, bias=bias)
+            else:
+                lt.matmul(a, b, out, epilogue=epilogue, bias=bias, aux=mask.bits, aux_ld=mask.ld)
+        except RuntimeError as err:
+            logger.warning("cuBLASLt epilogue %d refused (%s): separate kernels", epilogue, err)
+            self.refused.add(epilogue)
+            return False
+        return True
+
+    def relu_mask(self, rows: int, cols: int) -> _Mask | None:
+        if self._lt is None or EPILOGUE_RELU_AUX_BIAS not in self.epilogues:
+            return None
+        bits = -(-cols // MASK_BITS_ALIGN) * MASK_BITS_ALIGN
+        return _Mask(cupy.zeros(bits // 8 * rows, dtype=cupy.uint8), bits)
+
+    def dense_relu(self, x: F32, w: F32, bias: F32, out: F32, mask: _Mask | None) -> None:
+        if mask is not None:
+            mask.written = self._fused(x, w, out, EPILOGUE_RELU_AUX_BIAS, bias, mask)
+            if mask.written:  # the backward pass reads the mask only if this GEMM wrote it
+                return
+        if not self._fused(x, w, out, EPILOGUE_RELU_BIAS, bias):
+            self.matmul(x, w, out)
+            self.bias_relu(out, bias)
+
+    def dense_relu_grad(
+        self, d: F32, w_t: F32, h: F32, mask: _Mask | None, out: F32, bias_grad: F32
+    ) -> None:
+        fused = mask is not None and mask.written
+        if fused and self._fused(d, w_t, out, EPILOGUE_DRELU_BGRAD, bias_grad, mask):
+            return
+        self.matmul(d, w_t, out)
+        self.relu_grad_col_sum(h, out, bias_grad)
+
+    def relu_grad_col_sum(self, h: F32, grad: F32, out: F32) -> None:
+        """``grad *= (h > 0)`` and ``out = grad.sum(axis=0)`` in one pass over `grad`: column
+        sums of fixed chunks of rows, then of the chunks in order (deterministic)."""
+        rows, cols = grad.shape
+        if h.shape != grad.shape:
+            raise ValueError(f"relu_grad_col_sum: h {h.shape} and grad {grad.shape} differ")
+        if not rows or h.strides[1] != h.itemsize or grad.strides[1] != grad.itemsize:
+            self.relu_grad(h, grad)
+            self.col_sum(grad, out)
+            return
+        ldh, ldd = h.strides[0] // h.itemsize, grad.strides[0] // grad.itemsize
+        vector = _float4_rows(h, grad)
+        chunks = -(-rows // (_GRAD4_CHUNK if vector else _GRAD_CHUNK))
+        if self._partials.size < chunks * cols:
+            self._partials = cupy.empty(chunks * cols, dtype=cupy.float32)
+        partials = self._partials
+        if vector:
+            _relu_grad_partial4()(
+                (chunks, -(-cols // (4 * _GRAD4_COLS))),
+                (_GRAD4_COLS, _GRAD4_GROUPS),
+                (
+                    h, np.int64(ldh // 4), grad, np.int64(ldd // 4), np.int64(rows),
+                    np.int32(cols // 4), partials,
+                ),
+            )  # fmt: skip
+        else:
+            _relu_grad_partial()(
+                (chunks, -(-cols // _GRAD_COLS)),
+                (_GRAD_COLS,),
+                (h, np.int64(ldh), grad, np.int64(ldd), np.int64(rows), np.int32(cols), partials),
+            )
+        args = (partials, np.int64(chunks), np.int32(cols), out)
+        _sum_partials()((-(-cols // _SUM_COLS),), (32, _SUM_COLS), args)
 
     def _ones(self, n: int) -> F32:
         if self._ones_cache.shape[0] < n:
@@ -357,6 +705,26 @@ class CupyOps:
             out = cupy.empty((a.shape[0], b.shape[1]), dtype=cupy.float32)
         self._blas.gemm(a, b, out)
         return out
+
+    def grad_matmul(self, a: F32, b: F32, out: F32) -> None:
+        (m, k), n = a.shape, b.shape[1]
+        splits = split_k(m, n, k, self._sms, tf32=self._tf32)
+        if splits == 1 or out.strides[1] != out.itemsize:
+            self.matmul(a, b, out)
+            return
+        if self._split_scratch.size < splits * m * n:
+            self._split_scratch = cupy.empty(splits * m * n, dtype=cupy.float32)
+        partials = self._split_scratch[: splits * m * n].reshape(splits, m, n)
+        self._blas.gemm_split_k(a, b, partials, splits)
+        threads = 256
+        _sum_splits(
+            (-(-m * n // threads),),
+            (threads,),
+            (
+                partials, np.int32(splits), np.int64(m), np.int32(n), out,
+                np.int64(out.strides[0] // out.itemsize),
+            ),
+        )  # fmt: skip
 
     def bias_relu(self, z: F32, bias: F32) -> None:
         rows, cols = z.shape
@@ -476,6 +844,16 @@ class CupyOps:
         stream.synchronize()
         logger.debug("update captured as a CUDA graph")
         return _Replay(graph, pool, stream)
+
+
+@dataclass(slots=True)
+class _Mask:
+    """A torso layer's ReLU bit mask from cuBLASLt (column-major over the layer's output
+    transposed: `ld` bits a row of the activation) and whether the last forward wrote it."""
+
+    bits: Any
+    ld: int
+    written: bool = False
 
 
 class _Replay:

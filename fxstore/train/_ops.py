@@ -129,6 +129,9 @@ class Workspace:
         self.ce: F32 = xp.zeros(b, dtype)
         """(B,) per-sample cross-entropy: the new priorities."""
         self.weighted_ce: F32 = xp.zeros(b, dtype)
+        self.masks: list[Any] = []
+        """Per hidden layer, what the ops' forward keeps for the backward pass (set by the
+        agent: ``Ops.relu_mask``)."""
         self.index = xp.zeros(b, np.int64)
         """(B,) replay slots of the batch when a sampler wrote it here (not read by the update)."""
         self.batch = Batch(
@@ -184,8 +187,14 @@ class Ops(Protocol):
     """The fused steps of one update; numpy reference here, CuPy in _gpu_kernels."""
 
     def matmul(self, a: F32, b: F32, out: F32 | None = None) -> F32: ...
+    def grad_matmul(self, a: F32, b: F32, out: F32) -> None: ...
     def bias_relu(self, z: F32, bias: F32) -> None: ...
     def relu_grad(self, h: F32, grad: F32) -> None: ...
+    def relu_mask(self, rows: int, cols: int) -> Any: ...
+    def dense_relu(self, x: F32, w: F32, bias: F32, out: F32, mask: Any) -> None: ...
+    def dense_relu_grad(
+        self, d: F32, w_t: F32, h: F32, mask: Any, out: F32, bias_grad: F32
+    ) -> None: ...
     def col_sum(self, x: F32, out: F32) -> None: ...
     def sum_squares(self, x: F32, out: F32) -> None: ...
     def total(self, x: F32, out: F32) -> None: ...
@@ -213,11 +222,36 @@ class NumpyOps:
         result: F32 = np.matmul(a, b, out=out)
         return result
 
+    def grad_matmul(self, a: F32, b: F32, out: F32) -> None:
+        """``out = a @ b`` for a weight gradient: the inner dimension is the batch, the
+        output a layer's weights."""
+        self.matmul(a, b, out)
+
     def bias_relu(self, z: F32, bias: F32) -> None:
         np.maximum(z + bias, 0, out=z)
 
     def relu_grad(self, h: F32, grad: F32) -> None:
         grad[h <= 0] = 0
+
+    def relu_mask(self, rows: int, cols: int) -> None:
+        """What :meth:`dense_relu` keeps for :meth:`dense_relu_grad`: nothing here (the
+        gradient reads the activation itself)."""
+        return None
+
+    def dense_relu(self, x: F32, w: F32, bias: F32, out: F32, mask: Any) -> None:
+        """``out = relu(x @ w + bias)`` (a layer of the torso)."""
+        self.matmul(x, w, out)
+        self.bias_relu(out, bias)
+
+    def dense_relu_grad(
+        self, d: F32, w_t: F32, h: F32, mask: Any, out: F32, bias_grad: F32
+    ) -> None:
+        """``out = (d @ w_t) * (h > 0)``, the gradient at a torso layer's pre-activation
+        from the next layer's (`h` its activation, `mask` what :meth:`dense_relu` kept),
+        and `bias_grad` its column sums."""
+        self.matmul(d, w_t, out)
+        self.relu_grad(h, out)
+        self.col_sum(out, bias_grad)
 
     def col_sum(self, x: F32, out: F32) -> None:
         out[...] = x.sum(axis=0, dtype=np.float64)

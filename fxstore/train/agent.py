@@ -265,14 +265,26 @@ class Agent:
         """
         return self._layout.views(self._params)
 
-    def _torso(self, net: Mapping[str, F32], x: F32, out: list[F32] | None = None) -> list[F32]:
-        """Activations [x, h_1, ..., h_layers] of the torso (into `out` when given)."""
+    def _torso(
+        self,
+        net: Mapping[str, F32],
+        x: F32,
+        out: list[F32] | None = None,
+        masks: list[Any] | None = None,
+    ) -> list[F32]:
+        """Activations [x, h_1, ..., h_layers] of the torso (into `out` when given; with
+        `masks`, each layer keeps what its backward pass needs there)."""
         acts = [x]
         for i in range(self._layout.layers):
-            into = None if out is None else out[i]
-            z = self._ops.matmul(acts[-1], _rows_for(net[f"torso.{i}.weight"], acts[-1]), into)
-            self._ops.bias_relu(z, net[f"torso.{i}.bias"])
-            acts.append(z)
+            into = (
+                out[i]
+                if out is not None
+                else self.xp.empty((x.shape[0], self._layout.hidden), dtype=self._params.dtype)
+            )
+            w = _rows_for(net[f"torso.{i}.weight"], acts[-1])
+            mask = masks[i] if masks is not None else None
+            self._ops.dense_relu(acts[-1], w, net[f"torso.{i}.bias"], into, mask)
+            acts.append(into)
         return acts
 
     def q_values(self, obs: F32) -> F32:
@@ -382,6 +394,7 @@ class Agent:
             lay = self._layout
             shape = (lay.n_obs, lay.n_in, lay.hidden, lay.layers, lay.head_ld)
             ws = self._workspace = Workspace(self.xp, self._params.dtype, size, shape)
+            ws.masks = [self._ops.relu_mask(2 * size, lay.hidden) for _ in range(lay.layers)]
             self._compiled = None
         return ws
 
@@ -431,7 +444,7 @@ class Agent:
         ops, size, w = self._ops, ws.size, self._layout.head_width
         # padded rows: obs2's padded columns are zero, and so are d_head's (c51 writes only
         # the first `w`), so the padding's gradients are zero and it stays zero
-        acts = self._torso(self._net, ws.obs2, ws.acts)
+        acts = self._torso(self._net, ws.obs2, ws.acts, ws.masks)
         target = self._torso(self._target_net, ws.obs2[size:], ws.target_acts)[-1]
         ops.matmul(acts[-1], self._net["head.weight"], ws.head)
         ops.matmul(target, self._target_net["head.weight"], ws.head_target)
@@ -466,18 +479,26 @@ class Agent:
     def _backward(self, acts: list[F32], ws: Workspace) -> None:
         """Write the gradient of every tensor, from d loss / d head output (B, W)."""
         ops, net, grad = self._ops, self._net, self._grad_net
-        ops.matmul(acts[-1].T, ws.d_head, grad["head.weight"])
+        ops.grad_matmul(acts[-1].T, ws.d_head, grad["head.weight"])
         ops.col_sum(ws.d_head, grad["head.bias"])
-        if not self._layout.layers:
+        last = self._layout.layers - 1
+        if last < 0:
             return
-        d_h = ops.matmul(ws.d_head, net["head.weight"].T, ws.d_hidden[0])
-        for i in reversed(range(self._layout.layers)):
-            ops.relu_grad(acts[i + 1], d_h)
-            ops.matmul(acts[i].T, d_h, grad[f"torso.{i}.weight"])
-            ops.col_sum(d_h, grad[f"torso.{i}.bias"])
+        # each layer's ReLU and bias gradients come with the GEMM that makes its gradient
+        d_h = ws.d_hidden[0]
+        ops.dense_relu_grad(
+            ws.d_head, net["head.weight"].T, acts[last + 1], ws.masks[last], d_h,
+            grad[f"torso.{last}.bias"],
+        )  # fmt: skip
+        for i in reversed(range(last + 1)):
+            ops.grad_matmul(acts[i].T, d_h, grad[f"torso.{i}.weight"])
             if i:
                 out = ws.d_hidden[1] if d_h is ws.d_hidden[0] else ws.d_hidden[0]
-                d_h = ops.matmul(d_h, net[f"torso.{i}.weight"].T, out)
+                ops.dense_relu_grad(
+                    d_h, net[f"torso.{i}.weight"].T, acts[i], ws.masks[i - 1], out,
+                    grad[f"torso.{i - 1}.bias"],
+                )  # fmt: skip
+                d_h = out
 
     def _adam_inputs(self) -> AdamInputs:
         """Adam with bias correction, clipping and the target update, by ``_step_out``."""

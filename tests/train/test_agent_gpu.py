@@ -230,3 +230,101 @@ def test_update_cuda_graph_resume_from_state_dict_continues_identically() -> Non
         resumed.update_async(batch)
     for key, value in whole.state_dict().items():
         np.testing.assert_array_equal(resumed.state_dict()[key], value)
+
+
+@pytest.mark.parametrize("all_epilogues", [False, True])
+@pytest.mark.parametrize("tf32", [False, True])
+def test_fused_epilogues_are_used_and_match_the_separate_kernels(
+    tf32: bool, all_epilogues: bool
+) -> None:
+    """cuBLASLt's epilogues (bias+ReLU by default; with `all_epilogues` also the ReLU mask
+    and the ReLU- and bias-gradient one) give the gradients and updates of the separate
+    kernels, and are not silently off."""
+    import cupy
+
+    from fxstore.train._cublaslt import (
+        EPILOGUE_DRELU_BGRAD,
+        EPILOGUE_RELU_AUX_BIAS,
+        EPILOGUE_RELU_BIAS,
+    )
+
+    config = dataclasses.replace(CONFIG, n_atoms=51, hidden=256, tf32=tf32)
+    fused, separate = Agent(config, 31, 5, xp=cupy), Agent(config, 31, 5, xp=cupy)
+    if all_epilogues:
+        fused._ops.epilogues = {EPILOGUE_RELU_BIAS, EPILOGUE_RELU_AUX_BIAS, EPILOGUE_DRELU_BGRAD}  # type: ignore[attr-defined]
+    separate._ops._lt = None  # type: ignore[attr-defined]
+    batch = to_device(make_batch(1024, 31, 5, seed=3))
+    for _ in range(3):
+        (stats_f, prio_f), (stats_s, prio_s) = fused.update(batch), separate.update(batch)
+        assert stats_f.loss == pytest.approx(stats_s.loss, rel=1e-4 if not tf32 else 1e-2)
+        np.testing.assert_allclose(
+            cupy.asnumpy(prio_f), cupy.asnumpy(prio_s), rtol=1e-3 if not tf32 else 3e-2, atol=1e-5
+        )
+    assert fused._ops._lt is not None and not fused._ops.refused  # type: ignore[attr-defined]
+    masks = fused._workspace.masks  # type: ignore[union-attr]
+    assert all(m.written for m in masks) if all_epilogues else all(m is None for m in masks)
+    tol = 1e-4 if not tf32 else 2e-2
+    np.testing.assert_allclose(
+        cupy.asnumpy(fused._params), cupy.asnumpy(separate._params), rtol=tol, atol=tol
+    )
+
+
+@pytest.mark.parametrize("cols", [200, 201])  # float4 rows, and not
+def test_relu_grad_col_sum_matches_numpy_on_row_views(cols: int) -> None:
+    """The fused ReLU-gradient + bias-gradient pass on padded row views (as the update's
+    buffers are): the gradient zeroed where h <= 0 (NaN h keeps it), the padding untouched,
+    column sums as numpy's, and the same bits on every run."""
+    import cupy
+
+    from fxstore.train._gpu_kernels import CupyOps
+
+    rng = np.random.default_rng(5)
+    rows = 1000  # not a multiple of the chunks
+    h = rng.standard_normal((rows, cols + 8)).astype(np.float32)
+    h[3, 7] = np.nan
+    d = rng.standard_normal((rows, cols + 8)).astype(np.float32)
+    want = d[:, :cols].copy()
+    want[h[:, :cols] <= 0] = 0
+    ops = CupyOps()
+    runs = []
+    for _ in range(2):
+        h_dev, d_dev = cupy.asarray(h), cupy.asarray(d)
+        out = cupy.zeros(cols, dtype=cupy.float32)
+        ops.relu_grad_col_sum(h_dev[:, :cols], d_dev[:, :cols], out)
+        np.testing.assert_array_equal(cupy.asnumpy(d_dev[:, :cols]), want)
+        np.testing.assert_array_equal(cupy.asnumpy(d_dev[:, cols:]), d[:, cols:])
+        runs.append(cupy.asnumpy(out))
+    np.testing.assert_allclose(runs[0], want.sum(axis=0, dtype=np.float64), rtol=1e-5, atol=1e-4)
+    np.testing.assert_array_equal(runs[0], runs[1])
+
+
+@pytest.mark.parametrize("tf32", [False, True])
+def test_grad_matmul_splits_the_batch_and_matches_numpy(tf32: bool) -> None:
+    """A weight gradient over a long batch, by split-K in fp32 (chunks of the batch, then
+    their sum in order) and by one GEMM in TF32: numpy's product on transposed and padded
+    row views, the output's padding untouched, the same bits on every run; short batches
+    are not split."""
+    import cupy
+
+    from fxstore.train._gpu_kernels import CupyOps, split_k
+
+    ops = CupyOps(tf32=tf32)
+    rows, n_in, n_out = 8192, 40, 308
+    sms = ops._sms  # type: ignore[attr-defined]
+    assert (split_k(n_in, n_out, rows, sms, tf32=tf32) > 1) == (not tf32)
+    assert split_k(n_in, n_out, 1024, sms, tf32=tf32) == 1
+    rng = np.random.default_rng(11)
+    acts = rng.standard_normal((rows, n_in + 8)).astype(np.float32)
+    d = rng.standard_normal((rows, n_out + 4)).astype(np.float32)
+    want = acts[:, :n_in].astype(np.float64).T @ d[:, :n_out]
+    runs = []
+    for _ in range(2):
+        out = cupy.full((n_in, n_out + 4), 7.0, dtype=cupy.float32)
+        a_dev, d_dev = cupy.asarray(acts), cupy.asarray(d)
+        ops.grad_matmul(a_dev[:, :n_in].T, d_dev[:, :n_out], out[:, :n_out])
+        got = cupy.asnumpy(out)
+        assert (got[:, n_out:] == 7.0).all()
+        runs.append(got[:, :n_out])
+    tol = 1e-4 if not tf32 else 2e-2
+    np.testing.assert_allclose(runs[0], want, rtol=tol, atol=tol * np.sqrt(rows))
+    np.testing.assert_array_equal(runs[0], runs[1])
