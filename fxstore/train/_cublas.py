@@ -135,6 +135,13 @@ class Cublas:
         if handle is not None and handle.value:
             self._lib.cublasDestroy_v2(handle)
 
+    def _follow_stream(self) -> None:
+        """Point the handle at the current stream (a capture's, under graph capture)."""
+        stream = cupy.cuda.get_current_stream().ptr
+        if stream != self._stream:
+            _check(self._lib.cublasSetStream_v2(self._handle, stream), "cublasSetStream")
+            self._stream = stream
+
     def gemm(self, a: cupy.ndarray, b: cupy.ndarray, out: cupy.ndarray) -> None:
         """``out = a @ b`` for float32 2-D arrays; `out` row-major, `a` and `b` may be ``.T``."""
         (m, k), (k2, n) = a.shape, b.shape
@@ -150,10 +157,7 @@ class Cublas:
             return
         op_a, lda = _operand(a)
         op_b, ldb = _operand(b)
-        stream = cupy.cuda.get_current_stream().ptr
-        if stream != self._stream:
-            _check(self._lib.cublasSetStream_v2(self._handle, stream), "cublasSetStream")
-            self._stream = stream
+        self._follow_stream()
         status = self._lib.cublasGemmEx(
             self._handle, op_b, op_a, n, m, k,
             ctypes.byref(self._alpha), b.data.ptr, _CUDA_R_32F, ldb,
@@ -184,10 +188,7 @@ class Cublas:
         # a chunk of a's columns (b's rows) starts `chunk` columns (rows) further on
         stride_a = chunk * lda if op_a == _OP_T else chunk
         stride_b = chunk if op_b == _OP_T else chunk * ldb
-        stream = cupy.cuda.get_current_stream().ptr
-        if stream != self._stream:
-            _check(self._lib.cublasSetStream_v2(self._handle, stream), "cublasSetStream")
-            self._stream = stream
+        self._follow_stream()
         status = self._lib.cublasGemmStridedBatchedEx(
             self._handle, op_b, op_a, n, m, chunk,
             ctypes.byref(self._alpha), b.data.ptr, _CUDA_R_32F, ldb, stride_b,

@@ -23,7 +23,13 @@ from typing import Final
 
 import cupy
 
-from fxstore.train._cublas import _OP_N, _operand
+from fxstore.train._cublas import (
+    _COMPUTE_32F,
+    _COMPUTE_32F_FAST_TF32,
+    _CUDA_R_32F,
+    _OP_N,
+    _operand,
+)
 
 __all__ = ["EPILOGUE_DRELU_BGRAD", "EPILOGUE_RELU_AUX_BIAS", "EPILOGUE_RELU_BIAS", "CublasLt"]
 
@@ -44,9 +50,6 @@ _PREF_REDUCTION_SCHEME_MASK: Final = 3
 #: COMPUTE_TYPE | OUTPUT_TYPE: split-K partials reduced through the workspace, never in
 #: place in the output (INPLACE = 1 adds them there with atomics: not repeatable).
 _DETERMINISTIC_REDUCTIONS: Final = 6
-_CUDA_R_32F: Final = 0
-_COMPUTE_32F: Final = 68
-_COMPUTE_32F_FAST_TF32: Final = 77
 #: Bits of a ReLU mask column are a multiple of this (cuBLASLt's rule for its leading dim).
 MASK_BITS_ALIGN: Final = 128
 
