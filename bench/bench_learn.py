@@ -46,6 +46,7 @@ from fxstore.errors import InvalidInputError
 from fxstore.train.backtest import BacktestResult
 from fxstore.train.loop import train
 from fxstore.train.profiles import load_profile
+from fxstore.train.runs import RunFolder
 
 
 def main() -> None:
@@ -108,6 +109,9 @@ def main() -> None:
             "sharpe_daily_per_fold": per_fold,
             "totals": totals,
             "run_dir": str(result.run_dir),
+            # how far each fold trained before early stopping (its last validation's step):
+            # wall times compare only between runs that trained as far
+            "env_steps_per_fold": _steps_per_fold(result),
             "seconds_by_gpus": {str(n): s for n, (_, s) in timed.items()},
             "ratio_to_one_gpu": {str(n): s / timed[1][1] for n, (_, s) in timed.items()}
             if 1 in timed
@@ -120,6 +124,18 @@ def main() -> None:
         args.name, {"profile": config.profile, "config": config.to_json(), "runs": runs}
     )
     print(f"wrote {path}")
+
+
+def _steps_per_fold(result: BacktestResult) -> list[int | None]:
+    """Each fold's last validation step (first seed; None where it has no validation)."""
+    run = RunFolder(Path(result.run_dir))
+    folds = sorted({r.fold.index for r in result.folds})
+    steps = []
+    for index in folds:
+        evals = run.read_evals(index)
+        last = evals[-1].get("step") if evals else None
+        steps.append(None if last is None else int(last))
+    return steps
 
 
 def _timed_train(
