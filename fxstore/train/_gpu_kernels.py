@@ -375,7 +375,7 @@ _SUM_COLS: Final = 8  # columns (warps) per block of fx_sum_partials
 # fx_relu_grad_partial4, for rows of 16-byte aligned float4s: a block of 64 float4 columns
 # and 4 row groups takes CHUNK4 rows (row group y the rows y, y + 4, ...), then adds the
 # row groups in order. At 16,384 x 256 the scalar kernel held too few loads in flight (39%
-# of DRAM bandwidth, Nsight Compute, H200).
+# of DRAM bandwidth; this one 50%: Nsight Compute on the H200, bench/results/ncu_update_*).
 _GRAD4_CHUNK: Final = 64
 _GRAD4_COLS: Final = 64
 _GRAD4_GROUPS: Final = 4
