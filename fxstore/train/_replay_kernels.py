@@ -34,7 +34,7 @@ from typing import Any, Final
 import cupy
 import numpy as np
 
-__all__ = ["BLOCK", "DeviceSampler"]
+__all__ = ["BLOCK", "DeviceSampler", "write_priorities"]
 
 #: Priorities per block of the two-level cumulative sum (one warp scans one block: at 1,024
 #: the scan took a stratum's warp up to 32 steps and the sampling kernel 38 µs of the
@@ -190,6 +190,45 @@ extern "C" __global__ void fx_weights(const float* __restrict__ sampled_p,
 """
 
 _module = cupy.RawModule(code=_SRC)
+
+# The priority write-back of PrioritizedReplay.update_priorities in one kernel, one thread a
+# sampled slot: priority[index] = (p + eps) ** alpha (powf, as CuPy's float32 power), and
+# the largest raw p + eps into max_raw by an atomic maximum of the float32's bits (positive
+# floats order as their bits; a NaN's bits exceed every positive float's, so NaN wins, as
+# in cupy.maximum; non-positive values cannot raise a maximum that starts at 1 and are
+# skipped). Before: six CuPy calls (add, power, scatter, a two-kernel max, maximum).
+_write_priorities = cupy.RawKernel(
+    r"""
+extern "C" __global__ void fx_write_priorities(const long long* __restrict__ index,
+                                               const float* __restrict__ p, long long n,
+                                               float eps, float alpha,
+                                               float* __restrict__ priority,
+                                               unsigned int* __restrict__ max_raw) {
+    const long long k = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= n) return;
+    const float raw = p[k] + eps;
+    priority[index[k]] = powf(raw, alpha);
+    if (raw > 0.0f || isnan(raw)) atomicMax(max_raw, __float_as_uint(raw));
+}
+""",
+    "fx_write_priorities",
+)
+
+
+def write_priorities(
+    priority: Any, index: Any, p: Any, eps: float, alpha: float, max_raw: Any
+) -> None:
+    """``priority[index] = (p + eps) ** alpha`` and ``max_raw = max(max_raw, max(p + eps))``
+    in one launch (float32 `priority`, `p` and 0-d `max_raw`, int64 `index`, all CuPy,
+    `index` and `p` contiguous and of one length)."""
+    n = index.shape[0]
+    if not n:
+        return
+    _write_priorities(
+        (-(-n // _THREADS),),
+        (_THREADS,),
+        (index, p, np.int64(n), np.float32(eps), np.float32(alpha), priority, max_raw),
+    )
 
 
 class DeviceSampler:

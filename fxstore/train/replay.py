@@ -87,6 +87,24 @@ def _dense_rows(x: Array, like: Array) -> bool:
     )
 
 
+def _fused_write(index: Array, priority: Array, max_priority: Array) -> bool:
+    """Whether CuPy's priority write-back can run as one kernel: CuPy arrays of contiguous
+    int64 slots and float32 priorities of one length, and the running maximum a float32 0-d
+    one (updated in place)."""
+    arrays = (index, priority, max_priority)
+    return bool(
+        all(type(x).__module__.split(".")[0] == "cupy" for x in arrays)
+        and index.dtype == np.int64
+        and priority.dtype == np.float32
+        and max_priority.dtype == np.float32
+        and index.ndim == 1
+        and priority.shape == index.shape
+        and max_priority.shape == ()
+        and index.flags.c_contiguous
+        and priority.flags.c_contiguous
+    )
+
+
 class PrioritizedReplay:
     """A ring buffer of transitions sampled in proportion to ``priority ** alpha``.
 
@@ -276,6 +294,13 @@ class PrioritizedReplay:
         network), so it does not matter which write lands.
         """
         xp = self.xp
+        if xp is not np and _fused_write(index, priority, self._max_priority):
+            from fxstore.train._replay_kernels import write_priorities
+
+            write_priorities(
+                self.priority, index, priority, self.eps, self.alpha, self._max_priority
+            )
+            return
         raw = xp.asarray(priority, dtype=xp.float32) + xp.float32(self.eps)
         self.priority[index] = raw**self.alpha
         self._max_priority = xp.maximum(self._max_priority, raw.max())

@@ -98,3 +98,44 @@ def test_device_sampler_fills_row_views_of_padded_buffers() -> None:
     np.testing.assert_array_equal(cupy.asnumpy(padded[:300, :31]), want.obs)
     np.testing.assert_array_equal(cupy.asnumpy(padded[300:, :31]), want.next_obs)
     assert bool((padded[:, 31] == 7.0).all())
+
+
+@pytest.mark.parametrize("special", ["none", "nan", "no_new_max"])
+def test_priority_write_back_in_one_kernel_matches_cupy_expressions(
+    special: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """update_priorities' one-kernel write-back gives CuPy's own expressions' bits: the
+    priorities (repeated slots included), and the running maximum (NaN wins, as in
+    cupy.maximum; a batch below the maximum leaves it)."""
+    import cupy
+
+    import fxstore.train.replay as replay_module
+
+    rng = np.random.default_rng(2)
+    index = rng.integers(0, 900, 4000)
+    index[:50] = index[50:100]  # slots drawn twice, with the same priority both times
+    p = rng.gamma(0.5, size=4000).astype(np.float32) * 3.0
+    p[:50] = p[50:100]
+    if special == "nan":
+        p[7] = p[57] = np.nan
+    if special == "no_new_max":
+        p = np.minimum(p, np.float32(0.5))
+    got = []
+    for fused in (True, False):
+        replay = PrioritizedReplay(1000, 3, alpha=0.6, eps=1e-6, xp=cupy, seed=1)
+        replay.add(*(cupy.zeros((900, 3), cupy.float32),), cupy.zeros(900, cupy.int64),
+                   cupy.zeros(900, cupy.float32), cupy.zeros(900, cupy.float32),
+                   cupy.zeros((900, 3), cupy.float32))  # fmt: skip
+        if not fused:
+            monkeypatch.setattr(replay_module, "_fused_write", lambda *_: False)
+        replay.update_priorities(cupy.asarray(index), cupy.asarray(p))
+        replay.update_priorities(cupy.asarray(index[:10]), cupy.asarray(p[:10] * 0.5))
+        got.append((cupy.asnumpy(replay.priority), cupy.asnumpy(replay._max_priority)))
+    np.testing.assert_array_equal(got[0][0], got[1][0])  # NaN where NaN, else the same bits
+    (_, fused_max), (_, cupy_max) = got
+    if special == "nan":
+        assert np.isnan(fused_max) and np.isnan(cupy_max)
+    else:
+        assert fused_max.tobytes() == cupy_max.tobytes()
+    if special == "no_new_max":
+        assert fused_max == 1.0
