@@ -41,6 +41,7 @@ from _common import write_result
 
 from fxstore.config import AgentConfig
 from fxstore.train.agent import Agent
+from fxstore.train.learner import LearnerStep
 from fxstore.train.replay import Batch, PrioritizedReplay
 
 N_OBS = 31
@@ -126,11 +127,17 @@ def ours(batch: int, width: int, iters: int, repeat: int, tf32: bool) -> dict[st
 
     inputs = agent.input_buffers(batch)
 
-    def learner_step() -> None:
+    def separate_step() -> None:
         sampled = replay.sample(batch, 0.4, out=inputs)
         replay.update_priorities(sampled.index, agent.update_async(sampled))
 
-    out["learner_step_ms"], out["learner_step_ms_all"] = cuda_ms(learner_step, iters, repeat)
+    # the learner step as training runs it (one CUDA graph), and as three separate calls
+    learn = LearnerStep(agent, replay, batch)
+    out["learner_step_ms"], out["learner_step_ms_all"] = cuda_ms(lambda: learn(0.4), iters, repeat)
+    out["learner_step_graphed"] = learn.graphed
+    out["learner_step_separate_ms"], out["learner_step_separate_ms_all"] = cuda_ms(
+        separate_step, iters, repeat
+    )
     agent.check_finite()
     return out
 
@@ -297,7 +304,8 @@ def main() -> None:
             f"{precision} batch {batch:6d} width {width:4d}: fxstore update "
             f"{mine['update_ms']:.3f} ms in a graph, {mine['update_eager_ms']:.3f} ms eager "
             f"({mine['launches_eager']:.0f} launches; learner step "
-            f"{mine['learner_step_ms']:.3f} ms), PyTorch eager "
+            f"{mine['learner_step_ms']:.3f} ms as one graph: {mine['learner_step_graphed']}, "
+            f"{mine['learner_step_separate_ms']:.3f} ms as separate calls), PyTorch eager "
             f"{ref['update_ms']:.3f} ms ({ref['launches_per_update']:.0f} launches): "
             f"{row['speedup_vs_pytorch']:.2f}x; PyTorch CUDA graph {graph['update_ms']:.3f} ms: "
             f"{row['speedup_vs_pytorch_graph']:.2f}x"

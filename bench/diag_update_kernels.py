@@ -10,7 +10,8 @@ With ``--learner-step`` it profiles the training loop's learner step instead: th
 sample into the agent's input buffers, the update and the priority write-back.
 
 Run:  FXSTORE_BENCH_MACHINE=nvidia-h200 PYTHONPATH=. python bench/diag_update_kernels.py
-      [--batch 16384] [--width 256] [--tf32] [--updates 50] [--learner-step]
+      [--batch 16384] [--width 256] [--tf32] [--updates 50] [--learner-step [--separate]]
+      [--epilogues relu_bias,relu_aux_bias,drelu_bgrad|none]
       [--name update_kernels]
 """
 
@@ -31,6 +32,7 @@ from fxstore.train._cublaslt import (
     EPILOGUE_RELU_BIAS,
 )
 from fxstore.train.agent import Agent
+from fxstore.train.learner import LearnerStep
 from fxstore.train.replay import PrioritizedReplay
 
 EPILOGUES = {
@@ -47,6 +49,11 @@ def main() -> None:
     parser.add_argument("--tf32", action="store_true")
     parser.add_argument("--updates", type=int, default=50)
     parser.add_argument("--learner-step", action="store_true", help="sample + update + write-back")
+    parser.add_argument(
+        "--separate",
+        action="store_true",
+        help="with --learner-step: its three parts as separate calls, not one CUDA graph",
+    )
     parser.add_argument(
         "--epilogues",
         default=None,
@@ -70,12 +77,16 @@ def main() -> None:
     fill = make_batch(4 * args.batch, 1)
     replay.add(fill.obs, fill.action, fill.reward, fill.discount, fill.next_obs)
 
+    learn = LearnerStep(agent, replay, args.batch)
+
     def step() -> None:
         if not args.learner_step:
             agent.update_async(inputs)
-            return
-        sampled = replay.sample(args.batch, 0.4, out=inputs)
-        replay.update_priorities(sampled.index, agent.update_async(sampled))
+        elif args.separate:
+            sampled = replay.sample(args.batch, 0.4, out=inputs)
+            replay.update_priorities(sampled.index, agent.update_async(sampled))
+        else:
+            learn(0.4)
 
     wall_ms, _ = cuda_ms(step, args.updates, 5)
     cupy.cuda.Device().synchronize()
@@ -116,6 +127,7 @@ def main() -> None:
             "width": args.width,
             "tf32": args.tf32,
             "learner_step": args.learner_step,
+            "learner_step_separate": args.separate,
             "epilogues": sorted(
                 n
                 for n, e in EPILOGUES.items()

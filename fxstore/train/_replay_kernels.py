@@ -292,6 +292,12 @@ class DeviceSampler:
         views of wider arrays (the learner's padded inputs): rows of adjacent floats, one row
         stride for both.
         """
+        self.stage(strata, size, beta)
+        self.launch(priority, strata.shape[0], storage, out)
+
+    def stage(self, strata: np.ndarray, size: int, beta: float) -> None:
+        """The host's part of :meth:`sample`: `size`, `beta` and `strata` into the next
+        pinned ring slot and its copy to the device queued on the current stream."""
         batch = strata.shape[0]
         mem, view, event = self._free_slot(batch)
         view[0], view[1] = float(size), float(beta)
@@ -299,6 +305,19 @@ class DeviceSampler:
         stream = cupy.cuda.get_current_stream()
         self._device_params.data.copy_from_host_async(mem.ptr, (batch + 2) * 8, stream)
         event.record(stream)
+
+    def launch(
+        self,
+        priority: Any,
+        batch: int,
+        storage: tuple[Any, Any, Any, Any, Any],
+        out: tuple[Any, Any, Any, Any, Any, Any, Any],
+    ) -> None:
+        """The device's part of :meth:`sample`, for the last :meth:`stage` of `batch`
+        strata: four kernels, no host work that depends on the data (a CUDA graph may
+        capture them: they read the staged values from the device)."""
+        if self._device_params is None or self._device_params.shape[0] != batch + 2:
+            raise ValueError(f"launch of {batch} strata without a stage of as many")
         nb = np.int64(self._nb)
         self._block_sums(
             (self._nb,), (_THREADS,), (priority, np.int64(self._capacity), self._prefix)

@@ -24,7 +24,7 @@ from __future__ import annotations
 import functools
 import logging
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from types import ModuleType
 from typing import Any, Final, Protocol, TypeVar
@@ -354,6 +354,41 @@ class Agent:
         self.step += 1
         return ws.ce
 
+    def capture_with(
+        self,
+        batch: Batch,
+        before: Callable[[], None],
+        after: Callable[[F32], None],
+        state: Sequence[Any],
+    ) -> Callable[[], None] | None:
+        """One CUDA graph of `before()`, this agent's update on `batch` (its own input
+        buffers, as :meth:`input_buffers` gives them) and `after(priorities)`; each call of
+        the returned replay is one update (:attr:`step` advances). `state`: the buffers
+        that `before` and `after` change and that outlive them (put back after the first,
+        eager run, as for the update's own graph). None where graphs are off (numpy, or
+        ``cuda_graph = false``): run the parts one by one.
+
+        ``fxstore.train.learner.LearnerStep`` captures the replay's sampling and priority
+        write-back with the update this way, so a learner step is one launch."""
+        if self.xp is np or not self.config.cuda_graph:
+            return None
+        ws = self._workspace_for(batch.action.shape[0])
+        if batch is not ws.batch:
+            raise ValueError("capture_with needs the agent's own input buffers (input_buffers)")
+
+        def body() -> None:
+            before()
+            self._device_update(ws)
+            after(ws.ce)
+
+        graph = self._ops.compile(body, (*self._buffers(), self._progress, *state))
+
+        def replay() -> None:
+            graph()
+            self.step += 1
+
+        return replay
+
     def check_finite(self, batch: Batch | None = None) -> tuple[float, float]:
         """Raise if an update since the last check had a non-finite loss or gradient.
 
@@ -387,6 +422,11 @@ class Agent:
         (``PrioritizedReplay.sample(..., out=)``) and pass the result to :meth:`update_async`,
         and the batch is never copied. Overwritten by the next sample."""
         return self._workspace_for(size).batch
+
+    def priority_buffer(self, size: int) -> F32:
+        """The (size,) buffer where an update of batch size `size` leaves its new priorities
+        (what :meth:`update_async` returns on CuPy)."""
+        return self._workspace_for(size).ce
 
     def _workspace_for(self, size: int) -> Workspace:
         ws = self._workspace

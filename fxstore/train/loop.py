@@ -56,6 +56,7 @@ from fxstore.train.fold_tasks import (
     train_folds_on_gpus,
     train_folds_on_ray,
 )
+from fxstore.train.learner import LearnerStep
 from fxstore.train.memory import check_host_memory
 from fxstore.train.metrics import sharpe_per_bar, to_host
 from fxstore.train.oracle import PlantedSignal
@@ -225,6 +226,7 @@ def _run_fold(
     )
     act_rng = _CounterRng(xp, crng.derive_key(config.seed, fold.index, _STREAM_ACT))
     learner = _Learner(agent, replay, nstep, env, act_rng)
+    learn = LearnerStep(agent, replay, agent_config.batch_size)
     state = _FoldState()
     obs = env.reset()
     checkpoint = run.checkpoint_path(fold.index, seed_index)
@@ -244,11 +246,8 @@ def _run_fold(
         state.step += 1
         if len(replay) >= max(config.learn_start, agent_config.batch_size):
             for _ in range(config.updates_per_step):
-                beta = _beta(agent_config, state.step, config.env_steps)
-                inputs = agent.input_buffers(agent_config.batch_size)
-                batch = replay.sample(agent_config.batch_size, beta, out=inputs)
                 # no wait for the device here: losses and divergence are read at _sync
-                replay.update_priorities(batch.index, agent.update_async(batch))
+                learn(_beta(agent_config, state.step, config.env_steps))
                 samples += agent_config.batch_size
         if state.step % config.eval_every == 0 or state.step == config.env_steps:
             _evaluate(agent, market, fold, config, spec, state, has_validation)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from types import ModuleType
-from typing import TYPE_CHECKING, NamedTuple, TypeAlias
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -29,7 +29,13 @@ from fxstore.train.metrics import to_host
 if TYPE_CHECKING:
     from fxstore.train._replay_kernels import DeviceSampler
 
-__all__ = ["Batch", "NStepAccumulator", "PrioritizedReplay", "Transitions"]
+__all__ = [
+    "Batch",
+    "NStepAccumulator",
+    "PrioritizedReplay",
+    "Transitions",
+    "fused_write_back",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -85,6 +91,20 @@ def _dense_rows(x: Array, like: Array) -> bool:
         and x.strides[0] >= x.shape[1] * x.itemsize
         and x.strides[0] == like.strides[0]
     )
+
+
+def fused_write_back(replay: PrioritizedReplay, index: Array, priority: Array) -> bool:
+    """Whether ``replay.update_priorities(index, priority)`` runs as one kernel on the
+    device (CuPy, contiguous int64 slots and float32 priorities of one length), updating
+    the replay's buffers in place: what a captured CUDA graph needs."""
+    return replay.xp is not np and _fused_write(index, priority, replay.max_priority)
+
+
+def _targets(out: Batch) -> tuple[Array, Array, Array, Array, Array, Array, Array]:
+    """`out`'s buffers in the device sampler's order."""
+    return (
+        out.obs, out.next_obs, out.action, out.reward, out.discount, out.weight, out.index
+    )  # fmt: skip
 
 
 def _fused_write(index: Array, priority: Array, max_priority: Array) -> bool:
@@ -147,7 +167,7 @@ class PrioritizedReplay:
         self.discount = xp.zeros(capacity, dtype=xp.float32)
         self.priority = xp.zeros(capacity, dtype=xp.float32)
         """(capacity,) float32 ``priority ** alpha`` of each slot (0 for empty slots)."""
-        self._max_priority = xp.ones((), dtype=xp.float32)  # raw, before ** alpha
+        self._max_priority: Any = xp.ones((), dtype=xp.float32)  # raw, before ** alpha
         self._pos = 0
         self._size = 0
         self._rng = np.random.default_rng(seed)
@@ -156,6 +176,13 @@ class PrioritizedReplay:
 
     def __len__(self) -> int:
         return self._size
+
+    @property
+    def max_priority(self) -> Array:
+        """The largest raw priority (before ``** alpha``) written so far, 0-d: what
+        :meth:`add` gives new transitions. On CuPy a device array, which the one-kernel
+        priority write-back updates in place."""
+        return cast(Array, self._max_priority)
 
     def add(
         self, obs: Array, action: Array, reward: Array, discount: Array, next_obs: Array
@@ -208,29 +235,12 @@ class PrioritizedReplay:
             The buffer is empty, `batch_size` < 1, or `out` has other shapes or dtypes.
         """
         xp = self.xp
-        if self._size == 0 or batch_size < 1:
-            raise InvalidInputError(
-                f"cannot sample {batch_size} transitions from a replay holding {self._size}; "
-                "add transitions first (and ask for >= 1)."
-            )
-        strata = (np.arange(batch_size) + self._rng.random(batch_size)) / batch_size
-        checked = self._checked_out
-        if out is not None and (
-            checked is None or checked[0] is not out or checked[1] != batch_size
-        ):
-            self._check_out(out, batch_size)
-            self._checked_out = (out, batch_size)  # the learner passes the same out each time
+        strata = self._strata(batch_size, out)
         if xp is not np:
             if out is None:
                 out = self._empty_batch(batch_size)
-            if self._sampler is None:
-                from fxstore.train._replay_kernels import DeviceSampler
-
-                self._sampler = DeviceSampler(self.capacity)
-            storage = (self.obs, self.next_obs, self.action, self.reward, self.discount)
-            targets = (out.obs, out.next_obs, out.action, out.reward, out.discount)
-            self._sampler.sample(
-                self.priority, strata, self._size, beta, storage, (*targets, out.weight, out.index)
+            self._device_sampler().sample(
+                self.priority, strata, self._size, beta, self._storage(), _targets(out)
             )
             return out
         cumulative = np.cumsum(self.priority[: self._size], dtype=np.float64)
@@ -286,6 +296,46 @@ class PrioritizedReplay:
                     f"of shape {want} on the replay's device, was {type(got).__name__} "
                     f"{getattr(got, 'dtype', '?')} {tuple(getattr(got, 'shape', ()))}."
                 )
+
+    def stage_sample(self, batch_size: int, beta: float, out: Batch) -> None:
+        """On CuPy, the host's part of ``sample(batch_size, beta, out=out)``: the checks, the
+        stratified uniforms (the same draws as :meth:`sample`) and their copy to the device,
+        queued. :meth:`launch_sample` then draws the batch on the device with no host work,
+        so a CUDA graph may capture it (``fxstore.train.learner.LearnerStep`` does)."""
+        if self.xp is np:
+            raise TypeError("stage_sample is for a replay on CuPy; use sample")
+        strata = self._strata(batch_size, out)
+        self._device_sampler().stage(strata, self._size, beta)
+
+    def launch_sample(self, batch_size: int, out: Batch) -> None:
+        """On CuPy, the device's part of the :meth:`stage_sample` before it (same `out`)."""
+        self._device_sampler().launch(self.priority, batch_size, self._storage(), _targets(out))
+
+    def _strata(self, batch_size: int, out: Batch | None) -> npt.NDArray[np.float64]:
+        """The checks of a draw of `batch_size` (into `out`) and its stratified uniforms."""
+        if self._size == 0 or batch_size < 1:
+            raise InvalidInputError(
+                f"cannot sample {batch_size} transitions from a replay holding {self._size}; "
+                "add transitions first (and ask for >= 1)."
+            )
+        strata = (np.arange(batch_size) + self._rng.random(batch_size)) / batch_size
+        checked = self._checked_out
+        if out is not None and (
+            checked is None or checked[0] is not out or checked[1] != batch_size
+        ):
+            self._check_out(out, batch_size)
+            self._checked_out = (out, batch_size)  # the learner passes the same out each time
+        return strata
+
+    def _device_sampler(self) -> DeviceSampler:
+        if self._sampler is None:
+            from fxstore.train._replay_kernels import DeviceSampler
+
+            self._sampler = DeviceSampler(self.capacity)
+        return self._sampler
+
+    def _storage(self) -> tuple[Array, Array, Array, Array, Array]:
+        return self.obs, self.next_obs, self.action, self.reward, self.discount
 
     def update_priorities(self, index: Array, priority: Array) -> None:
         """Set the priorities of slots `index` (B,) to ``(priority + eps) ** alpha``.
@@ -346,7 +396,11 @@ class PrioritizedReplay:
         # there). numpy's scalar and 0-d-array float32 powers differ in the last bit for
         # many values (tests/train/test_replay.py holds one), so a 0-d array here would make
         # a resumed run drift.
-        self._max_priority = self.xp.asarray(state["max_priority"], dtype=self.xp.float32)[()]
+        max_priority = self.xp.asarray(state["max_priority"], dtype=self.xp.float32)[()]
+        if self.xp is np:
+            self._max_priority = max_priority
+        else:  # in place: a captured learner step (fxstore.train.learner) reads it there
+            self._max_priority[...] = max_priority
         self._pos, self._size = int(position[0]), int(position[1])
         words = [int(w) for w in np.asarray(state["rng"], dtype=np.uint64)]
         self._rng.bit_generator.state = {
