@@ -93,18 +93,10 @@ extern "C" __global__ void fx_scan_blocks(double* __restrict__ sums, long long n
     }
 }
 
-// Stratum k's draw, by warp k (lane `lane`): see fx_sample.
-__device__ void sample_one(
-        const float* __restrict__ p, long long n, const double* __restrict__ prefix,
-        long long nb, const double* __restrict__ params, long long k, int lane, int n_obs,
-        long long out_ld,
-        const float* __restrict__ obs, const float* __restrict__ next_obs,
-        const long long* __restrict__ action, const float* __restrict__ reward,
-        const float* __restrict__ discount,
-        float* __restrict__ out_obs, float* __restrict__ out_next_obs,
-        long long* __restrict__ out_action, float* __restrict__ out_reward,
-        float* __restrict__ out_discount, long long* __restrict__ out_index,
-        float* __restrict__ out_p, unsigned int* block_min) {
+// The slot of stratum k's draw, by warp k (lane `lane`; every lane returns it): see fx_sample.
+__device__ long long find_slot(const float* __restrict__ p, long long n,
+                               const double* __restrict__ prefix, long long nb,
+                               const double* __restrict__ params, long long k, int lane) {
     const long long size = (long long)params[0];
     const double total = prefix[nb - 1];
     const double target = params[2 + k] * total;
@@ -136,18 +128,7 @@ __device__ void sample_one(
         if (found < 0) found = (lo + 1) * BLOCK < n ? (lo + 1) * BLOCK - 1 : n - 1;
         if (found < index) index = found;
     }
-    for (int c = lane; c < n_obs; c += 32) {
-        out_obs[k * out_ld + c] = obs[index * n_obs + c];
-        out_next_obs[k * out_ld + c] = next_obs[index * n_obs + c];
-    }
-    if (lane == 0) {
-        out_action[k] = action[index];
-        out_reward[k] = reward[index];
-        out_discount[k] = discount[index];
-        out_index[k] = index;
-        out_p[k] = p[index];
-        atomicMin(block_min, __float_as_uint(p[index]));  // p > 0: bits order as values
-    }
+    return index;
 }
 
 // params: [size, beta, strata_0 .. strata_{B-1}] (float64, from the host).
@@ -167,9 +148,21 @@ extern "C" __global__ void fx_sample(
     __shared__ unsigned int block_min;
     if (threadIdx.x == 0) block_min = 0x7f800000u;  // +inf
     __syncthreads();
-    if (k < batch) sample_one(p, n, prefix, nb, params, k, lane, n_obs, out_ld, obs, next_obs,
-                              action, reward, discount, out_obs, out_next_obs, out_action,
-                              out_reward, out_discount, out_index, out_p, &block_min);
+    if (k < batch) {
+        const long long index = find_slot(p, n, prefix, nb, params, k, lane);
+        for (int c = lane; c < n_obs; c += 32) {
+            out_obs[k * out_ld + c] = obs[index * n_obs + c];
+            out_next_obs[k * out_ld + c] = next_obs[index * n_obs + c];
+        }
+        if (lane == 0) {
+            out_action[k] = action[index];
+            out_reward[k] = reward[index];
+            out_discount[k] = discount[index];
+            out_index[k] = index;
+            out_p[k] = p[index];
+            atomicMin(&block_min, __float_as_uint(p[index]));  // p > 0: bits order as values
+        }
+    }
     __syncthreads();
     if (threadIdx.x == 0) atomicMin(min_bits, block_min);
 }
