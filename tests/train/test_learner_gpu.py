@@ -64,6 +64,8 @@ def test_graphed_learner_step_survives_a_resume_in_place() -> None:
     r1.load_state_dict(saved_replay)
     a2.load_state_dict(saved_agent)
     r2.load_state_dict(saved_replay)
+    for agent in (a1, a2):  # the loss totals are the loop's to restore (not agent state)
+        agent.set_loss_totals(1.5, 3)
     learn2 = LearnerStep(a2, r2, 64)
     for _ in range(4):
         learn1(0.6)
