@@ -25,6 +25,10 @@ The host's part is drawing the uniforms (numpy's generator, so a seed samples th
 on the CPU and on a GPU) into a pinned buffer, whose copy to the device is queued on the
 stream: nothing waits for the device. A ring of pinned buffers, each released by an event
 once its copy ran, keeps the host from overwriting uniforms not yet copied.
+
+Two more kernels serve the training loop's other replay calls: ``fx_write_priorities`` (the
+priority write-back) and ``fx_nstep_add`` (an n-step push whose transitions go straight into
+the replay, :meth:`fxstore.train.replay.NStepAccumulator.push_into`).
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from typing import Any, Final
 import cupy
 import numpy as np
 
-__all__ = ["BLOCK", "DeviceSampler", "write_priorities"]
+__all__ = ["BLOCK", "DeviceSampler", "nstep_add", "write_priorities"]
 
 #: Priorities per block of the two-level cumulative sum (one warp scans one block: at 1,024
 #: the scan took a stratum's warp up to 32 steps and the sampling kernel 38 µs of the
@@ -206,6 +210,104 @@ extern "C" __global__ void fx_write_priorities(const long long* __restrict__ ind
 """,
     "fx_write_priorities",
 )
+
+
+# NStepAccumulator.push_into's case where every environment's window holds the same open
+# steps, in one launch (it was ~15 CuPy calls across push and PrioritizedReplay.add). Rows
+# 0 .. k*n_envs-1 are the completed transitions, env-major and oldest first (row = env * k
+# + j, the start `first - j` steps old), written to replay slot (pos + row) % capacity at
+# priority max_raw ** alpha (powf, as CuPy's float32 power); their return is
+# sum_a gain[age][a] * r_a, the same products and order as the matmul of push, with the
+# reward a steps old read from the window (this step's from the input). Rows k*n_envs ..
+# +n_envs-1 write this step into the window's slot `slot` (no transition reads that slot:
+# only ages 1..n-1 are read from the window) and every env's open count. One warp's lanes
+# take a row's columns.
+_nstep_add = cupy.RawKernel(
+    r"""
+extern "C" __global__ void fx_nstep_add(
+        const float* __restrict__ obs, const long long* __restrict__ action,
+        const float* __restrict__ reward, const float* __restrict__ next_obs,
+        float* __restrict__ ring_obs, long long* __restrict__ ring_action,
+        float* __restrict__ ring_reward, long long* __restrict__ pending, long long open,
+        const float* __restrict__ gain, long long n_envs, long long n_obs, int n, int slot,
+        int k, int first, float discount,
+        float* __restrict__ r_obs, float* __restrict__ r_next, long long* __restrict__ r_action,
+        float* __restrict__ r_reward, float* __restrict__ r_discount,
+        float* __restrict__ r_priority, const float* __restrict__ max_raw, float alpha,
+        long long pos, long long capacity) {
+    const long long row = (long long)blockIdx.x * blockDim.y + threadIdx.y;
+    const long long n_rows = (long long)k * n_envs;
+    if (row < n_rows) {
+        const long long e = row / k;
+        const int age = first - (int)(row % k);
+        const long long from = ((long long)((slot - age + n) % n) * n_envs + e);
+        const float* src = age == 0 ? obs + e * n_obs : ring_obs + from * n_obs;
+        const long long dst = (pos + row) % capacity;
+        for (long long d = threadIdx.x; d < n_obs; d += blockDim.x) {
+            r_obs[dst * n_obs + d] = src[d];
+            r_next[dst * n_obs + d] = next_obs[e * n_obs + d];
+        }
+        if (threadIdx.x == 0) {
+            float ret = 0.0f;
+            for (int a = 0; a < n; ++a) {
+                const float r = a == 0 ? reward[e]
+                                       : ring_reward[(long long)((slot - a + n) % n) * n_envs + e];
+                ret = fmaf(gain[age * n + a], r, ret);
+            }
+            r_action[dst] = age == 0 ? action[e] : ring_action[from];
+            r_reward[dst] = ret;
+            r_discount[dst] = discount;
+            r_priority[dst] = powf(*max_raw, alpha);
+        }
+    } else if (row < n_rows + n_envs) {
+        const long long e = row - n_rows;
+        const long long at = (long long)slot * n_envs + e;
+        for (long long d = threadIdx.x; d < n_obs; d += blockDim.x) {
+            ring_obs[at * n_obs + d] = obs[e * n_obs + d];
+        }
+        if (threadIdx.x == 0) {
+            ring_action[at] = action[e];
+            ring_reward[at] = reward[e];
+            pending[e] = open;
+        }
+    }
+}
+""",
+    "fx_nstep_add",
+)
+_NSTEP_ROWS: Final = 8  # rows per thread block of fx_nstep_add (a warp each)
+
+
+def nstep_add(
+    step: tuple[Any, Any, Any, Any],
+    window: tuple[Any, Any, Any, Any, Any],
+    shape: tuple[int, int, int, int, int, float],
+    storage: tuple[Any, Any, Any, Any, Any, Any],
+    max_raw: Any,
+    alpha: float,
+    pos: int,
+) -> None:
+    """One launch of fx_nstep_add (see above). `step`: this step's (obs, action, reward,
+    next_obs); `window`: the accumulator's (obs, action, reward, pending, gain); `shape`:
+    (open count after the step, window slot, k, first age, n_step, discount); `storage`: the
+    replay's (obs, next_obs, action, reward, discount, priority); all CuPy, contiguous,
+    float32 but int64 actions and pending."""
+    obs, action, reward, next_obs = step
+    ring_obs, ring_action, ring_reward, pending, gain = window
+    open_, slot, k, first, n, discount = shape
+    n_envs, n_obs = obs.shape
+    capacity = storage[0].shape[0]
+    rows = (k + 1) * n_envs
+    _nstep_add(
+        (-(-rows // _NSTEP_ROWS),),
+        (32, _NSTEP_ROWS),
+        (
+            obs, action, reward, next_obs, ring_obs, ring_action, ring_reward, pending,
+            np.int64(open_), gain, np.int64(n_envs), np.int64(n_obs), np.int32(n),
+            np.int32(slot), np.int32(k), np.int32(first), np.float32(discount), *storage,
+            max_raw, np.float32(alpha), np.int64(pos), np.int64(capacity),
+        ),
+    )  # fmt: skip
 
 
 def write_priorities(

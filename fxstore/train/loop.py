@@ -240,8 +240,9 @@ def _run_fold(
         epsilon = agent_config.epsilon(state.step)
         action = agent.act(obs, epsilon, act_rng)
         step = env.step(action)
-        done = nstep.push(obs, action, step.reward, step.done, step.obs, all_done=env.episode_ended)
-        replay.add(*done)
+        nstep.push_into(
+            replay, obs, action, step.reward, step.done, step.obs, all_done=env.episode_ended
+        )
         obs = step.obs
         state.step += 1
         if len(replay) >= max(config.learn_start, agent_config.batch_size):

@@ -207,15 +207,20 @@ class PrioritizedReplay:
             return
         keep = slice(max(n - self.capacity, 0), n)
         n_keep = keep.stop - keep.start
-        slots = (self._pos + xp.arange(n_keep)) % self.capacity
+        slots = (self._claim(n_keep) + xp.arange(n_keep)) % self.capacity
         self.obs[slots] = xp.asarray(obs[keep], dtype=xp.float32)
         self.next_obs[slots] = xp.asarray(next_obs[keep], dtype=xp.float32)
         self.action[slots] = xp.asarray(action[keep], dtype=xp.int64)
         self.reward[slots] = xp.asarray(reward[keep], dtype=xp.float32)
         self.discount[slots] = xp.asarray(discount[keep], dtype=xp.float32)
         self.priority[slots] = self._max_priority**self.alpha
-        self._pos = (self._pos + n_keep) % self.capacity
-        self._size = min(self._size + n_keep, self.capacity)
+
+    def _claim(self, n: int) -> int:
+        """Move the ring on by `n` (<= capacity) new transitions; return the first's slot."""
+        pos = self._pos
+        self._pos = (pos + n) % self.capacity
+        self._size = min(self._size + n, self.capacity)
+        return pos
 
     def sample(self, batch_size: int, beta: float, out: Batch | None = None) -> Batch:
         """Draw `batch_size` slots with probability P(i) = p_i / sum p (stratified).
@@ -498,11 +503,7 @@ class NStepAccumulator:
             reads the device once). The output is the same.
         """
         xp, n = self.xp, self.n_step
-        if obs.shape != (self.n_envs, self.n_obs) or next_obs.shape != obs.shape:
-            raise InvalidInputError(
-                f"`obs` and `next_obs` must have shape ({self.n_envs}, {self.n_obs}), were "
-                f"{tuple(obs.shape)} and {tuple(next_obs.shape)}."
-            )
+        self._check_obs(obs, next_obs)
         slot = self._t % n
         self._obs[slot] = obs
         self._action[slot] = action
@@ -534,15 +535,89 @@ class NStepAccumulator:
             next_obs=xp.asarray(next_obs, dtype=xp.float32)[env],
         )
 
+    def push_into(
+        self,
+        replay: PrioritizedReplay,
+        obs: Array,
+        action: Array,
+        reward: Array,
+        done: Array,
+        next_obs: Array,
+        *,
+        all_done: bool | None = None,
+    ) -> None:
+        """``replay.add(*self.push(...))`` (arguments as :meth:`push`), the same state after.
+
+        On CuPy, when every environment's window holds the same open steps and `all_done` is
+        given (the training loop's case), one kernel writes the completed transitions
+        straight into the replay's slots and this step into the window
+        (``fx_nstep_add`` in :mod:`fxstore.train._replay_kernels`): one launch where push
+        and add took about fifteen CuPy calls. Otherwise it is push, then add.
+        """
+        self._check_obs(obs, next_obs)
+        if all_done is None or not self._fusable(replay, obs, action, reward, next_obs):
+            replay.add(*self.push(obs, action, reward, done, next_obs, all_done=all_done))
+            return
+        from fxstore.train._replay_kernels import nstep_add
+
+        slot = self._t % self.n_step
+        self._t += 1
+        ages = self._uniform_ages(all_done)
+        k = len(ages)
+        discount = 0.0 if all_done else float(self._discount_n)
+        assert self._open is not None
+        nstep_add(
+            (obs, action, reward, next_obs),
+            (self._obs, self._action, self._reward, self._pending, self._gain),
+            (self._open, slot, k, ages[0] if ages else 0, self.n_step, discount),
+            (*replay._storage(), replay.priority),
+            replay.max_priority,
+            replay.alpha,
+            replay._claim(k * self.n_envs),
+        )
+
+    def _fusable(
+        self, replay: PrioritizedReplay, obs: Array, action: Array, reward: Array, next_obs: Array
+    ) -> bool:
+        """Whether :meth:`push_into` can run as one kernel (see there)."""
+        if self.xp is np or replay.xp is not self.xp or self._open is None:
+            return False
+        arrays = (obs, action, reward, next_obs, replay.max_priority)
+        dtypes = (np.float32, np.int64, np.float32, np.float32, np.float32)
+        return bool(
+            replay.n_obs == self.n_obs
+            and self.n_step * self.n_envs <= replay.capacity
+            and all(type(x).__module__.split(".")[0] == "cupy" for x in arrays)
+            and all(x.dtype == d for x, d in zip(arrays, dtypes, strict=True))
+            and action.shape == (self.n_envs,)
+            and reward.shape == (self.n_envs,)
+            and replay.max_priority.shape == ()
+            and all(x.flags.c_contiguous for x in arrays[:4])
+        )
+
+    def _check_obs(self, obs: Array, next_obs: Array) -> None:
+        if obs.shape != (self.n_envs, self.n_obs) or next_obs.shape != obs.shape:
+            raise InvalidInputError(
+                f"`obs` and `next_obs` must have shape ({self.n_envs}, {self.n_obs}), were "
+                f"{tuple(obs.shape)} and {tuple(next_obs.shape)}."
+            )
+
+    def _uniform_ages(self, all_done: bool) -> list[int]:
+        """The ages a push emits, oldest first, when every environment holds ``_open`` open
+        steps and its `done` is `all_done`; ``_open`` moves on to the count after it."""
+        n = self.n_step
+        assert self._open is not None
+        pending = self._open + 1  # open steps of every env, this one included
+        # all open ones at an episode's end, else the n-1 old one once the window is full
+        ages = list(range(pending - 1, -1, -1)) if all_done else [n - 1] * (pending == n)
+        self._open = 0 if all_done else min(pending, n - 1)
+        return ages
+
     def _push_uniform(self, slot: int, all_done: bool, next_obs: Array) -> Transitions:
         """:meth:`push`'s output when every environment's `done` is `all_done` and all hold
         the same number of open steps (``_open``, on the host): no device read."""
         xp, n = self.xp, self.n_step
-        assert self._open is not None
-        pending = self._open + 1  # open steps of every env, this one included
-        # ages emitted, oldest first: all open ones at an episode's end, else the n-1 old one
-        ages = list(range(pending - 1, -1, -1)) if all_done else [n - 1] * (pending == n)
-        self._open = 0 if all_done else min(pending, n - 1)
+        ages = self._uniform_ages(all_done)
         self._pending.fill(self._open)  # kept for state_dict: every env's count
         k = len(ages)
         by_age = self._indices((slot - np.arange(n)) % n)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -46,3 +47,29 @@ def test_train_cuda_resume_after_interrupt_equals_uninterrupted_run(store: Path)
     for a, b in zip(pnl_a, pnl_b, strict=True):
         np.testing.assert_array_equal(a, b)
     assert evals_a == evals_b
+
+
+def test_train_cuda_pushes_each_step_into_the_replay_in_one_kernel(
+    store: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The loop's environments start and end episodes together, so every n-step push goes
+    straight into the replay as one kernel (NStepAccumulator.push_into), never push + add."""
+    from fxstore.train import _replay_kernels
+    from fxstore.train.replay import PrioritizedReplay
+
+    calls = {"kernel": 0, "add": 0}
+    kernel, add = _replay_kernels.nstep_add, PrioritizedReplay.add
+
+    def counted_kernel(*args: Any) -> None:
+        calls["kernel"] += 1
+        kernel(*args)
+
+    def counted_add(self: PrioritizedReplay, *args: Any) -> None:
+        calls["add"] += 1
+        add(self, *args)
+
+    monkeypatch.setattr(_replay_kernels, "nstep_add", counted_kernel)
+    monkeypatch.setattr(PrioritizedReplay, "add", counted_add)
+    config = dataclasses.replace(GPU, env_steps=30, eval_every=30, max_folds=1)
+    train(config, store)
+    assert calls == {"kernel": 30, "add": 0}

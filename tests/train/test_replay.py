@@ -286,3 +286,32 @@ def test_sample_into_the_same_out_with_another_batch_size_is_refused() -> None:
     assert replay.sample(4, 0.4, out=out) is out  # checked, then remembered
     with pytest.raises(InvalidInputError, match=re.escape("of shape (5, 1)")):
         replay.sample(5, 0.4, out=out)
+
+
+def test_nstep_push_into_adds_what_push_returns() -> None:
+    """On numpy push_into is push then add: the same replay and the same windows after."""
+    accumulators = [NStepAccumulator(3, 3, 0.5, 2) for _ in range(2)]
+    replays = [PrioritizedReplay(7, 2, alpha=0.6, eps=1e-6) for _ in range(2)]  # ring wraps
+    rng = np.random.default_rng(4)
+    for t in range(9):
+        obs = rng.standard_normal((3, 2)).astype(np.float32)
+        action, reward = rng.integers(0, 3, 3), rng.standard_normal(3).astype(np.float32)
+        done = np.full(3, t % 4 == 3) if t < 6 else np.array([t % 2 == 0, False, False])
+        all_done = bool(done[0]) if t < 6 else None
+        args = (obs, action, reward, done, obs + 1.0)
+        replays[0].add(*accumulators[0].push(*args, all_done=all_done))
+        accumulators[1].push_into(replays[1], *args, all_done=all_done)
+    for a, b in ((x.state_dict(), y.state_dict()) for x, y in (accumulators, replays)):
+        assert a.keys() == b.keys()
+        for key in a:
+            np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+    assert len(replays[1]) == 7
+
+
+def test_nstep_push_into_wrong_obs_shape_raises_before_any_change() -> None:
+    accumulator = NStepAccumulator(2, 3, 0.5, 4)
+    replay = PrioritizedReplay(8, 4, alpha=0.6, eps=1e-6)
+    obs = np.zeros((2, 3), dtype=np.float32)
+    with pytest.raises(InvalidInputError, match=re.escape("must have shape (2, 4)")):
+        accumulator.push_into(replay, obs, np.zeros(2), np.zeros(2), np.zeros(2, bool), obs)
+    assert accumulator.state_dict()["t"] == 0 and len(replay) == 0

@@ -6,6 +6,8 @@ Every test here needs CuPy and a CUDA device; tests/train/conftest.py skips them
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -141,3 +143,103 @@ def test_priority_write_back_in_one_kernel_matches_cupy_expressions(
         assert fused_max.tobytes() == cupy_max.tobytes()
     if special == "no_new_max":
         assert fused_max == 1.0
+
+
+def _push_both(
+    steps: list[tuple[np.ndarray, ...]],
+    capacity: int,
+    *,
+    reward_dtype: type = np.float32,
+    raise_priority_at: int | None = None,
+) -> tuple[tuple[dict[str, np.ndarray], ...], int]:
+    """The windows' and replays' states after `steps` (obs, action, reward, done, all_done)
+    pushed by push + add and by push_into, both on CuPy; and how often the kernel ran."""
+    import cupy
+
+    from fxstore.train import _replay_kernels
+    from fxstore.train.replay import NStepAccumulator
+
+    calls = [0]
+    kernel = _replay_kernels.nstep_add
+
+    def counted(*args: object) -> None:
+        calls[0] += 1
+        kernel(*args)  # type: ignore[arg-type]
+
+    n_envs, n_obs = steps[0][0].shape
+    states = []
+    for fused in (False, True):
+        nstep = NStepAccumulator(n_envs, 3, 0.9, n_obs, xp=cupy)
+        replay = PrioritizedReplay(capacity, n_obs, alpha=0.6, eps=1e-6, xp=cupy, seed=1)
+        for t, (obs, action, reward, done, all_done) in enumerate(steps):
+            if t == raise_priority_at and len(replay):  # a larger max priority from here on
+                replay.update_priorities(cupy.arange(2), cupy.asarray([3.5, 0.2], cupy.float32))
+            args = [cupy.asarray(x) for x in (obs, action, reward.astype(reward_dtype), done)]
+            args.append(args[0] + 1.0)
+            flag = None if all_done is None else bool(all_done)
+            if fused:
+                _replay_kernels.nstep_add = counted  # type: ignore[assignment]
+                try:
+                    nstep.push_into(replay, *args, all_done=flag)
+                finally:
+                    _replay_kernels.nstep_add = kernel
+            else:
+                replay.add(*nstep.push(*args, all_done=flag))
+        states.append((nstep.state_dict(), replay.state_dict()))
+    return (*states[0], *states[1]), calls[0]
+
+
+def _episodes(
+    n_envs: int, n_steps: int, length: int, general_at: int | None = None
+) -> list[tuple[Any, ...]]:
+    """Steps of episodes of `length` that start and end together (all_done given), but at
+    step `general_at`, where one env's episode ends alone (all_done None: the general push)."""
+    rng = np.random.default_rng(8)
+    out = []
+    for t in range(n_steps):
+        obs = rng.standard_normal((n_envs, 5)).astype(np.float32)
+        action, reward = rng.integers(0, 5, n_envs), rng.standard_normal(n_envs)
+        ended = t % length == length - 1
+        done = np.full(n_envs, ended)
+        all_done: bool | None = ended
+        if t == general_at:
+            done[1], all_done = True, None
+        out.append((obs, action, reward, done, all_done))
+    return out
+
+
+@pytest.mark.parametrize(
+    ("capacity", "length", "general_at", "fused_calls"),
+    [
+        (500, 4, None, 14),  # the ring wraps; episodes end with 1, 2 and 3 open steps
+        (200, 2, None, 14),  # 2-step episodes: the window never fills
+        (500, 5, 6, 6),  # after a lone episode end only the general push is exact
+    ],
+)
+def test_push_into_one_kernel_equals_push_then_add(
+    capacity: int, length: int, general_at: int | None, fused_calls: int
+) -> None:
+    (before_nstep, before_replay, nstep, replay), calls = _push_both(
+        _episodes(40, 14, length, general_at), capacity, raise_priority_at=5
+    )
+    assert calls == fused_calls
+    for key in before_nstep:
+        np.testing.assert_array_equal(nstep[key], before_nstep[key], err_msg=key)
+    for key in before_replay:
+        if key == "reward":  # the return's products summed in the matmul's order, by fmaf
+            np.testing.assert_allclose(replay[key], before_replay[key], rtol=1e-6, atol=0)
+        else:
+            np.testing.assert_array_equal(replay[key], before_replay[key], err_msg=key)
+
+
+def test_push_into_falls_back_where_one_kernel_cannot_write_it() -> None:
+    """Rewards of another dtype, and windows larger than the replay: push, then add."""
+    steps = _episodes(40, 6, 4)
+    for capacity, dtype in ((500, np.float64), (100, np.float32)):  # 3 x 40 > 100
+        (before_nstep, before_replay, nstep, replay), calls = _push_both(
+            steps, capacity, reward_dtype=dtype
+        )
+        assert calls == 0
+        for before, after in ((before_nstep, nstep), (before_replay, replay)):
+            for key in before:
+                np.testing.assert_array_equal(after[key], before[key], err_msg=key)
