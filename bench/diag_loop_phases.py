@@ -10,9 +10,14 @@ per call, against the run's wall time. On a GPU the parts queue work without wai
 (but for the waits and evaluation), so a part's host time is what the host spends issuing
 it; where the parts' sum is close to the wall time, the host is the limit, not the GPU.
 
+With ``--sync`` each action first waits for the device, timed as its own part ("device
+backlog before act"): that is how far the GPU's queued work (the learner steps of the step
+before) runs behind the host. A large backlog means the GPU, not the host, sets the pace;
+without ``--sync`` that wait hides in whichever call finds CUDA's launch queue full.
+
 Run:  FXSTORE_BENCH_MACHINE=nvidia-h200 PYTHONPATH=. python bench/diag_loop_phases.py \
           --store S --profile bench/profiles/learn_gpu.toml [--max-folds 1] [--env-steps N]
-          [--name loop_phases]
+          [--sync] [--name loop_phases]
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ PARTS: list[tuple[str, Any, str]] = [
     ("act", Agent, "act"),
     ("environment step", VecEnv, "step"),
     ("n-step push", NStepAccumulator, "push"),
+    ("n-step push into the replay", NStepAccumulator, "push_into"),
     ("replay add", PrioritizedReplay, "add"),
     ("replay sample", PrioritizedReplay, "sample"),
     ("update", Agent, "update_async"),
@@ -48,6 +54,7 @@ PARTS: list[tuple[str, Any, str]] = [
     ("wait for the device", loop_module, "_sync"),
     ("checkpoint", loop_module, "_save"),
 ]
+PARTS = [part for part in PARTS if hasattr(part[1], part[2])]  # parts of older checkouts
 # the learner step as one object, where this checkout has it (issue 20's CUDA-graph step)
 try:
     _learner: Any = importlib.import_module("fxstore.train.learner")
@@ -83,16 +90,31 @@ class Timers:
 
 
 @contextmanager
-def timed_parts(timers: Timers) -> Iterator[None]:
-    """PARTS wrapped with `timers` for the duration (put back after)."""
+def timed_parts(timers: Timers, sync: bool = False) -> Iterator[None]:
+    """PARTS wrapped with `timers` for the duration (put back after); with `sync`, each
+    :meth:`Agent.act` first waits for the device, timed as "device backlog before act"."""
     saved = [(owner, name, getattr(owner, name)) for _, owner, name in PARTS]
     try:
+        if sync:
+            act = Agent.act
+            wait = timers.wrap("device backlog before act", _wait_for_device)
+
+            def act_after_wait(self: Agent, *args: Any, **kwargs: Any) -> Any:
+                wait(self.xp)
+                return act(self, *args, **kwargs)
+
+            Agent.act = act_after_wait  # type: ignore[method-assign]
         for part, owner, name in PARTS:
             setattr(owner, name, timers.wrap(part, getattr(owner, name)))
         yield
     finally:
         for owner, name, original in saved:
             setattr(owner, name, original)
+
+
+def _wait_for_device(xp: Any) -> None:
+    if xp.__name__ == "cupy":
+        xp.cuda.get_current_stream().synchronize()
 
 
 def main() -> None:
@@ -102,6 +124,7 @@ def main() -> None:
     parser.add_argument("--max-folds", type=int, default=None)
     parser.add_argument("--env-steps", type=int, default=None)
     parser.add_argument("--device", default=None)
+    parser.add_argument("--sync", action="store_true", help="wait for the device before act")
     parser.add_argument("--name", default="loop_phases")
     args = parser.parse_args()
     config = load_profile(args.profile)
@@ -117,7 +140,7 @@ def main() -> None:
     config = dataclasses.replace(config, **changes)
     timers = Timers()
     start = time.perf_counter()
-    with timed_parts(timers):
+    with timed_parts(timers, args.sync):
         loop_module.train(config, args.store)
     wall = time.perf_counter() - start
     parts = {
@@ -142,6 +165,7 @@ def main() -> None:
             "profile": config.profile,
             "config": config.to_json(),
             "wall_s": wall,
+            "sync_before_act": args.sync,
             "parts_s": timed,
             "parts": parts,
         },
