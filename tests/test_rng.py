@@ -7,7 +7,7 @@ import pytest
 
 from fxstore.rng import GOLDEN, MASK, TO_UNIT, UNIT_SHIFT, mix64, mix64_array, to_unit_array
 from fxstore.synth.rng import uniform_at
-from fxstore.train.rng import counter_base, derive_key, uniform
+from fxstore.train.rng import CounterRng, counter_base, derive_key, uniform
 
 KEYS = [0, 1, 0xDEADBEEF, MASK, 0x0123456789ABCDEF]
 
@@ -51,3 +51,17 @@ def test_draws_are_pinned_for_fixed_keys() -> None:
     assert derive_key(7, 1, 2) == 12733704797591452334
     assert uniform(np, 99, 3, 2).tolist() == [0.2596062359197363, 0.41683420123123216]
     assert uniform_at(np.uint64(0), 0) == 0.8833108082136426
+
+
+def test_counter_rng_next_bases_are_the_bases_of_its_next_calls() -> None:
+    """Agent.act's one-kernel path draws from next_bases(2): they must be the bases of the
+    random and integers calls it stands for, and count as those calls."""
+    drawn, fused = CounterRng(np, derive_key(3), 5), CounterRng(np, derive_key(3), 5)
+    explore, pick = drawn.random(40), drawn.integers(0, 7, 40)
+    bases = fused.next_bases(2)
+    assert fused.counter == drawn.counter == 7
+    again = [
+        [(mix64((b + i * GOLDEN) & MASK) >> UNIT_SHIFT) * TO_UNIT for i in range(40)] for b in bases
+    ]
+    assert explore.tolist() == again[0]
+    assert pick.tolist() == [min(int(u * 7), 6) for u in again[1]]

@@ -22,8 +22,7 @@ from typing import TYPE_CHECKING, Final, NamedTuple
 import cupy
 import numpy as np
 
-from fxstore.rng import GOLDEN, MUL1, MUL2
-from fxstore.train.rng import counter_base
+from fxstore.train.rng import CUDA_SOURCE, counter_base
 
 if TYPE_CHECKING:
     from fxstore.config import EnvConfig
@@ -39,24 +38,8 @@ _THREADS: Final = 128
 # leaves the env's next row and observed position in shared memory; after one barrier the
 # block writes its observation rows together (consecutive threads, consecutive floats).
 _SOURCE: Final = (
-    f"""
-typedef long long i64;
-typedef unsigned long long u64;
-
-#define GOLDEN 0x{GOLDEN:016X}ULL
-#define MIX1 0x{MUL1:016X}ULL
-#define MIX2 0x{MUL2:016X}ULL
-"""
+    CUDA_SOURCE
     + r"""
-// rng.uniform(xp, key, counter, n)[i], with base = key + GOLDEN * (counter << 32) (mod 2**64)
-__device__ __forceinline__ double fx_uniform(u64 base, u64 i) {
-    u64 z = i * GOLDEN + base;
-    z = (z ^ (z >> 30)) * MIX1;
-    z = (z ^ (z >> 27)) * MIX2;
-    z = z ^ (z >> 31);
-    return (double)(z >> 11) * (1.0 / 9007199254740992.0);  // top 53 bits * 2**-53: exact
-}
-
 // VecEnv._restart's start row of env i: lo + min(floor(u * span), span - 1)
 __device__ __forceinline__ i64 fx_start(u64 base, i64 i, i64 lo, i64 span) {
     const i64 draw = (i64)floor(fx_uniform(base, (u64)i) * (double)span);

@@ -47,6 +47,7 @@ from fxstore.train._ops import (
 from fxstore.train.checkpoint import check_state
 from fxstore.train.metrics import to_host
 from fxstore.train.replay import F32, I64, Array, Batch
+from fxstore.train.rng import CounterRng
 
 __all__ = ["Agent", "Batch", "RandomGenerator", "UpdateStats", "make_rng", "project_distribution"]
 
@@ -298,11 +299,20 @@ class Agent:
     def act(self, obs: F32, epsilon: float, rng: RandomGenerator) -> I64:
         """ε-greedy actions (n,) int64: greedy over :meth:`q_values`, uniform with prob ε.
 
-        `rng` is :func:`make_rng` of the agent's array module; each call draws ``n``
-        uniforms, then ``n`` integers, so a seed gives the same actions.
+        `rng` is :func:`make_rng` of the agent's array module or a
+        :class:`fxstore.train.rng.CounterRng`; each call draws ``n`` uniforms, then ``n``
+        integers, so a seed gives the same actions. On CuPy with a CounterRng (the training
+        loop's) the choice after the Q-values is one kernel with the same draws
+        (:mod:`fxstore.train._act_kernel`).
         """
         xp = self.xp
-        greedy = self.q_values(obs).argmax(axis=1)
+        q = self.q_values(obs)
+        if xp is not np and isinstance(rng, CounterRng) and q.strides[1] == q.itemsize:
+            from fxstore.train._act_kernel import epsilon_greedy
+
+            chosen: I64 = epsilon_greedy(q, epsilon, *rng.next_bases(2))
+            return chosen
+        greedy = q.argmax(axis=1)
         n = greedy.shape[0]
         explore = xp.less(rng.random(n), epsilon)
         random = rng.integers(0, self.n_actions, n)

@@ -114,22 +114,6 @@ class Progress:
     """Agents (seeds) trained per fold."""
 
 
-class _CounterRng:
-    """The generator calls :meth:`Agent.act` makes, as counter-based draws (state: one int)."""
-
-    def __init__(self, xp: ModuleType, key: int, counter: int = 0) -> None:
-        self.xp, self.key, self.counter = xp, key, counter
-
-    def random(self, size: int) -> npt.NDArray[np.float64]:
-        self.counter += 1
-        return crng.uniform(self.xp, self.key, self.counter, size)
-
-    def integers(self, low: int, high: int, size: int) -> npt.NDArray[np.int64]:
-        draws = self.random(size) * (high - low)
-        out: npt.NDArray[np.int64] = self.xp.minimum(draws.astype(self.xp.int64), high - low - 1)
-        return out + low
-
-
 @dataclass
 class _FoldState:
     """Everything a fold's loop carries from step to step besides the agent and replay."""
@@ -224,7 +208,7 @@ def _run_fold(
     nstep = NStepAccumulator(
         sizes["n_envs"], agent_config.n_step, agent_config.gamma, env.n_obs, xp=xp
     )
-    act_rng = _CounterRng(xp, crng.derive_key(config.seed, fold.index, _STREAM_ACT))
+    act_rng = crng.CounterRng(xp, crng.derive_key(config.seed, fold.index, _STREAM_ACT))
     learner = _Learner(agent, replay, nstep, env, act_rng)
     learn = LearnerStep(agent, replay, agent_config.batch_size)
     state = _FoldState()
@@ -362,7 +346,7 @@ class _Learner(NamedTuple):
     replay: PrioritizedReplay
     nstep: NStepAccumulator
     env: VecEnv
-    act_rng: _CounterRng
+    act_rng: crng.CounterRng
 
     def parts(self) -> dict[str, Agent | PrioritizedReplay | NStepAccumulator | VecEnv]:
         return {"agent": self.agent, "replay": self.replay, "nstep": self.nstep, "env": self.env}

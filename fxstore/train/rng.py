@@ -15,9 +15,34 @@ from types import ModuleType
 import numpy as np
 import numpy.typing as npt
 
-from fxstore.rng import GOLDEN, MASK, mix64, mix64_array, to_unit_array
+from fxstore.rng import GOLDEN, MASK, MUL1, MUL2, mix64, mix64_array, to_unit_array
 
-__all__ = ["counter_base", "derive_key", "uniform"]
+__all__ = ["CUDA_SOURCE", "CounterRng", "counter_base", "derive_key", "uniform"]
+
+#: :func:`uniform` in CUDA C, bit for bit: ``fx_uniform(counter_base(key, counter), i)`` is
+#: ``uniform(xp, key, counter, n)[i]`` (with the ``i64``/``u64`` typedefs; the GPU kernels
+#: that draw, in :mod:`fxstore.train._env_kernels` and :mod:`fxstore.train._act_kernel`,
+#: start from it).
+CUDA_SOURCE = (
+    f"""
+typedef long long i64;
+typedef unsigned long long u64;
+
+#define GOLDEN 0x{GOLDEN:016X}ULL
+#define MIX1 0x{MUL1:016X}ULL
+#define MIX2 0x{MUL2:016X}ULL
+"""
+    + r"""
+// rng.uniform(xp, key, counter, n)[i], with base = key + GOLDEN * (counter << 32) (mod 2**64)
+__device__ __forceinline__ double fx_uniform(u64 base, u64 i) {
+    u64 z = i * GOLDEN + base;
+    z = (z ^ (z >> 30)) * MIX1;
+    z = (z ^ (z >> 27)) * MIX2;
+    z = z ^ (z >> 31);
+    return (double)(z >> 11) * (1.0 / 9007199254740992.0);  // top 53 bits * 2**-53: exact
+}
+"""
+)
 
 
 def derive_key(seed: int, *streams: int) -> int:
@@ -43,3 +68,30 @@ def uniform(xp: ModuleType, key: int, counter: int, n: int) -> npt.NDArray[np.fl
     with np.errstate(over="ignore"):
         z = xp.arange(n, dtype=xp.uint64) * xp.uint64(GOLDEN) + xp.uint64(base)
     return to_unit_array(xp, mix64_array(xp, z))
+
+
+class CounterRng:
+    """The generator calls :meth:`fxstore.train.agent.Agent.act` makes (``random``, then
+    ``integers``), as counter-based draws of one key: its state is one int, the calls so far.
+
+    Call c draws ``uniform(xp, key, c, n)``. On CuPy ``Agent.act`` makes its two calls in one
+    kernel, taking their bases from :meth:`next_bases`: the same draws.
+    """
+
+    def __init__(self, xp: ModuleType, key: int, counter: int = 0) -> None:
+        self.xp, self.key, self.counter = xp, key, counter
+
+    def random(self, size: int) -> npt.NDArray[np.float64]:
+        self.counter += 1
+        return uniform(self.xp, self.key, self.counter, size)
+
+    def integers(self, low: int, high: int, size: int) -> npt.NDArray[np.int64]:
+        draws = self.random(size) * (high - low)
+        out: npt.NDArray[np.int64] = self.xp.minimum(draws.astype(self.xp.int64), high - low - 1)
+        return out + low
+
+    def next_bases(self, calls: int) -> list[int]:
+        """The :func:`counter_base` of the next `calls` calls, counted as made."""
+        bases = [counter_base(self.key, self.counter + c + 1) for c in range(calls)]
+        self.counter += calls
+        return bases

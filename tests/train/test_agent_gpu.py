@@ -15,6 +15,7 @@ from fxstore.config import AgentConfig
 from fxstore.errors import TrainingDivergedError
 from fxstore.train.agent import Agent, make_rng
 from fxstore.train.replay import Batch, NStepAccumulator, PrioritizedReplay
+from fxstore.train.rng import CounterRng
 from tests.train.test_agent import make_batch
 
 pytestmark = pytest.mark.gpu
@@ -328,3 +329,52 @@ def test_grad_matmul_splits_the_batch_and_matches_numpy(tf32: bool) -> None:
     tol = 1e-4 if not tf32 else 2e-2
     np.testing.assert_allclose(runs[0], want, rtol=tol, atol=tol * np.sqrt(rows))
     np.testing.assert_array_equal(runs[0], runs[1])
+
+
+class _Delegating:
+    """A generator with CounterRng's draws that is not one: Agent.act's generic path."""
+
+    def __init__(self, rng: CounterRng) -> None:
+        self.rng = rng
+
+    def random(self, size: int) -> object:
+        return self.rng.random(size)
+
+    def integers(self, low: int, high: int, size: int) -> object:
+        return self.rng.integers(low, high, size)
+
+
+@pytest.mark.parametrize("epsilon", [0.0, 0.3, 1.0])
+def test_act_in_one_kernel_equals_the_generic_path(epsilon: float) -> None:
+    """Agent.act with the loop's CounterRng on CuPy (one kernel after the Q-values) gives the
+    generic path's actions bit for bit, and counts the same two calls."""
+    import cupy
+
+    from fxstore.train.rng import derive_key
+
+    agent = Agent(CONFIG, 6, 5, xp=cupy)
+    obs = cupy.random.default_rng(4).standard_normal((3000, 6), dtype=cupy.float32)
+    fused, generic = CounterRng(cupy, derive_key(1), 9), CounterRng(cupy, derive_key(1), 9)
+    for _ in range(3):
+        got = agent.act(obs, epsilon, fused)
+        want = agent.act(obs, epsilon, _Delegating(generic))  # type: ignore[arg-type]
+        assert got.dtype == cupy.int64
+        np.testing.assert_array_equal(cupy.asnumpy(got), cupy.asnumpy(want))
+    assert fused.counter == generic.counter == 15
+
+
+def test_act_in_one_kernel_breaks_ties_and_nans_as_numpy_argmax() -> None:
+    """Equal Q-values pick the first action; a NaN Q counts as the largest (numpy's argmax)."""
+    import cupy
+
+    from fxstore.train import _act_kernel
+
+    q = np.array(
+        [[1.0, 3.0, 3.0], [2.0, 2.0, 2.0], [0.0, np.nan, 5.0], [np.nan, 9.0, np.nan],
+         [-1.0, -2.0, np.nan]],
+        dtype=np.float32,
+    )  # fmt: skip
+    padded = cupy.zeros((5, 4), dtype=cupy.float32)  # rows of a wider array, as q_values'
+    padded[:, :3] = cupy.asarray(q)
+    got = _act_kernel.epsilon_greedy(padded[:, :3], 0.0, 0, 0)
+    assert cupy.asnumpy(got).tolist() == np.argmax(q, axis=1).tolist() == [1, 0, 1, 0, 2]
