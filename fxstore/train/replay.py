@@ -107,13 +107,18 @@ def _targets(out: Batch) -> tuple[Array, Array, Array, Array, Array, Array, Arra
     )  # fmt: skip
 
 
+def _all_cupy(arrays: tuple[Array, ...]) -> bool:
+    """Whether every array is a CuPy array (checked without importing CuPy)."""
+    return all(type(x).__module__.split(".")[0] == "cupy" for x in arrays)
+
+
 def _fused_write(index: Array, priority: Array, max_priority: Array) -> bool:
     """Whether CuPy's priority write-back can run as one kernel: CuPy arrays of contiguous
     int64 slots and float32 priorities of one length, and the running maximum a float32 0-d
     one (updated in place)."""
     arrays = (index, priority, max_priority)
     return bool(
-        all(type(x).__module__.split(".")[0] == "cupy" for x in arrays)
+        _all_cupy(arrays)
         and index.dtype == np.int64
         and priority.dtype == np.float32
         and max_priority.dtype == np.float32
@@ -587,7 +592,7 @@ class NStepAccumulator:
         return bool(
             replay.n_obs == self.n_obs
             and self.n_step * self.n_envs <= replay.capacity
-            and all(type(x).__module__.split(".")[0] == "cupy" for x in arrays)
+            and _all_cupy(arrays)
             and all(x.dtype == d for x, d in zip(arrays, dtypes, strict=True))
             and action.shape == (self.n_envs,)
             and reward.shape == (self.n_envs,)

@@ -315,3 +315,12 @@ def test_nstep_push_into_wrong_obs_shape_raises_before_any_change() -> None:
     with pytest.raises(InvalidInputError, match=re.escape("must have shape (2, 4)")):
         accumulator.push_into(replay, obs, np.zeros(2), np.zeros(2), np.zeros(2, bool), obs)
     assert accumulator.state_dict()["t"] == 0 and len(replay) == 0
+
+
+def test_one_kernel_paths_are_taken_for_cupy_arrays_only() -> None:
+    """The CuPy-only kernels (write-back, push_into) check arrays' module, not an import."""
+    from fxstore.train.replay import _all_cupy
+
+    fake = type("ndarray", (), {"__module__": "cupy._core.core"})()
+    assert _all_cupy((fake, fake))
+    assert not _all_cupy((fake, np.zeros(2)))
