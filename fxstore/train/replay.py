@@ -354,7 +354,7 @@ class PrioritizedReplay:
         network), so it does not matter which write lands.
         """
         xp = self.xp
-        if xp is not np and _fused_write(index, priority, self._max_priority):
+        if fused_write_back(self, index, priority):
             from fxstore.train._replay_kernels import write_priorities
 
             write_priorities(
