@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import platform
@@ -11,6 +12,10 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from fxstore.config import TrainConfig
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -32,6 +37,15 @@ def machine() -> dict[str, object]:
         "logical_cpus": os.cpu_count(),
         "python": sys.version.split()[0],
     }
+
+
+def profile_config(profile: str, **overrides: object) -> TrainConfig:
+    """The TrainConfig of `profile` (a built-in name or a TOML file path) with `overrides`
+    applied, but for those that are None (a bench's flags left unset)."""
+    from fxstore.train.profiles import load_profile
+
+    changes = {key: value for key, value in overrides.items() if value is not None}
+    return dataclasses.replace(load_profile(profile), **changes)  # type: ignore[arg-type]
 
 
 def median_seconds(func: Callable[[], object], repeat: int) -> tuple[float, list[float]]:

@@ -33,19 +33,17 @@ wall time of each and its ratio to one GPU's (issue 23's target on the 9-fold ye
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import time
 from pathlib import Path
 
-from _common import write_result
+from _common import profile_config, write_result
 
 from fxstore import gpus
 from fxstore.config import TrainConfig
 from fxstore.errors import InvalidInputError
 from fxstore.train.backtest import BacktestResult
 from fxstore.train.loop import train
-from fxstore.train.profiles import load_profile
 from fxstore.train.runs import RunFolder
 
 
@@ -62,11 +60,7 @@ def main() -> None:
         help="GPU counts to train each store with, comma-separated (1: the serial loop)",
     )
     args = parser.parse_args()
-    config = load_profile(args.profile)
-    if args.env_steps is not None:
-        config = dataclasses.replace(config, env_steps=args.env_steps)
-    if args.device is not None:
-        config = dataclasses.replace(config, device=args.device)
+    config = profile_config(args.profile, env_steps=args.env_steps, device=args.device)
     counts = [int(n) for n in args.gpus.split(",")]
     visible = gpus.visible_gpus(os.environ.get("CUDA_VISIBLE_DEVICES"))
     try:

@@ -17,7 +17,6 @@ Run:  FXSTORE_BENCH_MACHINE=nvidia-h200 PYTHONPATH=. python bench/diag_compile.p
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import functools
 import os
 import re
@@ -27,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from _common import write_result
+from _common import profile_config, write_result
 
 _KERNEL = re.compile(r"__global__\s+(?:__launch_bounds__\([^)]*\)\s+)?void\s+(\w+)")
 
@@ -91,18 +90,13 @@ def main() -> None:
     import cupy.cuda.compiler as compiler
 
     import fxstore.train.loop as loop_module
-    from fxstore.train.profiles import load_profile
 
     compiles: list[dict[str, Any]] = []
     depth = [0]
     wrapped = [name for name in _ENTRY_POINTS if callable(getattr(compiler, name, None))]
     for name in wrapped:
         setattr(compiler, name, _wrap(compiles, depth, name, getattr(compiler, name)))
-    config = load_profile(args.profile)
-    changes = {"max_folds": args.max_folds}
-    if args.env_steps is not None:
-        changes["env_steps"] = args.env_steps
-    config = dataclasses.replace(config, **changes)
+    config = profile_config(args.profile, max_folds=args.max_folds, env_steps=args.env_steps)
     start = time.perf_counter()
     loop_module.train(config, args.store)
     wall = time.perf_counter() - start

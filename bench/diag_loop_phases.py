@@ -23,7 +23,6 @@ Run:  FXSTORE_BENCH_MACHINE=nvidia-h200 PYTHONPATH=. python bench/diag_loop_phas
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import functools
 import importlib
 import time
@@ -32,11 +31,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from _common import write_result
+from _common import profile_config, write_result
 
 import fxstore.train.loop as loop_module
 from fxstore.train.agent import Agent
-from fxstore.train.profiles import load_profile
 from fxstore.train.replay import NStepAccumulator, PrioritizedReplay
 from fxstore.train.vecenv import VecEnv
 
@@ -127,17 +125,9 @@ def main() -> None:
     parser.add_argument("--sync", action="store_true", help="wait for the device before act")
     parser.add_argument("--name", default="loop_phases")
     args = parser.parse_args()
-    config = load_profile(args.profile)
-    changes: dict[str, Any] = {
-        key: value
-        for key, value in (
-            ("max_folds", args.max_folds),
-            ("env_steps", args.env_steps),
-            ("device", args.device),
-        )
-        if value is not None
-    }
-    config = dataclasses.replace(config, **changes)
+    config = profile_config(
+        args.profile, max_folds=args.max_folds, env_steps=args.env_steps, device=args.device
+    )
     timers = Timers()
     start = time.perf_counter()
     with timed_parts(timers, args.sync):
