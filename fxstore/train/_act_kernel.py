@@ -2,13 +2,13 @@
 
 Only :meth:`Agent.act` imports this module, and only for CuPy Q-values and a counter-based
 generator (the training loop's): it imports CuPy at import time. The generic path takes
-about fifteen CuPy calls a step (an argmax, two counter draws of
-:func:`fxstore.train.rng.uniform` of ~6 calls each, a compare, a scale and clamp, a select):
-on the H200 the host spent ~1.1 ms a step issuing an action at 4,096 environments
-(``bench/diag_loop_phases.py --sync``). One thread per environment does it here with the same
-draws, bit for bit: the greedy action is the first largest Q (a NaN counting as largest, as
-numpy's argmax), and with probability ε (draw i of ``counter`` < ε) the action is draw i of
-``counter + 1`` scaled to the actions and clamped, as ``integers(0, n_actions, n)``.
+about 36 CuPy calls a step, counted from the code (an argmax; two counter draws of
+:func:`fxstore.train.rng.uniform`, 14 calls each; a compare; a scale, cast, clamp and shift;
+a select and a cast): on the H200 the host spent ~1.1 ms a step issuing an action at 4,096
+environments (``bench/diag_loop_phases.py --sync``). One thread per environment does it here
+with the same draws, bit for bit: the greedy action is the first largest Q (a NaN counting as
+largest, as numpy's argmax), and with probability ε (draw i of ``counter`` < ε) the action is
+draw i of ``counter + 1`` scaled to the actions and clamped, as ``integers(0, n_actions, n)``.
 """
 
 from __future__ import annotations

@@ -213,7 +213,7 @@ extern "C" __global__ void fx_write_priorities(const long long* __restrict__ ind
 
 
 # NStepAccumulator.push_into's case where every environment's window holds the same open
-# steps, in one launch (it was ~15 CuPy calls across push and PrioritizedReplay.add). Rows
+# steps, in one launch (it was ~25 CuPy calls across push and PrioritizedReplay.add). Rows
 # 0 .. k*n_envs-1 are the completed transitions, env-major and oldest first (row = env * k
 # + j, the start `first - j` steps old), written to replay slot (pos + row) % capacity at
 # priority max_raw ** alpha (powf, as CuPy's float32 power); their return is
