@@ -45,12 +45,57 @@ DEFAULT_EPILOGUES: Final = frozenset({EPILOGUE_RELU_BIAS})
 _relu_grad = cupy.ElementwiseKernel(
     "float32 h", "float32 d", "if (h <= 0.0f) d = 0.0f", "fx_relu_grad"
 )
-_total = cupy.ReductionKernel(
-    "float32 x", "float64 y", "(double)x", "a + b", "y = a", "0", "fx_total"
+# The float64 sum (or sum of squares) of a float32 vector in two launches of a fixed order:
+# pass 1 has each of `blocks` thread blocks sum a grid-strided share and then its threads'
+# sums as a tree; pass 2 sums the blocks' in one block, as a tree. No CUB: CuPy's
+# ReductionKernel compiled CUB's headers into each pass, 1.4 s a pass on a machine's first
+# run (`bench/diag_compile.py`, bench/results/compile_cold_1fold.json).
+_SUM64_THREADS: Final = 256
+_SUM64_MAX_BLOCKS: Final = 1024
+_sum64_module = cupy.RawModule(
+    code=r"""
+#define THREADS 256
+
+__device__ void fx_tree(double* s) {
+    __syncthreads();
+    for (int w = THREADS / 2; w > 0; w >>= 1) {
+        if (threadIdx.x < w) s[threadIdx.x] += s[threadIdx.x + w];
+        __syncthreads();
+    }
+}
+
+extern "C" __global__ void fx_sum64_pass1(const float* __restrict__ x, long long n, int square,
+                                          double* __restrict__ partial) {
+    __shared__ double s[THREADS];
+    const long long stride = (long long)gridDim.x * THREADS;
+    double acc = 0.0;
+    for (long long i = (long long)blockIdx.x * THREADS + threadIdx.x; i < n; i += stride) {
+        const double v = (double)x[i];
+        acc += square ? v * v : v;
+    }
+    s[threadIdx.x] = acc;
+    fx_tree(s);
+    if (threadIdx.x == 0) partial[blockIdx.x] = s[0];
+}
+
+extern "C" __global__ void fx_sum64_pass2(const double* __restrict__ partial, int blocks,
+                                          double* __restrict__ out) {
+    __shared__ double s[THREADS];
+    double acc = 0.0;
+    for (int i = threadIdx.x; i < blocks; i += THREADS) acc += partial[i];
+    s[threadIdx.x] = acc;
+    fx_tree(s);
+    if (threadIdx.x == 0) *out = s[0];
+}
+"""
 )
-_sum_squares = cupy.ReductionKernel(
-    "float32 x", "float64 y", "(double)x * (double)x", "a + b", "y = a", "0", "fx_sum_squares"
-)
+
+
+@functools.cache
+def _sum64(name: str) -> Any:
+    return _sum64_module.get_function(name)
+
+
 # `step` is _ops.STEP_SCALARS on the device: clip factor, bias corrections, tau, apply.
 _adam = cupy.ElementwiseKernel(
     "float32 g, raw float32 step, float32 beta1, float32 omb1, float32 beta2, float32 omb2, "
@@ -604,6 +649,7 @@ class CupyOps:
         self._ones_cache: F32 = cupy.ones(0, dtype=cupy.float32)
         self._partials: F32 = cupy.empty(0, dtype=cupy.float32)
         self._split_scratch: F32 = cupy.empty(0, dtype=cupy.float32)
+        self._sum_scratch = cupy.empty(_SUM64_MAX_BLOCKS, dtype=cupy.float64)
         self._sms = int(cupy.cuda.Device().attributes["MultiProcessorCount"])
         self._tf32 = tf32
         self._blas = Cublas(tf32=tf32)
@@ -745,10 +791,22 @@ class CupyOps:
         self._blas.gemm(self._ones(x.shape[0])[None, :], x, out[None, :])
 
     def sum_squares(self, x: F32, out: F32) -> None:
-        _sum_squares(x, out=out)
+        self._sum64(x, out, square=True)
 
     def total(self, x: F32, out: F32) -> None:
-        _total(x, out=out)
+        self._sum64(x, out, square=False)
+
+    def _sum64(self, x: F32, out: Any, *, square: bool) -> None:
+        """``out`` (a float64 0-d array) = the float64 sum of `x`'s values (or of their
+        squares), in an order fixed by `x`'s size."""
+        x = cupy.ascontiguousarray(x)
+        n = x.size
+        blocks = max(1, min(_SUM64_MAX_BLOCKS, -(-n // (_SUM64_THREADS * 4))))
+        partial = self._sum_scratch
+        _sum64("fx_sum64_pass1")(
+            (blocks,), (_SUM64_THREADS,), (x, np.int64(n), np.int32(square), partial)
+        )
+        _sum64("fx_sum64_pass2")((1,), (_SUM64_THREADS,), (partial, np.int32(blocks), out))
 
     def q_values(self, head: F32, bias: F32, support: F32) -> F32:
         rows, width = head.shape

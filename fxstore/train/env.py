@@ -37,7 +37,7 @@ from fxstore.config import EnvConfig
 from fxstore.errors import InvalidInputError, SchemaError
 from fxstore.fxcache import REDO
 from fxstore.market.master import ROOTS
-from fxstore.train.metrics import array_module, to_host
+from fxstore.train.metrics import all_finite, array_module, to_host
 
 if TYPE_CHECKING:
     from fxstore.train.loader import FxCacheView
@@ -320,7 +320,7 @@ def evaluate_positions(
     target = xp.asarray(positions, dtype=xp.float64)
     if target.shape != (hi - lo,):
         raise InvalidInputError(f"`positions` must have shape ({hi - lo},), was {target.shape}.")
-    if not bool(xp.isfinite(target).all()):
+    if not all_finite(target):
         raise InvalidInputError("`positions` holds NaN or inf; every row needs a position.")
     costs = _costs(market, config, spec)
     target = target.copy()

@@ -37,6 +37,7 @@ from fxstore.train.significance import probabilistic_sharpe_ratio, return_moment
 
 __all__ = [
     "BacktestMetrics",
+    "all_finite",
     "array_module",
     "bootstrap_sharpe_ci",
     "compute_metrics",
@@ -83,6 +84,15 @@ def to_host(x: npt.NDArray[_G], *, copy: bool = False) -> npt.NDArray[_G]:
     if get is not None and not isinstance(x, np.ndarray):
         return np.asarray(get())
     return np.array(x, copy=True) if copy else np.asarray(x)
+
+
+def all_finite(x: npt.NDArray[np.floating]) -> bool:
+    """Whether every value of `x` is finite, checked on the host (a CuPy array is copied).
+
+    CuPy's own ``isfinite(x).all()`` compiles a CUB reduction the first time on a machine,
+    about 1.4 s a pass and dtype on the H200 (`bench/diag_compile.py`), for checks of a few
+    thousand values that copy in microseconds."""
+    return bool(np.isfinite(to_host(x)).all())
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,7 +168,7 @@ def _check_inputs(
             raise InvalidInputError(
                 f"`{name}` must have the shape of `pnl` {pnl.shape}, had {arr.shape}."
             )
-    if not bool(xp.isfinite(pnl).all()):
+    if not all_finite(pnl):
         raise InvalidInputError("`pnl` holds NaN or inf; every bar needs a finite PnL.")
     if bool((xp.diff(trading_day) < 0).any()):
         raise InvalidInputError("`trading_day` must be non-decreasing (bars in time order).")

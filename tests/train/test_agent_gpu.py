@@ -378,3 +378,24 @@ def test_act_in_one_kernel_breaks_ties_and_nans_as_numpy_argmax() -> None:
     padded[:, :3] = cupy.asarray(q)
     got = _act_kernel.epsilon_greedy(padded[:, :3], 0.0, 0, 0)
     assert cupy.asnumpy(got).tolist() == np.argmax(q, axis=1).tolist() == [1, 0, 1, 0, 2]
+
+
+@pytest.mark.parametrize("n", [0, 1, 1000, 16_384, 300_001])
+def test_update_sums_are_float64_sums_in_a_fixed_order(n: int) -> None:
+    """CupyOps.total and sum_squares (the loss total and the gradient norm, without CUB):
+    the float64 sums of the values (and of their squares), the same bits on every call."""
+    import cupy
+
+    from fxstore.train._gpu_kernels import CupyOps
+
+    ops = CupyOps()
+    x = np.random.default_rng(n).standard_normal(n).astype(np.float32) * 3.0
+    got = []
+    for _ in range(2):
+        out = cupy.zeros(2, dtype=cupy.float64)
+        ops.total(cupy.asarray(x), out[0:1].reshape(()))
+        ops.sum_squares(cupy.asarray(x), out[1:2].reshape(()))
+        got.append(cupy.asnumpy(out))
+    wide = x.astype(np.float64)
+    np.testing.assert_allclose(got[0], [wide.sum(), (wide * wide).sum()], rtol=1e-12, atol=1e-9)
+    assert got[0].tolist() == got[1].tolist()
