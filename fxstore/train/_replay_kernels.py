@@ -33,6 +33,7 @@ the replay, :meth:`fxstore.train.replay.NStepAccumulator.push_into`).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Final
 
 import cupy
@@ -326,6 +327,28 @@ def write_priorities(
     )
 
 
+@dataclass(slots=True)
+class _Staging:
+    """The uniforms of draws of one batch size: a ring of pinned host buffers (each with the
+    event of its last copy), their device copy, and the sampled priorities."""
+
+    ring: list[tuple[Any, Any, Any]]
+    params: Any
+    sampled_p: Any
+    next: int = 0
+
+    @classmethod
+    def make(cls, batch: int) -> _Staging:
+        ring = []
+        for _ in range(_RING):
+            mem = cupy.cuda.alloc_pinned_memory((batch + 2) * 8)
+            view = np.frombuffer(mem, dtype=np.float64, count=batch + 2)
+            # an event not recorded yet: synchronize() returns at once
+            ring.append((mem, view, cupy.cuda.Event(block=False, disable_timing=True)))
+        params = cupy.empty(batch + 2, dtype=cupy.float64)
+        return cls(ring, params, cupy.empty(batch, dtype=cupy.float32))
+
+
 class DeviceSampler:
     """Sampling state of one replay on the GPU: the prefix sums, the pinned uniform ring.
 
@@ -340,10 +363,9 @@ class DeviceSampler:
         self._capacity = capacity
         self._prefix = cupy.zeros(self._nb, dtype=cupy.float64)
         self._min_bits = cupy.empty(1, dtype=cupy.uint32)  # the batch's smallest priority
-        self._ring: list[tuple[Any, Any, Any]] = []  # (pinned memory, host view, event)
-        self._device_params: Any = None
-        self._sampled_p: Any = None
-        self._next = 0
+        # per batch size, kept for the sampler's life: a CUDA graph that captured a launch
+        # holds these buffers' addresses, so another batch size must not replace them
+        self._staging: dict[int, _Staging] = {}
         # fetched once: RawModule.get_function looks the kernel up anew on every call
         self._block_sums, self._scan, self._sample, self._weights = (
             _module.get_function(name)
@@ -351,23 +373,14 @@ class DeviceSampler:
         )
 
     def _free_slot(self, batch: int) -> tuple[Any, Any, Any]:
-        """The next ring slot's (pinned memory, host view, event), once its last copy ran
-        (the ring and the device params buffer made anew for another batch size)."""
-        if self._device_params is None or self._device_params.shape[0] != batch + 2:
-            cupy.cuda.get_current_stream().synchronize()
-            self._ring = []
-            for _ in range(_RING):
-                mem = cupy.cuda.alloc_pinned_memory((batch + 2) * 8)
-                view = np.frombuffer(mem, dtype=np.float64, count=batch + 2)
-                # an event not recorded yet: synchronize() returns at once
-                event = cupy.cuda.Event(block=False, disable_timing=True)
-                self._ring.append((mem, view, event))
-            self._device_params = cupy.empty(batch + 2, dtype=cupy.float64)
-            self._sampled_p = cupy.empty(batch, dtype=cupy.float32)
-            self._next = 0
-        slot = self._ring[self._next]
+        """The next ring slot of `batch` strata (pinned memory, host view, event), once its
+        last copy ran; the first draw of a batch size makes its ring and device buffers."""
+        staging = self._staging.get(batch)
+        if staging is None:
+            staging = self._staging[batch] = _Staging.make(batch)
+        slot = staging.ring[staging.next]
         slot[2].synchronize()  # its last copy ran: the host may overwrite it
-        self._next = (self._next + 1) % _RING
+        staging.next = (staging.next + 1) % _RING
         return slot
 
     def sample(
@@ -398,7 +411,8 @@ class DeviceSampler:
         view[0], view[1] = float(size), float(beta)
         view[2:] = strata
         stream = cupy.cuda.get_current_stream()
-        self._device_params.data.copy_from_host_async(mem.ptr, (batch + 2) * 8, stream)
+        params = self._staging[batch].params
+        params.data.copy_from_host_async(mem.ptr, (batch + 2) * 8, stream)
         event.record(stream)
 
     def launch(
@@ -411,8 +425,10 @@ class DeviceSampler:
         """The device's part of :meth:`sample`, for the last :meth:`stage` of `batch`
         strata: four kernels, no host work that depends on the data (a CUDA graph may
         capture them: they read the staged values from the device)."""
-        if self._device_params is None or self._device_params.shape[0] != batch + 2:
+        staging = self._staging.get(batch)
+        if staging is None:
             raise ValueError(f"launch of {batch} strata without a stage of as many")
+        params, sampled_p = staging.params, staging.sampled_p
         nb = np.int64(self._nb)
         self._block_sums(
             (self._nb,), (_THREADS,), (priority, np.int64(self._capacity), self._prefix)
@@ -429,7 +445,7 @@ class DeviceSampler:
                 np.int64(self._capacity),
                 self._prefix,
                 nb,
-                self._device_params,
+                params,
                 np.int64(batch),
                 np.int32(obs.shape[1]),
                 np.int64(o_obs.strides[0] // o_obs.itemsize),
@@ -444,7 +460,7 @@ class DeviceSampler:
                 o_reward,
                 o_discount,
                 o_index,
-                self._sampled_p,
+                sampled_p,
                 self._min_bits,
             ),
         )
@@ -452,11 +468,11 @@ class DeviceSampler:
             (-(-batch // _THREADS),),
             (_THREADS,),
             (
-                self._sampled_p,
+                sampled_p,
                 self._min_bits,
                 self._prefix,
                 nb,
-                self._device_params,
+                params,
                 np.int64(batch),
                 o_weight,
             ),
