@@ -38,7 +38,9 @@ class LearnerStep:
     def __init__(self, agent: Agent, replay: PrioritizedReplay, batch_size: int) -> None:
         self._agent, self._replay, self._batch_size = agent, replay, batch_size
         self._graph: Callable[[], None] | None = None
-        self._key: tuple[int, int, int] | None = None
+        # the buffers the graph was captured on, held (not their id()s: a freed object's id
+        # may be reused by the next one, and a graph must not replay on freed buffers)
+        self._captured: tuple[object, ...] = ()
         self.graphed = False
         """Whether the last step ran as one CUDA graph."""
 
@@ -49,8 +51,10 @@ class LearnerStep:
             self._separate(inputs, beta)
             return
         replay.stage_sample(size, beta, inputs)
-        key = (id(inputs), id(replay.priority), id(replay.max_priority))
-        if self._key != key:
+        key = (inputs, replay.priority, replay.max_priority)
+        if len(key) != len(self._captured) or any(
+            a is not b for a, b in zip(key, self._captured, strict=True)
+        ):
             self._graph = None
             if fused_write_back(replay, inputs.index, agent.priority_buffer(size)):
                 self._graph = agent.capture_with(
@@ -59,7 +63,7 @@ class LearnerStep:
                     lambda priority: replay.update_priorities(inputs.index, priority),
                     (replay.priority, replay.max_priority),
                 )
-            self._key = key
+            self._captured = key
             logger.debug("learner step %s", "captured" if self._graph else "not captured")
         if self._graph is None:
             replay.launch_sample(size, inputs)
