@@ -147,11 +147,11 @@ class Cublas:
         (m, k), (k2, n) = a.shape, b.shape
         if k != k2 or out.shape != (m, n):
             raise ValueError(f"GEMM shapes {a.shape} @ {b.shape} -> {out.shape} do not agree")
+        if m == 0 or n == 0:  # an empty output (CuPy gives it strides 0): nothing to do
+            return
         op_c, ldc = _operand(out)
         if op_c != _OP_N:
             raise ValueError(f"GEMM output of strides {out.strides} is not row-major")
-        if m == 0 or n == 0:
-            return
         if k == 0:
             out.fill(0)
             return

@@ -399,3 +399,19 @@ def test_update_sums_are_float64_sums_in_a_fixed_order(n: int) -> None:
     wide = x.astype(np.float64)
     np.testing.assert_allclose(got[0], [wide.sum(), (wide * wide).sum()], rtol=1e-12, atol=1e-9)
     assert got[0].tolist() == got[1].tolist()
+
+
+def test_matmul_of_empty_operands() -> None:
+    """Empty products: an empty output (CuPy gives it strides 0) is left as it is, and an
+    empty inner dimension gives zeros."""
+    import cupy
+
+    from fxstore.train._gpu_kernels import CupyOps
+
+    ops = CupyOps()
+    empty = ops.matmul(cupy.zeros((0, 5), cupy.float32), cupy.ones((5, 4), cupy.float32))
+    assert empty.shape == (0, 4)
+    none = ops.matmul(cupy.ones((3, 5), cupy.float32), cupy.ones((5, 0), cupy.float32))
+    assert none.shape == (3, 0)
+    zero_k = ops.matmul(cupy.zeros((3, 0), cupy.float32), cupy.ones((0, 4), cupy.float32))
+    assert cupy.asnumpy(zero_k).tolist() == [[0.0] * 4] * 3
