@@ -38,9 +38,9 @@ from _common import write_result
 from bench_train import N_ACTIONS, N_OBS, agent_config, in_place, make_batch
 
 from fxstore.train import _cublas, _cublaslt, _gpu_kernels
+from fxstore.train._cublaslt import EPILOGUE_DEFAULT
 from fxstore.train.agent import Agent
 
-_EPILOGUE_DEFAULT = 1
 _CONFIG_ATTRS = {"id": 0, "tile": 1, "splitk": 2, "reduction": 3, "swizzle": 4, "stages": 6}
 
 
@@ -71,11 +71,11 @@ def record(agent: Agent, inputs: Any) -> list[Call]:
 
     def gemm(self: Any, a: Any, b: Any, out: Any) -> None:
         if not inside[0]:
-            calls.append(Call("gemm", a, b, out, _EPILOGUE_DEFAULT, {}))
+            calls.append(Call("gemm", a, b, out, EPILOGUE_DEFAULT, {}))
         originals[0](self, a, b, out)
 
     def grad_matmul(self: Any, a: Any, b: Any, out: Any) -> None:
-        calls.append(Call("grad_matmul", a, b, out, _EPILOGUE_DEFAULT, {}))
+        calls.append(Call("grad_matmul", a, b, out, EPILOGUE_DEFAULT, {}))
         inside[0] = True
         try:
             originals[1](self, a, b, out)
@@ -130,6 +130,11 @@ def time_us(func: Callable[[], None], reps: int = 20, repeat: int = 7) -> float:
 
 
 def describe(lib: Any, result: Any) -> dict[str, int]:
+    """An algorithm's configuration (cublasLtMatmulAlgoConfigGetAttribute; -1: not read)."""
+    lib.cublasLtMatmulAlgoConfigGetAttribute.argtypes = [
+        ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t,
+        ctypes.POINTER(ctypes.c_size_t),
+    ]  # fmt: skip
     out = {}
     for name, attr in _CONFIG_ATTRS.items():
         value, written = ctypes.c_uint64(0), ctypes.c_size_t(0)
@@ -143,10 +148,6 @@ def describe(lib: Any, result: Any) -> dict[str, int]:
 def candidates(lt: Any, call: Call, count: int) -> tuple[Any, list[Any]]:
     """The plan cuBLASLt's matmul would use for `call`, and up to `count` algorithms."""
     lib = lt._lib
-    lib.cublasLtMatmulAlgoConfigGetAttribute.argtypes = [
-        ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t,
-        ctypes.POINTER(ctypes.c_size_t),
-    ]  # fmt: skip
     plan = lt._plan(call.a, call.b, call.out, call.epilogue, call.kwargs.get("aux_ld", 0))
     results = (_cublaslt._HeuristicResult * count)()
     found = ctypes.c_int(0)
@@ -158,19 +159,6 @@ def candidates(lt: Any, call: Call, count: int) -> tuple[Any, list[Any]]:
         print(f"   cuBLASLt heuristic: status {status}, {found.value} found for {call.shape()}")
         return plan, []
     return plan, [results[i] for i in range(found.value) if results[i].state == 0]
-
-
-def plain(lt: Any, plan: Any, call: Call) -> None:
-    """``call.out = call.a @ call.b`` by cuBLASLt with `plan` (no epilogue)."""
-    status = lt._lib.cublasLtMatmul(
-        lt._handle, plan.desc,
-        ctypes.byref(lt._alpha), call.b.data.ptr, plan.a, call.a.data.ptr, plan.b,
-        ctypes.byref(lt._beta), call.out.data.ptr, plan.d, call.out.data.ptr, plan.d,
-        ctypes.byref(plan.algo.algo), lt._workspace.data.ptr, lt._workspace.nbytes,
-        cupy.cuda.get_current_stream().ptr,
-    )  # fmt: skip
-    if status != 0:
-        raise RuntimeError(f"cublasLtMatmul failed with cuBLAS status {status}")
 
 
 def main() -> None:
@@ -205,10 +193,8 @@ def main() -> None:
         for k, algo in enumerate(algos):
             plan.algo = algo
             try:
-                if call.kwargs:
-                    us = time_us(lambda c=call: lt.matmul(c.a, c.b, c.out, **c.kwargs))
-                else:  # no epilogue: no bias pointer (cuBLASLt refuses one it does not use)
-                    us = time_us(lambda c=call, p=plan: plain(lt, p, c))
+                kwargs = call.kwargs or {"epilogue": EPILOGUE_DEFAULT}
+                us = time_us(lambda c=call, kw=kwargs: lt.matmul(c.a, c.b, c.out, **kw))
             except RuntimeError as err:
                 timed.append({"index": k, "error": str(err)})
                 continue

@@ -31,11 +31,18 @@ from fxstore.train._cublas import (
     _operand,
 )
 
-__all__ = ["EPILOGUE_DRELU_BGRAD", "EPILOGUE_RELU_AUX_BIAS", "EPILOGUE_RELU_BIAS", "CublasLt"]
+__all__ = [
+    "EPILOGUE_DEFAULT",
+    "EPILOGUE_DRELU_BGRAD",
+    "EPILOGUE_RELU_AUX_BIAS",
+    "EPILOGUE_RELU_BIAS",
+    "CublasLt",
+]
 
 logger = logging.getLogger(__name__)
 
 # cublasLt.h
+EPILOGUE_DEFAULT: Final = 1  # a plain product
 EPILOGUE_RELU_BIAS: Final = 6
 EPILOGUE_RELU_AUX_BIAS: Final = 134
 EPILOGUE_DRELU_BGRAD: Final = 152
@@ -226,22 +233,31 @@ class CublasLt:
         out: cupy.ndarray,
         *,
         epilogue: int,
-        bias: cupy.ndarray,
+        bias: cupy.ndarray | None = None,
         aux: cupy.ndarray | None = None,
         aux_ld: int = 0,
     ) -> None:
         """``out = epilogue(a @ b)``: float32 2-D arrays, `out` row-major, `a` and `b` may be
         ``.T`` views. `bias` is the bias (RELU_BIAS, RELU_AUX_BIAS) or receives the bias
-        gradient (DRELU_BGRAD), one value per column of `out`; `aux` is the ReLU bit mask
-        (written by RELU_AUX_BIAS, read by DRELU_BGRAD), `aux_ld` bits per row of `out`."""
+        gradient (DRELU_BGRAD), one value per column of `out`, and None with DEFAULT (a
+        plain product: cuBLASLt refuses a bias pointer its epilogue does not use); `aux` is
+        the ReLU bit mask (written by RELU_AUX_BIAS, read by DRELU_BGRAD), `aux_ld` bits per
+        row of `out`."""
         (m, k), (k2, n) = a.shape, b.shape
-        if k != k2 or out.shape != (m, n) or bias.shape != (n,):
+        bias_shape = None if bias is None else bias.shape
+        if (
+            k != k2
+            or out.shape != (m, n)
+            or bias_shape != (None if epilogue == EPILOGUE_DEFAULT else (n,))
+        ):
             raise ValueError(
-                f"GEMM shapes {a.shape} @ {b.shape} -> {out.shape} (bias {bias.shape}) disagree"
+                f"GEMM shapes {a.shape} @ {b.shape} -> {out.shape} (bias {bias_shape}, "
+                f"epilogue {epilogue}) disagree"
             )
         plan = self._plan(a, b, out, epilogue, aux_ld)
         setter = self._lib.cublasLtMatmulDescSetAttribute
-        self._set(setter, plan.desc, _DESC_BIAS_POINTER, ctypes.c_void_p(bias.data.ptr))
+        if bias is not None:
+            self._set(setter, plan.desc, _DESC_BIAS_POINTER, ctypes.c_void_p(bias.data.ptr))
         if aux is not None:
             self._set(setter, plan.desc, _DESC_AUX_POINTER, ctypes.c_void_p(aux.data.ptr))
         status = self._lib.cublasLtMatmul(

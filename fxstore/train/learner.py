@@ -40,7 +40,7 @@ class LearnerStep:
         self._graph: Callable[[], None] | None = None
         # the buffers the graph was captured on, held (not their id()s: a freed object's id
         # may be reused by the next one, and a graph must not replay on freed buffers)
-        self._captured: tuple[object, ...] = ()
+        self._captured: tuple[object, ...] = (None, None, None)
         self.graphed = False
         """Whether the last step ran as one CUDA graph."""
 
@@ -52,9 +52,7 @@ class LearnerStep:
             return
         replay.stage_sample(size, beta, inputs)
         key = (inputs, replay.priority, replay.max_priority)
-        if len(key) != len(self._captured) or any(
-            a is not b for a, b in zip(key, self._captured, strict=True)
-        ):
+        if any(a is not b for a, b in zip(key, self._captured, strict=True)):
             self._graph = None
             if fused_write_back(replay, inputs.index, agent.priority_buffer(size)):
                 self._graph = agent.capture_with(

@@ -415,3 +415,28 @@ def test_matmul_of_empty_operands() -> None:
     assert none.shape == (3, 0)
     zero_k = ops.matmul(cupy.zeros((3, 0), cupy.float32), cupy.ones((0, 4), cupy.float32))
     assert cupy.asnumpy(zero_k).tolist() == [[0.0] * 4] * 3
+
+
+def test_cublaslt_plain_product_and_its_bias_rule() -> None:
+    """CublasLt.matmul with the DEFAULT epilogue (as bench/diag_gemm_algos.py times it): a
+    plain product on a transposed view, numpy's within fp32 rounding; a bias is refused
+    there, and required by the bias epilogues."""
+    import cupy
+
+    from fxstore.train._cublaslt import EPILOGUE_DEFAULT, EPILOGUE_RELU_BIAS
+    from fxstore.train._gpu_kernels import CupyOps
+
+    lt = CupyOps()._lt  # type: ignore[attr-defined]
+    assert lt is not None
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((300, 40)).astype(np.float32)
+    w = rng.standard_normal((24, 40)).astype(np.float32)
+    out = cupy.empty((300, 24), cupy.float32)
+    lt.matmul(cupy.asarray(a), cupy.asarray(w).T, out, epilogue=EPILOGUE_DEFAULT)
+    want = a.astype(np.float64) @ w.T.astype(np.float64)
+    np.testing.assert_allclose(cupy.asnumpy(out), want, rtol=1e-4, atol=1e-4)
+    x, y, o = cupy.ones((4, 8), cupy.float32), cupy.ones((8, 6), cupy.float32), out[:4, :6]
+    with pytest.raises(ValueError, match="epilogue 1"):
+        lt.matmul(x, y, o, epilogue=EPILOGUE_DEFAULT, bias=cupy.zeros(6, cupy.float32))
+    with pytest.raises(ValueError, match="epilogue 6"):
+        lt.matmul(x, y, o, epilogue=EPILOGUE_RELU_BIAS)
