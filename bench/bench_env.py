@@ -25,8 +25,8 @@ import numpy as np
 from _common import median_seconds, write_result
 
 from fxstore.config import EnvConfig
-from fxstore.train.env import Market, contract_spec
-from fxstore.train.vecenv import VecEnv
+from fxstore.train.env.market import Market, contract_spec
+from fxstore.train.env.vecenv import VecEnv
 
 STARTED = time.perf_counter()
 

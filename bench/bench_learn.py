@@ -42,9 +42,9 @@ from _common import profile_config, write_result
 from fxstore import gpus
 from fxstore.config import TrainConfig
 from fxstore.errors import InvalidInputError
-from fxstore.train.backtest import BacktestResult
+from fxstore.train.evaluate.results import BacktestResult
 from fxstore.train.loop import train
-from fxstore.train.runs import RunFolder
+from fxstore.train.runs.folder import RunFolder
 
 
 def main() -> None:

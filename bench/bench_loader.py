@@ -30,8 +30,8 @@ import numpy as np
 from _common import median_seconds, write_result
 from pyarrow import feather
 
-from fxstore.train import _cuda_host
-from fxstore.train.loader import FxCacheView, open_fxcache
+from fxstore.train.env.loader import FxCacheView, open_fxcache
+from fxstore.train.gpu import cuda_host as _cuda_host
 from tests.train._fxcache import SYMBOL, Fxcache, write_fxcache
 
 

@@ -40,9 +40,9 @@ import numpy as np
 from _common import write_result
 
 from fxstore.config import AgentConfig
-from fxstore.train.agent import Agent
-from fxstore.train.learner import LearnerStep
-from fxstore.train.replay import Batch, PrioritizedReplay
+from fxstore.train.agent.dqn import Agent
+from fxstore.train.agent.learner import LearnerStep
+from fxstore.train.agent.replay import Batch, PrioritizedReplay
 
 N_OBS = 31
 N_ACTIONS = 5

@@ -29,8 +29,8 @@ import numpy as np
 import numpy.typing as npt
 from _common import write_result
 
-from fxstore.train.data import open_cache
-from fxstore.train.oracle import load_planted_signal
+from fxstore.train.env.data import open_cache
+from fxstore.train.evaluate.references.oracle import load_planted_signal
 
 F64 = npt.NDArray[np.float64]
 LAMBDAS = (0.1, 1.0, 10.0, 100.0, 1_000.0, 10_000.0)

@@ -27,10 +27,11 @@ from typing import Any
 import diag_no_trade_band
 import numpy as np
 
-from fxstore.train import linear, loop
-from fxstore.train.env import Market
-from fxstore.train.metrics import to_host
-from fxstore.train.walkforward import Fold
+from fxstore.train import loop
+from fxstore.train.env.market import Market
+from fxstore.train.evaluate.references import linear
+from fxstore.train.evaluate.walkforward import Fold
+from fxstore.train.gpu.xp import to_host
 
 BLOCKS = 5
 

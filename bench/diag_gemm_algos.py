@@ -37,9 +37,11 @@ import cupy
 from _common import write_result
 from bench_train import N_ACTIONS, N_OBS, agent_config, in_place, make_batch
 
-from fxstore.train import _cublas, _cublaslt, _gpu_kernels
-from fxstore.train._cublaslt import EPILOGUE_DEFAULT
-from fxstore.train.agent import Agent
+from fxstore.train.agent.dqn import Agent
+from fxstore.train.gpu import cublas as _cublas
+from fxstore.train.gpu import cublaslt as _cublaslt
+from fxstore.train.gpu import update_kernels as _gpu_kernels
+from fxstore.train.gpu.cublaslt import EPILOGUE_DEFAULT
 
 _CONFIG_ATTRS = {"id": 0, "tile": 1, "splitk": 2, "reduction": 3, "swizzle": 4, "stages": 6}
 

@@ -34,9 +34,9 @@ from typing import Any
 from _common import profile_config, write_result
 
 import fxstore.train.loop as loop_module
-from fxstore.train.agent import Agent
-from fxstore.train.replay import NStepAccumulator, PrioritizedReplay
-from fxstore.train.vecenv import VecEnv
+from fxstore.train.agent.dqn import Agent
+from fxstore.train.agent.replay import NStepAccumulator, PrioritizedReplay
+from fxstore.train.env.vecenv import VecEnv
 
 #: (part, owner, attribute): methods of classes, or functions of the loop module.
 PARTS: list[tuple[str, Any, str]] = [
@@ -55,7 +55,7 @@ PARTS: list[tuple[str, Any, str]] = [
 PARTS = [part for part in PARTS if hasattr(part[1], part[2])]  # parts of older checkouts
 # the learner step as one object, where this checkout has it (issue 20's CUDA-graph step)
 try:
-    _learner: Any = importlib.import_module("fxstore.train.learner")
+    _learner: Any = importlib.import_module("fxstore.train.agent.learner")
     PARTS.append(("learner step", _learner.LearnerStep, "__call__"))
 except ImportError:
     pass

@@ -27,9 +27,10 @@ import numpy as np
 from _common import write_result
 
 from fxstore.train import loop
-from fxstore.train.env import Market, evaluate_positions
-from fxstore.train.metrics import sharpe_per_bar, to_host
-from fxstore.train.policy import action_values, banded_positions
+from fxstore.train.agent.policy import action_values, banded_positions
+from fxstore.train.env.market import Market, evaluate_positions
+from fxstore.train.evaluate.metrics import sharpe_per_bar
+from fxstore.train.gpu.xp import to_host
 from fxstore.train.profiles import load_profile
 
 BANDS = (0.0, 0.02, 0.05, 0.1, 0.2, 0.4, 0.8)

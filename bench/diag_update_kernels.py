@@ -26,14 +26,14 @@ import cupy
 from _common import write_result
 from bench_train import N_ACTIONS, N_OBS, agent_config, cuda_ms, in_place, make_batch
 
-from fxstore.train._cublaslt import (
+from fxstore.train.agent.dqn import Agent
+from fxstore.train.agent.learner import LearnerStep
+from fxstore.train.agent.replay import PrioritizedReplay
+from fxstore.train.gpu.cublaslt import (
     EPILOGUE_DRELU_BGRAD,
     EPILOGUE_RELU_AUX_BIAS,
     EPILOGUE_RELU_BIAS,
 )
-from fxstore.train.agent import Agent
-from fxstore.train.learner import LearnerStep
-from fxstore.train.replay import PrioritizedReplay
 
 EPILOGUES = {
     "relu_bias": EPILOGUE_RELU_BIAS,

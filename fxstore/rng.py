@@ -3,8 +3,8 @@
 fxstore never keeps random state: draw ``k`` of a stream is a hash, ``mix64(base + k * GOLDEN)``
 (mod 2**64), and a uniform number on [0, 1) is its top 53 bits times 2**-53. The same
 arithmetic runs on Python ints (:func:`mix64`), on uint64 arrays of any array module
-(:func:`mix64_array`: numpy or CuPy, :mod:`fxstore.train.rng`), in numba scalar kernels
-(:mod:`fxstore.synth.rng`) and in the CUDA source of :mod:`fxstore.train._env_kernels`, all
+(:func:`mix64_array`: numpy or CuPy, :mod:`fxstore.train.gpu.rng`), in numba scalar kernels
+(:mod:`fxstore.synth.rng`) and in the CUDA source of :mod:`fxstore.train.gpu.env_kernels`, all
 built from the constants here and equal bit for bit (tests/test_rng.py).
 """
 

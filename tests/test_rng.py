@@ -7,7 +7,7 @@ import pytest
 
 from fxstore.rng import GOLDEN, MASK, TO_UNIT, UNIT_SHIFT, mix64, mix64_array, to_unit_array
 from fxstore.synth.rng import uniform_at
-from fxstore.train.rng import CounterRng, counter_base, derive_key, uniform
+from fxstore.train.gpu.rng import CounterRng, counter_base, derive_key, uniform
 
 KEYS = [0, 1, 0xDEADBEEF, MASK, 0x0123456789ABCDEF]
 

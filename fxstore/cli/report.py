@@ -31,6 +31,6 @@ def report(run_id: str, store_root: Path, out: Path | None) -> None:
       fxstore report 20240607T120000Z-train
       fxstore report 20240607T120000Z-backtest --out ~/backtest.html
     """
-    from fxstore.train.report import write_report
+    from fxstore.train.runs.report import write_report
 
     click.echo(f"Wrote {write_report(store_root, run_id, out)}")

@@ -12,7 +12,7 @@ from fxstore.cli._options import CONTEXT_SETTINGS, json_option, store_option
 from fxstore.cli._output import echo_json
 
 if TYPE_CHECKING:
-    from fxstore.train.status import RunStatus
+    from fxstore.train.runs.status import RunStatus
 
 _HEADER = ("run", "kind", "symbol", "started", "status", "folds", "policy", "PnL $", "Sharpe(d)")
 
@@ -71,7 +71,7 @@ def runs(ctx: click.Context, as_json: bool, store_root: Path) -> None:
     """
     if ctx.invoked_subcommand is not None:
         return
-    from fxstore.train.catalog import list_run_statuses
+    from fxstore.train.runs.catalog import list_run_statuses
 
     statuses = list_run_statuses(store_root)
     if as_json:
@@ -97,7 +97,7 @@ def show(run_id: str, as_json: bool, store_root: Path) -> None:
     Example:
       fxstore runs show 20261201T073000Z-train
     """
-    from fxstore.train.catalog import read_run_result, run_status
+    from fxstore.train.runs.catalog import read_run_result, run_status
 
     status = run_status(store_root, run_id)
     result = read_run_result(store_root, run_id)

@@ -38,8 +38,8 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
     from fxstore.config import DeviceChoice, RollMode
-    from fxstore.train.backtest import BacktestResult
-    from fxstore.train.status import StopRequest
+    from fxstore.train.evaluate.results import BacktestResult
+    from fxstore.train.runs.status import StopRequest
 
 #: The profile ``train`` uses when --profile is not given.
 DEFAULT_PROFILE: Final = "default"
@@ -179,8 +179,8 @@ def run_backtest(
     config: BacktestConfig, store_root: Path, quiet: bool, *, as_json: bool = False
 ) -> BacktestResult:
     """Run the baselines with a progress bar, then print the results (as a table or JSON)."""
-    from fxstore.train.backtest import run_backtest as run
-    from fxstore.train.status import report_command
+    from fxstore.train.evaluate.results import run_backtest as run
+    from fxstore.train.runs.status import report_command
 
     with progress("backtest", quiet) as bar:
         result = run(config, store_root, on_progress=fold_progress(bar))
@@ -263,7 +263,7 @@ def run_train(
     """
     from fxstore.errors import RunInterruptedError
     from fxstore.train.loop import train as run
-    from fxstore.train.status import StopRequest, report_command, resume_command
+    from fxstore.train.runs.status import StopRequest, report_command, resume_command
 
     stop = StopRequest()
     started: list[str] = []
@@ -303,7 +303,7 @@ def run_train(
 def _after_abort(started: list[str], store_root: Path) -> str:
     """What is left of a run stopped at once, and how to continue it."""
     from fxstore.store import run_dir
-    from fxstore.train.status import resume_command
+    from fxstore.train.runs.status import resume_command
 
     if not started or not run_dir(store_root, started[0]).is_dir():
         return "no run was kept (it had no checkpoint yet)."

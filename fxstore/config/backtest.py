@@ -11,9 +11,11 @@ from fxstore.config.walkforward import WalkForwardConfig
 from fxstore.errors import InvalidInputError
 from fxstore.store import validate_key
 
-#: The baseline policies of ``fxstore backtest`` (see :mod:`fxstore.train.backtest`);
-#: 'linear' is fitted per fold on the training window (:mod:`fxstore.train.linear`);
-#: 'oracle' trades the synthetic market's planted signal (:mod:`fxstore.train.oracle`).
+#: The baseline policies of ``fxstore backtest`` (see :mod:`fxstore.train.evaluate.results`);
+#: 'linear' is fitted per fold on the training window
+#: (:mod:`fxstore.train.evaluate.references.linear`);
+#: 'oracle' trades the synthetic market's planted signal
+#: (:mod:`fxstore.train.evaluate.references.oracle`).
 BASELINE_POLICIES: Final = ("flat", "long", "random", "ofi-sign", "linear", "oracle")
 
 
@@ -21,7 +23,7 @@ BASELINE_POLICIES: Final = ("flat", "long", "random", "ofi-sign", "linear", "ora
 class BacktestConfig:
     """What ``fxstore backtest`` runs: baseline policies on every walk-forward test window.
 
-    Every policy trades the same test windows with the same costs (:mod:`fxstore.train.env`
+    Every policy trades the same test windows with the same costs (:mod:`fxstore.train.env.market`
     accounting); nothing is fitted, so the training windows only place the test windows
     exactly where a trained agent's would be, except for 'linear', which is fitted on each
     fold's training part and tuned on its validation slice.

@@ -14,7 +14,7 @@ RewardMode = Literal["dollars", "ticks", "vol"]
 
 @dataclass(frozen=True, slots=True)
 class EnvConfig:
-    """How :class:`fxstore.train.env.VecEnv` trades fxcache bars and books their PnL.
+    """How :class:`fxstore.train.env.vecenv.VecEnv` trades fxcache bars and books their PnL.
 
     At the close of bar t the agent picks a target position from `positions`; it trades to
     it at that close, paying commission, half the spread at the close and slippage per

@@ -21,7 +21,7 @@ from fxstore.store import validate_key
 
 @dataclass(frozen=True, slots=True)
 class AgentConfig:
-    """The distributional (C51) double DQN of `fxstore train` (:mod:`fxstore.train.agent`).
+    """The distributional (C51) double DQN of `fxstore train` (:mod:`fxstore.train.agent.dqn`).
 
     A dueling MLP over `n_atoms` return atoms in [`v_min`, `v_max`], trained from
     prioritised n-step replay with Adam, global-norm clipping and a target network.

@@ -1,4 +1,4 @@
-"""Configuration of walk-forward folds (:func:`fxstore.train.walkforward.make_folds`)."""
+"""Configuration of walk-forward folds (:func:`fxstore.train.evaluate.walkforward.make_folds`)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from fxstore.errors import InvalidInputError
 
 @dataclass(frozen=True, slots=True)
 class WalkForwardConfig:
-    """How :func:`fxstore.train.walkforward.make_folds` cuts a symbol's rows into folds.
+    """How :func:`fxstore.train.evaluate.walkforward.make_folds` cuts a symbol's rows into folds.
 
     Each fold is ``[training part][purge][validation][embargo][test]``, every edge on a
     trading-day boundary; counts are trading days present in the data, not calendar days.

@@ -9,7 +9,8 @@ Next to each trading day's DBN file(s) goes ``glbx-mdp3-YYYYMMDD.planted-signal.
 no pickle) with two arrays: ``ts_recv`` (int64 ns, strictly increasing) of every
 `step`-th record of the day, and ``signal`` (float32), ``s`` just after that record. Ingest
 never reads it (it takes only ``*.dbn`` / ``*.dbn.zst`` files), so the signal never enters
-the fxcache features; :mod:`fxstore.train.oracle` looks it up at each bar's close.
+the fxcache features; :mod:`fxstore.train.evaluate.references.oracle` looks it up at each bar's
+close.
 """
 
 from __future__ import annotations

@@ -5,6 +5,6 @@ Importing this package never imports CuPy; only a view opened on a GPU does.
 
 from __future__ import annotations
 
-from fxstore.train.loader import FxCacheView, ShardView, open_fxcache
+from fxstore.train.env.loader import FxCacheView, ShardView, open_fxcache
 
 __all__ = ["FxCacheView", "ShardView", "open_fxcache"]

@@ -10,7 +10,7 @@ Reads top to bottom like a cleanrl script, inside :func:`train`:
    to the baselines on the same window and costs;
 4. per-fold and total metrics, equity curves and checkpoints go into ``runs/<run-id>/``.
 
-Everything random is a counter-based draw (:mod:`fxstore.train.rng`) or a generator whose
+Everything random is a counter-based draw (:mod:`fxstore.train.gpu.rng`) or a generator whose
 state is checkpointed, so ``--resume`` continues to the same result as an uninterrupted run.
 """
 
@@ -32,9 +32,18 @@ from fxstore.config import AgentConfig, TrainConfig
 from fxstore.config.executor import ExecutorConfig
 from fxstore.errors import InvalidInputError, RunInterruptedError
 from fxstore.store import atomic_write_json, fold_dir
-from fxstore.train import rng as crng
-from fxstore.train.agent import Agent
-from fxstore.train.backtest import (
+from fxstore.train.agent.checkpoint import DAMAGED, load_checkpoint, meta_value, save_checkpoint
+from fxstore.train.agent.dqn import Agent
+from fxstore.train.agent.learner import LearnerStep
+from fxstore.train.agent.memory import check_host_memory
+from fxstore.train.agent.policy import action_values, banded_positions, greedy_positions
+from fxstore.train.agent.replay import NStepAccumulator, PrioritizedReplay
+from fxstore.train.env.data import CachedMarket, open_cache
+from fxstore.train.env.market import ContractSpec, Market, contract_spec, evaluate_positions
+from fxstore.train.env.vecenv import VecEnv
+from fxstore.train.evaluate.metrics import sharpe_per_bar
+from fxstore.train.evaluate.references.oracle import PlantedSignal
+from fxstore.train.evaluate.results import (
     BacktestResult,
     FoldResult,
     baseline_results,
@@ -46,28 +55,22 @@ from fxstore.train.backtest import (
     reference_notes,
     with_ts_close,
 )
-from fxstore.train.checkpoint import DAMAGED, load_checkpoint, meta_value, save_checkpoint
-from fxstore.train.data import CachedMarket, open_cache
-from fxstore.train.env import ContractSpec, Market, contract_spec, evaluate_positions
-from fxstore.train.fold_tasks import (
+from fxstore.train.evaluate.seeds import agent_policies, seed_notes
+from fxstore.train.evaluate.significance import SharpeSignificance
+from fxstore.train.evaluate.walkforward import Fold, make_folds
+from fxstore.train.gpu import rng as crng
+from fxstore.train.gpu.xp import to_host
+from fxstore.train.runs.fold_tasks import (
     FoldTask,
     task_reporter,
     task_stop,
     train_folds_on_gpus,
     train_folds_on_ray,
 )
-from fxstore.train.learner import LearnerStep
-from fxstore.train.memory import check_host_memory
-from fxstore.train.metrics import sharpe_per_bar, to_host
-from fxstore.train.oracle import PlantedSignal
-from fxstore.train.plots import plot_equity_all
-from fxstore.train.policy import action_values, banded_positions, greedy_positions
-from fxstore.train.replay import NStepAccumulator, PrioritizedReplay
-from fxstore.train.resume import check_resumed_cache
-from fxstore.train.runs import RunFolder
-from fxstore.train.seeds import agent_policies, seed_notes
-from fxstore.train.significance import SharpeSignificance
-from fxstore.train.status import (
+from fxstore.train.runs.folder import RunFolder
+from fxstore.train.runs.plots import plot_equity_all
+from fxstore.train.runs.resume import check_resumed_cache
+from fxstore.train.runs.status import (
     Headline,
     RunStatus,
     StatusRecorder,
@@ -77,8 +80,6 @@ from fxstore.train.status import (
     resume_command,
     signal_name,
 )
-from fxstore.train.vecenv import VecEnv
-from fxstore.train.walkforward import Fold, make_folds
 
 __all__ = ["Progress", "train"]
 
@@ -448,7 +449,7 @@ def train(
         Run id under ``runs/`` to continue: finished folds are kept, the fold in progress
         continues from its last checkpoint, and the result equals an uninterrupted run.
         Refused when the fxstore version, the settings, the built-in profile or the fxcache
-        changed since the run started (:mod:`fxstore.train.resume`), when it is not a
+        changed since the run started (:mod:`fxstore.train.runs.resume`), when it is not a
         training run, has nothing to resume from, or is being written by a live process.
     profile
         With `resume`: the profile name the run must have been trained with (None: any).
@@ -463,7 +464,7 @@ def train(
         With kind "ray": the folds not done yet run as Ray tasks first (one GPU each where
         the run is on a GPU), with results identical to the serial run; a failed fold is
         reported with its index once the others have finished
-        (:mod:`fxstore.train.fold_tasks`). None or "local": fold after fold here, or on
+        (:mod:`fxstore.train.runs.fold_tasks`). None or "local": fold after fold here, or on
         `gpus`.
     gpus
         With two or more: the folds not done yet run first, one at once per GPU, each in
@@ -658,7 +659,7 @@ def fold_results(
     stop: StopRequest | None,
 ) -> dict[str, FoldResult]:
     """Train one fold's agents (every seed) and score them and the baselines on its test
-    window, by policy (in this process, or in a Ray task: :mod:`fxstore.train.fold_tasks`)."""
+    window, by policy (in this process, or in a Ray task: :mod:`fxstore.train.runs.fold_tasks`)."""
     agents = [
         _train_seed(market, fold, config, spec, sizes, run, on_progress, n_folds, k, stop)
         for k in range(config.seeds)
@@ -678,10 +679,10 @@ def fold_results(
 
 def run_fold_task(task: FoldTask) -> dict[str, FoldResult]:
     """Train and score one fold in this process (a Ray worker or a GPU worker), from what a
-    :class:`~fxstore.train.fold_tasks.FoldTask` names: :func:`fold_results`, as the serial
+    :class:`~fxstore.train.runs.fold_tasks.FoldTask` names: :func:`fold_results`, as the serial
     loop runs it, over the fxcache opened here (a GPU worker's fold stops, its checkpoint
-    saved, once the driver asks: :func:`~fxstore.train.fold_tasks.task_stop`; its progress
-    goes to the driver's display: :func:`~fxstore.train.fold_tasks.task_reporter`)."""
+    saved, once the driver asks: :func:`~fxstore.train.runs.fold_tasks.task_stop`; its progress
+    goes to the driver's display: :func:`~fxstore.train.runs.fold_tasks.task_reporter`)."""
     config = task.config
     cache = open_cache(task.root, config.symbol, config.featureset, config.device)
     spec = contract_spec(config.symbol, config.env)

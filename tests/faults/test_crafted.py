@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from fxstore.cli import cli
-from fxstore.train.checkpoint import load_checkpoint, save_checkpoint
+from fxstore.train.agent.checkpoint import load_checkpoint, save_checkpoint
 from tests.conftest import SynthMarket
 from tests.faults.test_kill import _kill
 

@@ -18,7 +18,7 @@ from click.testing import CliRunner, Result
 from fxstore.cli import cli
 from fxstore.errors import InvalidInputError, StoreAccessError
 from fxstore.store import atomic_write_bytes, atomic_write_json, key_lock, validate_key
-from fxstore.train import memory
+from fxstore.train.agent import memory
 from fxstore.train.loop import train
 from tests.conftest import SynthMarket
 from tests.faults._inject import deny_writes, disk_full, fail_nth

@@ -292,7 +292,7 @@ def test_precompute_of_bars_from_a_truncated_input_records_and_warns_everywhere(
     from fxstore.errors import FxStoreWarning
     from fxstore.features.catalog import format_info
     from fxstore.features.reader import FeatureStore
-    from fxstore.train.data import open_cache
+    from fxstore.train.env.data import open_cache
 
     bars_manifest = next((store / "bars").rglob("v0001/manifest.json"))
     data = json.loads(bars_manifest.read_text())

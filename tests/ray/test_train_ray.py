@@ -15,9 +15,9 @@ from fxstore.config.executor import ExecutorConfig
 from fxstore.errors import FoldFailedError, RunInterruptedError
 from fxstore.store import fold_dir
 from fxstore.train import loop
-from fxstore.train.backtest import BacktestResult
+from fxstore.train.evaluate.results import BacktestResult
 from fxstore.train.loop import train
-from fxstore.train.status import StopRequest
+from fxstore.train.runs.status import StopRequest
 from tests.conftest import SynthMarket
 from tests.train._tiny import TINY
 

@@ -16,7 +16,7 @@ from fxstore.cli import cli
 from fxstore.errors import InvalidInputError, SchemaError
 from fxstore.remote import fetch_inputs, open_store
 from fxstore.remote.s3 import S3Bucket
-from fxstore.train.loader import open_fxcache
+from fxstore.train.env.loader import open_fxcache
 from tests.conftest import SynthMarket
 from tests.remote.conftest import S3Store
 

@@ -8,8 +8,8 @@ from types import ModuleType
 import numpy as np
 
 from fxstore.config import AgentConfig
-from fxstore.train.agent import Agent
-from fxstore.train.replay import PrioritizedReplay
+from fxstore.train.agent.dqn import Agent
+from fxstore.train.agent.replay import PrioritizedReplay
 from tests.train.test_agent import make_batch
 
 CONFIG = AgentConfig(hidden=32, layers=2, n_atoms=11, v_min=-3.0, v_max=3.0, lr=1e-3, seed=2)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from fxstore.config import AgentConfig, EnvConfig, TrainConfig, WalkForwardConfig
-from fxstore.train.backtest import BacktestResult
+from fxstore.train.evaluate.results import BacktestResult
 from fxstore.train.loop import Progress, train
 
 #: A few seconds per run: 2 folds of 10 test days, 120 steps of 8 environments each.

@@ -1,4 +1,4 @@
-"""fxstore.train.agent (numpy path): C51 projection, gradients, learning, checkpoints, errors."""
+"""train.agent.dqn (numpy path): C51 projection, gradients, learning, checkpoints, errors."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import pytest
 
 from fxstore.config import AgentConfig
 from fxstore.errors import InvalidInputError, TrainingDivergedError
-from fxstore.train._ops import dueling_log_probs
-from fxstore.train.agent import Agent, make_rng, project_distribution
-from fxstore.train.replay import Batch, NStepAccumulator, PrioritizedReplay
+from fxstore.train.agent.dqn import Agent, make_rng, project_distribution
+from fxstore.train.agent.ops import dueling_log_probs
+from fxstore.train.agent.replay import Batch, NStepAccumulator, PrioritizedReplay
 
 SMALL = AgentConfig(hidden=8, layers=2, n_atoms=5, v_min=-2.0, v_max=2.0, lr=1e-3, seed=3)
 SUPPORT = np.linspace(-2.0, 2.0, 5)
@@ -255,7 +255,7 @@ def test_load_state_dict_other_network_shape_raises() -> None:
 def unpadded(agent: Agent) -> Agent:
     """`agent` re-laid out without padding (the stored layout of checkpoints before it),
     with the same initial weights."""
-    from fxstore.train.agent import _init_params
+    from fxstore.train.agent.dqn import _init_params
 
     agent._layout = dataclasses.replace(agent._layout, align=1)
     agent._set_buffers(_init_params(agent._layout, agent.config.seed), SUPPORT)
@@ -447,7 +447,7 @@ def test_layers_below_zero_is_refused() -> None:
 
 
 def test_step_scalars_reference_marks_the_first_non_finite_update_and_skips_the_rest() -> None:
-    from fxstore.train._ops import NumpyOps
+    from fxstore.train.agent.ops import NumpyOps
 
     ops, out = NumpyOps(), np.zeros(5, dtype=np.float32)
     progress = np.array([4, 0, 2.0, 4, 0.5, 1.0])  # 4 updates done, losses summing to 2

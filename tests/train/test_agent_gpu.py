@@ -1,4 +1,4 @@
-"""fxstore.train.agent and replay on CuPy: the fused kernels against the numpy reference.
+"""fxstore.train.agent.dqn and replay on CuPy: the fused kernels against the numpy reference.
 
 Every test here needs CuPy and a CUDA device; tests/train/conftest.py skips them otherwise.
 """
@@ -13,9 +13,9 @@ import pytest
 
 from fxstore.config import AgentConfig
 from fxstore.errors import TrainingDivergedError
-from fxstore.train.agent import Agent, make_rng
-from fxstore.train.replay import Batch, NStepAccumulator, PrioritizedReplay
-from fxstore.train.rng import CounterRng
+from fxstore.train.agent.dqn import Agent, make_rng
+from fxstore.train.agent.replay import Batch, NStepAccumulator, PrioritizedReplay
+from fxstore.train.gpu.rng import CounterRng
 from tests.train.test_agent import make_batch
 
 pytestmark = pytest.mark.gpu
@@ -168,8 +168,8 @@ def test_update_cuda_graph_equals_kernel_by_kernel_bit_for_bit(tf32: bool) -> No
 def test_step_scalars_on_device_equal_the_host_reference(period: int) -> None:
     import cupy
 
-    from fxstore.train._gpu_kernels import CupyOps
-    from fxstore.train._ops import host_step_scalars
+    from fxstore.train.agent.ops import host_step_scalars
+    from fxstore.train.gpu.update_kernels import CupyOps
 
     config = dataclasses.replace(CONFIG, target_period=period, target_tau=0.3, grad_clip=2.0)
     ops = CupyOps()
@@ -243,7 +243,7 @@ def test_fused_epilogues_are_used_and_match_the_separate_kernels(
     kernels, and are not silently off."""
     import cupy
 
-    from fxstore.train._cublaslt import (
+    from fxstore.train.gpu.cublaslt import (
         EPILOGUE_DRELU_BGRAD,
         EPILOGUE_RELU_AUX_BIAS,
         EPILOGUE_RELU_BIAS,
@@ -277,7 +277,7 @@ def test_relu_grad_col_sum_matches_numpy_on_row_views(cols: int) -> None:
     column sums as numpy's, and the same bits on every run."""
     import cupy
 
-    from fxstore.train._gpu_kernels import CupyOps
+    from fxstore.train.gpu.update_kernels import CupyOps
 
     rng = np.random.default_rng(5)
     rows = 1000  # not a multiple of the chunks
@@ -307,7 +307,7 @@ def test_grad_matmul_splits_the_batch_and_matches_numpy(tf32: bool) -> None:
     are not split."""
     import cupy
 
-    from fxstore.train._gpu_kernels import CupyOps, split_k
+    from fxstore.train.gpu.update_kernels import CupyOps, split_k
 
     ops = CupyOps(tf32=tf32)
     rows, n_in, n_out = 8192, 40, 308
@@ -350,7 +350,7 @@ def test_act_in_one_kernel_equals_the_generic_path(epsilon: float) -> None:
     generic path's actions bit for bit, and counts the same two calls."""
     import cupy
 
-    from fxstore.train.rng import derive_key
+    from fxstore.train.gpu.rng import derive_key
 
     agent = Agent(CONFIG, 6, 5, xp=cupy)
     obs = cupy.random.default_rng(4).standard_normal((3000, 6), dtype=cupy.float32)
@@ -367,7 +367,7 @@ def test_act_in_one_kernel_breaks_ties_and_nans_as_numpy_argmax() -> None:
     """Equal Q-values pick the first action; a NaN Q counts as the largest (numpy's argmax)."""
     import cupy
 
-    from fxstore.train import _act_kernel
+    from fxstore.train.gpu import act as _act_kernel
 
     q = np.array(
         [[1.0, 3.0, 3.0], [2.0, 2.0, 2.0], [0.0, np.nan, 5.0], [np.nan, 9.0, np.nan],
@@ -386,7 +386,7 @@ def test_update_sums_are_float64_sums_in_a_fixed_order(n: int) -> None:
     the float64 sums of the values (and of their squares), the same bits on every call."""
     import cupy
 
-    from fxstore.train._gpu_kernels import CupyOps
+    from fxstore.train.gpu.update_kernels import CupyOps
 
     ops = CupyOps()
     x = np.random.default_rng(n).standard_normal(n).astype(np.float32) * 3.0
@@ -406,7 +406,7 @@ def test_matmul_of_empty_operands() -> None:
     empty inner dimension gives zeros."""
     import cupy
 
-    from fxstore.train._gpu_kernels import CupyOps
+    from fxstore.train.gpu.update_kernels import CupyOps
 
     ops = CupyOps()
     empty = ops.matmul(cupy.zeros((0, 5), cupy.float32), cupy.ones((5, 4), cupy.float32))
@@ -423,8 +423,8 @@ def test_cublaslt_plain_product_and_its_bias_rule() -> None:
     there, and required by the bias epilogues."""
     import cupy
 
-    from fxstore.train._cublaslt import EPILOGUE_DEFAULT, EPILOGUE_RELU_BIAS
-    from fxstore.train._gpu_kernels import CupyOps
+    from fxstore.train.gpu.cublaslt import EPILOGUE_DEFAULT, EPILOGUE_RELU_BIAS
+    from fxstore.train.gpu.update_kernels import CupyOps
 
     lt = CupyOps()._lt  # type: ignore[attr-defined]
     assert lt is not None

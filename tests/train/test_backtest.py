@@ -15,15 +15,15 @@ from fxstore.cli import cli
 from fxstore.config import BacktestConfig, EnvConfig, WalkForwardConfig
 from fxstore.errors import InvalidInputError
 from fxstore.store import create_run_dir, file_sha256
-from fxstore.train.backtest import (
+from fxstore.train.env.market import ContractSpec, Market
+from fxstore.train.evaluate.metrics import compute_metrics
+from fxstore.train.evaluate.results import (
     BASELINES,
     baseline_positions,
     evaluate_fold,
     run_backtest,
 )
-from fxstore.train.env import ContractSpec, Market
-from fxstore.train.metrics import compute_metrics
-from fxstore.train.walkforward import Fold
+from fxstore.train.evaluate.walkforward import Fold
 from tests.conftest import SynthMarket
 
 ES = ContractSpec("ES", 50.0, 0.25)
@@ -343,7 +343,7 @@ def test_cli_backtest_table_prints_rows_and_run_folder(store: Path) -> None:
 def test_run_backtest_that_fails_midway_leaves_no_run_folder(
     store: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from fxstore.train import backtest as module
+    from fxstore.train.evaluate import results as module
 
     before = sorted((store / "runs").iterdir()) if (store / "runs").exists() else []
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from fxstore.errors import InvalidInputError
-from fxstore.train.checkpoint import load_checkpoint, save_checkpoint
+from fxstore.train.agent.checkpoint import load_checkpoint, save_checkpoint
 
 
 def test_save_checkpoint_round_trips_arrays_shapes_and_meta(tmp_path: Path) -> None:

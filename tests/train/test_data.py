@@ -1,4 +1,4 @@
-"""fxstore.train.data: an fxcache opened as a Market, with the facts a run records."""
+"""fxstore.train.env.data: an fxcache opened as a Market, with the facts a run records."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from fxstore.errors import InvalidInputError
 from fxstore.store import file_sha256, manifest_path
-from fxstore.train.data import open_cache
+from fxstore.train.env.data import open_cache
 from tests.train._fxcache import FEATURESET, SYMBOL, Fxcache
 
 

@@ -12,7 +12,8 @@ import pytest
 
 from fxstore.config import EnvConfig
 from fxstore.errors import FxStoreError, InvalidInputError, SchemaError
-from fxstore.train.env import (
+from fxstore.train.env.loader import open_fxcache
+from fxstore.train.env.market import (
     ContractSpec,
     Market,
     _costs,
@@ -21,8 +22,7 @@ from fxstore.train.env import (
     market_from_view,
     policy_positions,
 )
-from fxstore.train.loader import open_fxcache
-from fxstore.train.vecenv import VecEnv
+from fxstore.train.env.vecenv import VecEnv
 from tests.train._fxcache import SYMBOL, write_fxcache
 
 ES = ContractSpec("ES", 50.0, 0.25)

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from fxstore.config import EnvConfig
-from fxstore.train.env import Market
-from fxstore.train.vecenv import VecEnv
+from fxstore.train.env.market import Market
+from fxstore.train.env.vecenv import VecEnv
 from tests.train.test_env import ES, random_market
 
 N_ENVS = 300  # two full blocks of 128 envs and a partial one
@@ -150,13 +150,13 @@ def test_numpy_vecenv_never_imports_the_cupy_kernels() -> None:
 import sys
 import numpy as np
 from fxstore.config import EnvConfig
-from fxstore.train.vecenv import VecEnv
+from fxstore.train.env.vecenv import VecEnv
 from tests.train.test_env import ES, random_market
 
 env = VecEnv(random_market(30, seed=1), EnvConfig(), ES, n_envs=2, window=(0, 30), episode_bars=5)
 env.reset()
 env.step(np.zeros(2, dtype=np.int64))
-print("fxstore.train._env_kernels" in sys.modules)
+print("fxstore.train.gpu.env_kernels" in sys.modules)
 """
     root = Path(__file__).resolve().parents[2]
     out = subprocess.run(

@@ -21,10 +21,10 @@ from fxstore.cli import cli
 from fxstore.errors import FoldFailedError, InvalidInputError, RunInterruptedError
 from fxstore.store import fold_dir
 from fxstore.train import loop
-from fxstore.train.backtest import BacktestResult, FoldResult
-from fxstore.train.fold_tasks import FoldTask
+from fxstore.train.evaluate.results import BacktestResult, FoldResult
 from fxstore.train.loop import train
-from fxstore.train.status import StopRequest
+from fxstore.train.runs.fold_tasks import FoldTask
+from fxstore.train.runs.status import StopRequest
 from tests.train._tiny import TINY, assert_same_run
 
 #: TINY with three folds (so that one queues for the two workers), shorter folds.

@@ -1,10 +1,10 @@
-"""fxstore.train.learner.LearnerStep on numpy: the three calls it stands for."""
+"""fxstore.train.agent.learner.LearnerStep on numpy: the three calls it stands for."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from fxstore.train.learner import LearnerStep
+from fxstore.train.agent.learner import LearnerStep
 from tests.train._learner_pairs import add, learner_pair
 
 

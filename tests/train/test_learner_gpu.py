@@ -1,4 +1,4 @@
-"""fxstore.train.learner.LearnerStep on CuPy: the learner step captured as one CUDA graph
+"""fxstore.train.agent.learner.LearnerStep on CuPy: the learner step captured as one CUDA graph
 gives the bits of its three parts run one by one.
 
 Every test here needs CuPy and a CUDA device; tests/train/conftest.py skips them otherwise.
@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from fxstore.errors import TrainingDivergedError
-from fxstore.train.agent import Agent
-from fxstore.train.learner import LearnerStep
-from fxstore.train.replay import PrioritizedReplay
+from fxstore.train.agent.dqn import Agent
+from fxstore.train.agent.learner import LearnerStep
+from fxstore.train.agent.replay import PrioritizedReplay
 from tests.train._learner_pairs import add, host, learner_pair
 
 pytestmark = pytest.mark.gpu

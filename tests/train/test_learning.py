@@ -28,7 +28,7 @@ from fxstore.config import (
     TrainConfig,
     WalkForwardConfig,
 )
-from fxstore.train.backtest import BacktestResult
+from fxstore.train.evaluate.results import BacktestResult
 from fxstore.train.loop import train
 
 pytestmark = pytest.mark.slow

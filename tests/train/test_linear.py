@@ -1,4 +1,4 @@
-"""fxstore.train.linear: the ridge fit, the band, point in time, and that it finds a signal."""
+"""The linear reference: the ridge fit, the band, point in time, and that it finds a signal."""
 
 from __future__ import annotations
 
@@ -8,10 +8,15 @@ import numpy as np
 import pytest
 
 from fxstore.config import EnvConfig
-from fxstore.train.backtest import baseline_results
-from fxstore.train.env import ContractSpec, Market
-from fxstore.train.linear import band_positions, fit_linear, fit_ridge, linear_positions
-from fxstore.train.walkforward import Fold
+from fxstore.train.env.market import ContractSpec, Market
+from fxstore.train.evaluate.references.linear import (
+    band_positions,
+    fit_linear,
+    fit_ridge,
+    linear_positions,
+)
+from fxstore.train.evaluate.results import baseline_results
+from fxstore.train.evaluate.walkforward import Fold
 
 ES = ContractSpec("ES", 50.0, 0.25)
 ENV = EnvConfig(commission_per_contract=1.25)
@@ -158,7 +163,7 @@ def test_linear_without_signal_is_not_significant_out_of_sample(seed: int) -> No
 
 
 def test_training_rows_are_moves_over_the_horizon_within_one_contract() -> None:
-    from fxstore.train.linear import _training_rows
+    from fxstore.train.evaluate.references.linear import _training_rows
 
     market = signal_market()
     is_roll = np.zeros(market.n_rows, dtype=bool)

@@ -1,4 +1,4 @@
-"""fxstore.train.loader on the CPU: zero-copy mapping, range selection, checksums, lifetimes."""
+"""fxstore.train.env.loader on the CPU: zero-copy mapping, range selection, checksums, lifetimes."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import pytest
 
 from fxstore.errors import InvalidInputError, SchemaError, SymbolNotFoundError
 from fxstore.store import manifest_path
-from fxstore.train.loader import FxCacheView, open_fxcache
+from fxstore.train.env.loader import FxCacheView, open_fxcache
 from tests.train._fxcache import (
     FEATURESET,
     SYMBOL,
@@ -340,6 +340,6 @@ def _cupy_importable() -> bool:
 
 
 def test_importing_fxstore_and_the_loader_never_imports_cupy() -> None:
-    code = "import sys, fxstore, fxstore.train.loader; print('cupy' in sys.modules)"
+    code = "import sys, fxstore, fxstore.train.env.loader; print('cupy' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

@@ -1,4 +1,4 @@
-"""fxstore.train.loader on a GPU: registration, zero-copy mapped views, the bulk copy, DLPack.
+"""fxstore.train.env.loader on a GPU: registration, zero-copy mapped views, the bulk copy, DLPack.
 
 Every test here needs CuPy and a CUDA device; tests/train/conftest.py skips them otherwise.
 """
@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fxstore.train.loader import open_fxcache
+from fxstore.train.env.loader import open_fxcache
 from tests.train._fxcache import SYMBOL, Fxcache, read_shard, write_fxcache
 from tests.train.test_loader import all_ts, mapped_files, mapped_ranges, open_fds, reference
 
@@ -68,7 +68,7 @@ def test_features_to_device_cuda_equals_host_data(wide: Fxcache, rows: tuple[int
 def test_direct_zero_copy_transpose_equals_staged_copy(wide: Fxcache) -> None:
     import cupy
 
-    from fxstore.train import _cuda_host
+    from fxstore.train.gpu import cuda_host as _cuda_host
 
     with open_fxcache(wide.root, SYMBOL, start=int(all_ts(wide)[100]), device="cuda") as view:
         staged = view.features_to_device()
@@ -81,7 +81,7 @@ def test_direct_zero_copy_transpose_equals_staged_copy(wide: Fxcache) -> None:
 def test_open_close_1000_times_leaks_no_registration(wide: Fxcache) -> None:
     import cupy
 
-    from fxstore.train import _cuda_host
+    from fxstore.train.gpu import cuda_host as _cuda_host
 
     gc.collect()
     cupy.cuda.runtime.deviceSynchronize()
@@ -103,7 +103,7 @@ def test_cuda_arrays_outliving_the_view_keep_their_registration_until_dropped(
 ) -> None:
     import cupy
 
-    from fxstore.train import _cuda_host
+    from fxstore.train.gpu import cuda_host as _cuda_host
 
     expected = read_shard(wide.paths[1])["target_r2"].to_numpy()
     with open_fxcache(wide.root, SYMBOL, device="cuda") as view:

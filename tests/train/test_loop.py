@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from fxstore.cli import cli
 from fxstore.config import AgentConfig, BacktestConfig
 from fxstore.errors import InvalidInputError, SymbolNotFoundError
-from fxstore.train.backtest import BacktestResult, run_backtest
+from fxstore.train.evaluate.results import BacktestResult, run_backtest
 from fxstore.train.loop import train
 from fxstore.train.profiles import PROFILES, config_from_json, load_profile
 from tests.train._tiny import TINY, interrupt_then_resume
@@ -227,7 +227,7 @@ def test_train_agent_significance_counts_every_validation_candidate(store: Path)
 
 
 def test_train_in_sample_sharpe_of_the_agent_survives_reading_the_fold_back(store: Path) -> None:
-    from fxstore.train.runs import RunFolder
+    from fxstore.train.runs.folder import RunFolder
 
     result = train(TINY, store)
     run = RunFolder(result.run_dir)

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from fxstore.train.backtest import BacktestResult
+from fxstore.train.evaluate.results import BacktestResult
 from fxstore.train.loop import train
 from tests.train._tiny import TINY, interrupt_then_resume
 
@@ -54,8 +54,8 @@ def test_train_cuda_pushes_each_step_into_the_replay_in_one_kernel(
 ) -> None:
     """The loop's environments start and end episodes together, so every n-step push goes
     straight into the replay as one kernel (NStepAccumulator.push_into), never push + add."""
-    from fxstore.train import _replay_kernels
-    from fxstore.train.replay import PrioritizedReplay
+    from fxstore.train.agent.replay import PrioritizedReplay
+    from fxstore.train.gpu import replay_kernels as _replay_kernels
 
     calls = {"kernel": 0, "add": 0}
     kernel, add = _replay_kernels.nstep_add, PrioritizedReplay.add

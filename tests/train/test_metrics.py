@@ -1,4 +1,4 @@
-"""fxstore.train.metrics: every metric on a hand-computed case, edge cases, properties."""
+"""fxstore.train.evaluate.metrics: every metric on a hand-computed case, edge cases, properties."""
 
 from __future__ import annotations
 
@@ -11,9 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fxstore.errors import InvalidInputError
-from fxstore.train.metrics import (
+from fxstore.train.evaluate.metrics import (
     BacktestMetrics,
-    array_module,
     bootstrap_sharpe_ci,
     compute_metrics,
     daily_pnl,
@@ -21,6 +20,7 @@ from fxstore.train.metrics import (
     sharpe_per_bar,
     trade_pnls,
 )
+from fxstore.train.gpu.xp import array_module
 
 # The hand case: 2 days of 2 bars, capital 1000, bars_per_day 2.
 PNL = np.array([10.0, -15.0, 30.0, -5.0])

@@ -1,4 +1,4 @@
-"""fxstore.train.oracle: the planted signal at bar closes, a hand-computed book, absence."""
+"""The oracle reference: the planted signal at bar closes, a hand-computed book, absence."""
 
 from __future__ import annotations
 
@@ -11,9 +11,13 @@ import pytest
 from fxstore.config import EnvConfig
 from fxstore.errors import InvalidInputError
 from fxstore.synth.signal import signal_file_name
-from fxstore.train.backtest import baseline_results, reference_notes
-from fxstore.train.env import ContractSpec
-from fxstore.train.oracle import load_planted_signal, oracle_positions, signal_at_bars
+from fxstore.train.env.market import ContractSpec
+from fxstore.train.evaluate.references.oracle import (
+    load_planted_signal,
+    oracle_positions,
+    signal_at_bars,
+)
+from fxstore.train.evaluate.results import baseline_results, reference_notes
 from tests.train.test_backtest import tiny_market, whole_fold
 
 ES = ContractSpec("ES", 50.0, 0.25)

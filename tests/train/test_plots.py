@@ -12,9 +12,10 @@ import numpy.typing as npt
 import pytest
 
 from fxstore.market.calendar import session_bounds_ns
-from fxstore.train.backtest import FoldResult, fold_result
-from fxstore.train.metrics import BacktestMetrics
-from fxstore.train.plots import (
+from fxstore.train.evaluate.metrics import BacktestMetrics
+from fxstore.train.evaluate.results import FoldResult, fold_result
+from fxstore.train.evaluate.walkforward import Fold
+from fxstore.train.runs.plots import (
     POLICY_COLOURS,
     equity_all_figure,
     equity_figure,
@@ -22,7 +23,6 @@ from fxstore.train.plots import (
     policy_colour,
     session_axis,
 )
-from fxstore.train.walkforward import Fold
 
 #: Thu 2024-03-07, Fri 03-08, then a weekend, Mon 03-11, Tue 03-12 (the day after US DST).
 DAYS = (dt.date(2024, 3, 7), dt.date(2024, 3, 8), dt.date(2024, 3, 11), dt.date(2024, 3, 12))

@@ -1,4 +1,4 @@
-"""The greedy policy of a Q-function with a no-trade band (fxstore.train.policy)."""
+"""The greedy policy of a Q-function with a no-trade band (fxstore.train.agent.policy)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import numpy.typing as npt
 
 from fxstore.config import EnvConfig
-from fxstore.train.policy import QFunction, action_values, banded_positions, greedy_positions
+from fxstore.train.agent.policy import QFunction, action_values, banded_positions, greedy_positions
 from tests.train.test_env import random_market
 
 CONFIG = EnvConfig()  # positions -2..2: action j holds position j

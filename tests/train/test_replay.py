@@ -1,4 +1,4 @@
-"""fxstore.train.replay: prioritised sampling, importance weights, the ring, n-step returns."""
+"""train.agent.replay: prioritised sampling, importance weights, the ring, n-step returns."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy.typing as npt
 import pytest
 
 from fxstore.errors import InvalidInputError
-from fxstore.train.replay import NStepAccumulator, PrioritizedReplay
+from fxstore.train.agent.replay import NStepAccumulator, PrioritizedReplay
 
 
 def filled_replay(
@@ -207,7 +207,7 @@ def test_nstep_state_dict_round_trip_continues_the_same_transitions() -> None:
 
 
 def test_sample_into_out_buffers_equals_a_fresh_batch() -> None:
-    from fxstore.train.replay import Batch
+    from fxstore.train.agent.replay import Batch
 
     drawn = [filled_replay([1.0, 2.0, 3.0, 4.0, 10.0], seed=s) for s in (3, 3)]
     fresh = drawn[0].sample(7, 0.4)
@@ -221,7 +221,7 @@ def test_sample_into_out_buffers_equals_a_fresh_batch() -> None:
 
 
 def test_sample_into_out_buffers_of_the_wrong_shape_is_refused() -> None:
-    from fxstore.train.replay import Batch
+    from fxstore.train.agent.replay import Batch
 
     replay = filled_replay([1.0, 2.0])
     good = replay.sample(4, 0.4)
@@ -319,7 +319,7 @@ def test_nstep_push_into_wrong_obs_shape_raises_before_any_change() -> None:
 
 def test_one_kernel_paths_are_taken_for_cupy_arrays_only() -> None:
     """The CuPy-only kernels (write-back, push_into) check arrays' module, not an import."""
-    from fxstore.train.replay import _all_cupy
+    from fxstore.train.agent.replay import _all_cupy
 
     fake = type("ndarray", (), {"__module__": "cupy._core.core"})()
     assert _all_cupy((fake, fake))

@@ -1,4 +1,4 @@
-"""fxstore.train.replay on CuPy: the device sampler (fxstore.train._replay_kernels) draws
+"""fxstore.train.agent.replay on CuPy: the device sampler (fxstore.train.gpu.replay_kernels) draws
 what the numpy reference draws.
 
 Every test here needs CuPy and a CUDA device; tests/train/conftest.py skips them otherwise.
@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from fxstore.train.replay import Batch, PrioritizedReplay
+from fxstore.train.agent.replay import Batch, PrioritizedReplay
 
 pytestmark = pytest.mark.gpu
 
@@ -111,7 +111,7 @@ def test_priority_write_back_in_one_kernel_matches_cupy_expressions(
     cupy.maximum; a batch below the maximum leaves it)."""
     import cupy
 
-    import fxstore.train.replay as replay_module
+    import fxstore.train.agent.replay as replay_module
 
     rng = np.random.default_rng(2)
     # every slot once, then 100 drawn twice with the same priority both times (as a batch
@@ -156,8 +156,8 @@ def _push_both(
     pushed by push + add and by push_into, both on CuPy; and how often the kernel ran."""
     import cupy
 
-    from fxstore.train import _replay_kernels
-    from fxstore.train.replay import NStepAccumulator
+    from fxstore.train.agent.replay import NStepAccumulator
+    from fxstore.train.gpu import replay_kernels as _replay_kernels
 
     calls = [0]
     kernel = _replay_kernels.nstep_add

@@ -19,9 +19,9 @@ from fxstore.cli import cli
 from fxstore.config import BacktestConfig, EnvConfig, WalkForwardConfig
 from fxstore.errors import InvalidInputError
 from fxstore.store import atomic_write_json, file_sha256, fxcache_dir, run_dir
-from fxstore.train.backtest import BacktestResult, policy_totals, run_backtest
-from fxstore.train.env import Market
-from fxstore.train.report import find_run, render_report, write_report
+from fxstore.train.env.market import Market
+from fxstore.train.evaluate.results import BacktestResult, policy_totals, run_backtest
+from fxstore.train.runs.report import find_run, render_report, write_report
 from tests.train.test_plots import results_of
 
 RUN_ID = "20240607T120000Z-train"
@@ -46,7 +46,7 @@ def _fake_market() -> Market:
 
 def make_run(root: Path, *, finished: bool = True, plots: bool = True) -> Path:
     """A train run folder by hand: config, per-fold and total metrics, plots, an fxcache."""
-    from fxstore.train.plots import plot_equity, plot_equity_all
+    from fxstore.train.runs.plots import plot_equity, plot_equity_all
 
     cache = fxcache_dir(root, "ES.FUT", "9c924334e90ae682")
     cache.mkdir(parents=True)

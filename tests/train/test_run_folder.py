@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fxstore.train.runs import RunFolder
+from fxstore.train.runs.folder import RunFolder
 from tests.train.test_plots import results_of
 
 

@@ -18,10 +18,10 @@ from click.testing import CliRunner
 from fxstore.cli import cli
 from fxstore.config import BacktestConfig, TrainConfig
 from fxstore.errors import InvalidInputError, RunBusyError
-from fxstore.train.backtest import run_backtest
+from fxstore.train.evaluate.results import run_backtest
 from fxstore.train.loop import train
 from fxstore.train.profiles import load_profile
-from fxstore.train.status import RunLock, read_status
+from fxstore.train.runs.status import RunLock, read_status
 from tests.train._tiny import TINY
 
 _BACKTEST = BacktestConfig(env=TINY.env, walkforward=TINY.walkforward, plots=False)
@@ -238,7 +238,7 @@ def _train_subprocess(
     touch = f"    pathlib.Path({str(mark)!r}).touch()\n" if mark is not None else ""
     code = (
         "import pathlib, sys, time\n"
-        "import fxstore.train.agent as a\n"
+        "import fxstore.train.agent.dqn as a\n"
         "update = a.Agent.update_async\n"
         f"def slow(self, batch):\n{touch}    time.sleep({slow_update_s})\n"
         "    return update(self, batch)\n"

@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from fxstore.train.evaluate.metrics import BacktestMetrics, compute_metrics
+from fxstore.train.evaluate.seeds import agent_policies, seed_notes, summarize_seeds
 from fxstore.train.loop import train
-from fxstore.train.metrics import BacktestMetrics, compute_metrics
-from fxstore.train.seeds import agent_policies, seed_notes, summarize_seeds
 from tests.train.test_loop import TINY
 
 

@@ -1,4 +1,4 @@
-"""fxstore.train.significance: PSR and DSR against the published worked example, by hand."""
+"""train.evaluate.significance: PSR and DSR against the published worked example, by hand."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from fxstore.errors import InvalidInputError
-from fxstore.train.significance import (
+from fxstore.train.evaluate.significance import (
     deflated_sharpe_ratio,
     expected_max_sharpe,
     probabilistic_sharpe_ratio,

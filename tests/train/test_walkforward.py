@@ -1,4 +1,4 @@
-"""fxstore.train.walkforward: fold layout by hand, embargo, validation, errors, properties."""
+"""train.evaluate.walkforward: fold layout by hand, embargo, validation, errors, properties."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from fxstore.config import WalkForwardConfig
 from fxstore.errors import InvalidInputError, SchemaError
-from fxstore.train.walkforward import Fold, make_folds
+from fxstore.train.evaluate.walkforward import Fold, make_folds
 
 DAY0 = 19_700  # days since 1970-01-01 of the first trading day
 

@@ -1,0 +1,90 @@
+"""The training data path: a symbol's fxcache opened as a :class:`~fxstore.train.env.market.Market`.
+
+Backtests (:mod:`fxstore.train.evaluate.results`) and training (:mod:`fxstore.train.loop`) both read
+their rows through :func:`open_cache`: the loader maps the shards (format checks in
+:mod:`fxstore.fxcache`, paths from :mod:`fxstore.store`), and the run records the cache's key,
+manifest checksum and longest target horizon.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import numpy.typing as npt
+
+from fxstore.errors import FxStoreWarning, InvalidInputError
+from fxstore.fxcache import REDO, describe_truncated, truncated_inputs
+from fxstore.store import file_sha256, manifest_path
+
+if TYPE_CHECKING:
+    from fxstore.train.env.loader import DeviceName
+    from fxstore.train.env.market import Market
+
+__all__ = ["CachedMarket", "open_cache"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class CachedMarket:
+    """An fxcache's rows as a Market, and the facts a run records about the cache."""
+
+    market: Market
+    key: str
+    """Feature-set hash (the fxcache folder name)."""
+    manifest_sha256: str
+    horizon: int
+    """Longest target horizon in bars: the least gap between walk-forward slices."""
+    ts_close: npt.NDArray[np.int64]
+    """int64 ``(n_rows,)`` on the host: each row's bar close, ns UTC (for the oracle)."""
+
+    def to_json(self, symbol: str) -> dict[str, object]:
+        """The facts for a run's ``config.json``."""
+        return {
+            "symbol": symbol,
+            "key": self.key,
+            "manifest_sha256": self.manifest_sha256,
+            "n_rows": self.market.n_rows,
+            "bars_per_day": self.market.bars_per_day,
+            "max_target_horizon_bars": self.horizon,
+        }
+
+
+def open_cache(
+    root: Path, symbol: str, featureset: str | None, device: DeviceName = "cpu"
+) -> CachedMarket:
+    """Open `symbol`'s fxcache on `device` as a :class:`CachedMarket`.
+
+    Raises
+    ------
+    SymbolNotFoundError, InvalidInputError, SchemaError
+        See :func:`~fxstore.train.env.loader.open_fxcache`; also a manifest without the
+        feature-set hash or ``max_target_horizon_bars``.
+    """
+    from fxstore.train.env.loader import open_fxcache
+    from fxstore.train.env.market import market_from_view
+    from fxstore.train.gpu.xp import to_host
+
+    with open_fxcache(root, symbol, featureset=featureset, device=device) as view:
+        market = market_from_view(view)
+        manifest, folder = view.manifest, view.folder
+        ts_close = np.concatenate([to_host(p) for p in view.columns["ts_close"]])
+    truncated = truncated_inputs(manifest)
+    if truncated:
+        warnings.warn(FxStoreWarning(describe_truncated(str(folder), truncated)), stacklevel=2)
+    definition = manifest.get("featureset")
+    key = definition.get("hash") if isinstance(definition, dict) else None
+    horizon = manifest.get("max_target_horizon_bars")
+    if not isinstance(key, str) or not isinstance(horizon, int) or horizon < 0:
+        raise InvalidInputError(
+            f"the fxcache manifest of {symbol!r} has no featureset hash or "
+            f"max_target_horizon_bars; {REDO}."
+        )
+    return CachedMarket(
+        market, key, file_sha256(manifest_path(folder)), horizon, ts_close.astype(np.int64)
+    )

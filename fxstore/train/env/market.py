@@ -1,0 +1,376 @@
+"""A vectorised futures-trading environment over fxcache bars, and the PnL accounting it shares.
+
+Timing (no look-ahead): the features of row t are known at the close of bar t. At that close
+the agent picks a target position h_t from :attr:`EnvConfig.positions`, trades to it paying
+``cost_t = half_spread_t * multiplier + slippage_ticks * tick_size * multiplier +
+commission`` per contract traded, and holds it over bar t -> t+1, earning
+``h_t * (close_{t+1} - close_t) * multiplier``. The PnL booked on row t is that move net of
+the cost of the trade at t (float64 dollars).
+
+Rolls: when row t+1 is the first bar of a new contract (``is_roll``), the two closes belong to
+different contracts and their difference is no PnL. The position is closed at the old
+contract's last close (paying ``|h_t| * cost_t``); with ``roll="roll"`` it is reopened at the
+new contract's first close (paying ``|h_t| * cost_{t+1}``) and carried on, with
+``roll="close"`` the new contract starts flat. A window ``[lo, hi)`` ends flat: the position
+held into row ``hi - 1`` is closed there at its cost; when row ``hi - 1`` is a roll, the
+position is closed at the old contract's last close only (never reopened just to close).
+
+:func:`evaluate_positions` books a whole window of chosen positions at once (baselines,
+backtests); :class:`fxstore.train.env.vecenv.VecEnv` steps many environments in parallel for
+learning, on one array module (CuPy on a GPU, numpy otherwise). Both go through
+:func:`_book`, so they agree to the last cent (tested); on CuPy, VecEnv steps with one fused
+kernel (``_env_kernels``) that repeats :func:`_book`'s expressions and the start draws bit
+for bit (tested against numpy).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from types import ModuleType
+from typing import TYPE_CHECKING, NamedTuple, TypeAlias
+
+import numpy as np
+import numpy.typing as npt
+
+from fxstore.config import EnvConfig
+from fxstore.errors import InvalidInputError, SchemaError
+from fxstore.fxcache import REDO
+from fxstore.market.master import ROOTS
+from fxstore.train.gpu.xp import all_finite, array_module, to_host
+
+if TYPE_CHECKING:
+    from fxstore.train.env.loader import FxCacheView
+
+__all__ = [
+    "ContractSpec",
+    "Market",
+    "WindowPnL",
+    "contract_spec",
+    "evaluate_positions",
+    "market_from_view",
+    "policy_positions",
+]
+
+logger = logging.getLogger(__name__)
+
+#: numpy or CuPy arrays (CuPy has no stubs: typed as their numpy twins).
+F64: TypeAlias = npt.NDArray[np.float64]
+F32: TypeAlias = npt.NDArray[np.float32]
+I64: TypeAlias = npt.NDArray[np.int64]
+Bool: TypeAlias = npt.NDArray[np.bool_]
+
+
+@dataclass(frozen=True, slots=True)
+class ContractSpec:
+    """What one contract of a futures root is worth."""
+
+    root: str
+    multiplier: float
+    """Dollars per index point."""
+    tick_size: float
+    """Minimum price increment, index points."""
+
+    @property
+    def tick_value(self) -> float:
+        """Dollars per tick of one contract."""
+        return self.multiplier * self.tick_size
+
+
+def contract_spec(symbol: str, config: EnvConfig | None = None) -> ContractSpec:
+    """The contract spec of store symbol `symbol` ("ES.FUT" -> ES), overridden by `config`.
+
+    The multiplier and tick size come from the instrument master's table of CME roots
+    (:data:`fxstore.market.master.ROOTS`), the same one ingest uses.
+
+    Raises
+    ------
+    InvalidInputError
+        The root has no known spec and `config` does not give both multiplier and tick size.
+    """
+    root = symbol.split(".", 1)[0]
+    multiplier = config.multiplier if config is not None else None
+    tick_size = config.tick_size if config is not None else None
+    known = ROOTS.get(root)
+    if known is None and (multiplier is None or tick_size is None):
+        raise InvalidInputError(
+            f"no contract spec for {symbol!r} (root {root!r}; known: "
+            f"{', '.join(sorted(ROOTS))}); pass --multiplier and --tick-size."
+        )
+    return ContractSpec(
+        root,
+        float(multiplier if multiplier is not None else known.multiplier),  # type: ignore[union-attr]
+        float(tick_size if tick_size is not None else known.tick_size),  # type: ignore[union-attr]
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Market:
+    """One symbol's fxcache rows on one array module: what the environment trades.
+
+    Rows are in time order (``ts_close`` strictly increasing). Arrays live on the module of
+    `features` (numpy or CuPy), except `trading_day`, which stays on the host for the folds.
+    """
+
+    features: F32
+    """float32 ``(n_rows, n_features)``: the observation part of each row."""
+    close: F64
+    """float64 ``(n_rows,)``: the bar's close, index points (``mkt_close``)."""
+    half_spread: F64
+    """float64 ``(n_rows,)``: half the spread at the bar's close, index points."""
+    is_roll: npt.NDArray[np.bool_]
+    """bool ``(n_rows,)``: the row is the first bar of a new contract."""
+    trading_day: npt.NDArray[np.int32]
+    """int32 ``(n_rows,)`` on the host: CME trading day, days since 1970-01-01."""
+    feature_names: tuple[str, ...]
+    """Feature columns, in the order of `features`' columns."""
+    bars_per_day: float
+    """Bars per distinct trading day of the whole cache (from its manifest)."""
+
+    def __post_init__(self) -> None:
+        n = self.features.shape[0]
+        if self.features.ndim != 2 or self.features.shape[1] != len(self.feature_names):
+            raise SchemaError(
+                f"`features` must be (n_rows, {len(self.feature_names)}), was "
+                f"{self.features.shape}."
+            )
+        if self.is_roll.dtype != np.bool_:
+            raise SchemaError(f"`is_roll` must be a bool array, was {self.is_roll.dtype}.")
+        for name in ("close", "half_spread", "is_roll", "trading_day"):
+            if getattr(self, name).shape != (n,):
+                raise SchemaError(
+                    f"`{name}` must have shape ({n},), was {getattr(self, name).shape}."
+                )
+        if n < 2:
+            raise InvalidInputError(f"a market needs at least 2 rows to trade, has {n}.")
+
+    @property
+    def n_rows(self) -> int:
+        """Rows (bars)."""
+        return int(self.features.shape[0])
+
+    @property
+    def xp(self) -> ModuleType:
+        """The array module of the arrays (numpy or CuPy)."""
+        return array_module(self.features)
+
+    def feature(self, name: str) -> F32:
+        """The column of feature `name` (``f_`` prefix optional), on the market's module."""
+        column = name if name.startswith("f_") else f"f_{name}"
+        if column not in self.feature_names:
+            raise InvalidInputError(
+                f"the fxcache has no feature {column!r}; it has {', '.join(self.feature_names)}."
+            )
+        return self.features[:, self.feature_names.index(column)]
+
+
+def market_from_view(view: FxCacheView) -> Market:
+    """The rows of an open fxcache view as a :class:`Market`, on the view's device.
+
+    Features are copied into one device matrix (:meth:`FxCacheView.features_to_device`);
+    the market columns are gathered from the mapped shards.
+    """
+    features, _targets = view.features_to_device()
+    xp = array_module(features)
+    columns = view.columns
+
+    def joined(name: str) -> npt.NDArray[np.generic]:
+        out: npt.NDArray[np.generic] = xp.concatenate([xp.asarray(p) for p in columns[name]])
+        return out
+
+    trading_day = np.concatenate([to_host(p) for p in columns["trading_day"]])
+    bars_per_day = view.manifest.get("bars_per_day")
+    if not isinstance(bars_per_day, int | float) or bars_per_day <= 0:
+        raise SchemaError(
+            f"the fxcache manifest of {view.symbol!r} has no positive `bars_per_day` "
+            f"(was {bars_per_day!r}); {REDO}."
+        )
+    return Market(
+        features=features,
+        close=joined("mkt_close").astype(xp.float64, copy=False),
+        half_spread=joined("mkt_half_spread").astype(xp.float64, copy=False),
+        is_roll=joined("is_roll").astype(bool),
+        trading_day=trading_day.astype(np.int32, copy=False),
+        feature_names=view.feature_names,
+        bars_per_day=float(bars_per_day),
+    )
+
+
+def _check_window(market: Market, lo: int, hi: int) -> None:
+    if not 0 <= lo < hi <= market.n_rows or hi - lo < 2:
+        raise InvalidInputError(
+            f"window [{lo}, {hi}) must hold at least 2 of the market's {market.n_rows} rows."
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class _Costs:
+    """Per-row prices of trading one contract, for one EnvConfig and spec."""
+
+    cost: F64  # (n_rows,) dollars per contract traded at the row's close
+    unit: F64  # (n_rows,) dollars per unit of reward at the row
+    multiplier: float
+
+
+def _rolling_sigma(close: F64, is_roll: Bool, window: int, xp: ModuleType) -> F64:
+    """Causal RMS of within-contract one-bar log returns over the last `window` rows.
+
+    Row t uses the returns of rows max(1, t - window + 1) .. t (fewer at the start, never a
+    future row); a roll's return is 0 (the gap between contracts is not a move). Row 0 has
+    no return yet and gets 0, which the caller floors.
+    """
+    r = xp.zeros_like(close)
+    r[1:] = xp.where(is_roll[1:], 0.0, xp.diff(xp.log(close)))
+    cum = xp.concatenate([xp.zeros(1), xp.cumsum(r * r)])
+    t = xp.arange(close.shape[0])
+    first = xp.maximum(t - window + 1, 1)
+    count = xp.maximum(t - first + 1, 1)
+    mean_sq = (cum[t + 1] - cum[first]) / count
+    out: F64 = xp.sqrt(xp.maximum(mean_sq, 0.0))
+    return out
+
+
+def _costs(market: Market, config: EnvConfig, spec: ContractSpec) -> _Costs:
+    xp = market.xp
+    mult = spec.multiplier
+    cost = (
+        market.half_spread * mult
+        + config.slippage_ticks * spec.tick_size * mult
+        + config.commission_per_contract
+    )
+    if config.reward == "dollars":
+        unit = xp.ones_like(market.close)
+    elif config.reward == "ticks":
+        unit = xp.full_like(market.close, spec.tick_value)
+    else:
+        sigma = _rolling_sigma(market.close, market.is_roll, config.vol_window, xp)
+        # At least one tick: a market that has not moved yet does not blow the reward up.
+        unit = xp.maximum(sigma * market.close * mult, spec.tick_value)
+    return _Costs(cost=cost, unit=unit, multiplier=mult)
+
+
+def _carried(xp: ModuleType, target: F64, roll: Bool, carry: Bool) -> F64:
+    """The position coming into row t+1: `target`, or 0 across a roll not carried over."""
+    out: F64 = xp.where(carry | ~roll, target, 0.0)
+    return out
+
+
+def _book(
+    xp: ModuleType,
+    held: F64,
+    target: F64,
+    t: I64,
+    market: Market,
+    costs: _Costs,
+    carry: Bool,
+) -> tuple[F64, F64, F64]:
+    """PnL booked on rows `t` for trading from `held` to `target` and holding to row t+1.
+
+    `carry` (bool, per row or one for all) says whether a position is reopened in the new
+    contract when row t+1 is a roll: 'roll' mode, except where row t+1 ends the window or
+    episode (reopening there only to close out at once would pay the cost twice for nothing).
+    Returns ``(pnl, gross, carried)``: net and gross-of-costs float64 dollars, and the
+    position held coming into row t+1 (0 after a roll not carried). Row t+1 must exist.
+    """
+    nxt = t + 1
+    roll = market.is_roll[nxt]
+    move = target * (market.close[nxt] - market.close[t]) * costs.multiplier
+    gross = xp.where(roll, 0.0, move)
+    at_roll = xp.abs(target) * (costs.cost[t] + xp.where(carry, costs.cost[nxt], 0.0))
+    paid = xp.abs(target - held) * costs.cost[t] + xp.where(roll, at_roll, 0.0)
+    return gross - paid, gross, _carried(xp, target, roll, carry)
+
+
+class WindowPnL(NamedTuple):
+    """Per-row results of trading one window ``[lo, hi)``; arrays of length ``hi - lo``."""
+
+    pnl: F64
+    """float64 dollars booked on each row, net of costs (the last row books the close-out)."""
+    positions: F64
+    """Contracts held over each row (chosen at its close); 0 on the last row."""
+    costs: F64
+    """float64 dollars of costs paid on each row (included in `pnl`)."""
+    trading_day: npt.NDArray[np.int32]
+    """Each row's trading day (host)."""
+
+
+def evaluate_positions(
+    market: Market,
+    positions: F64,
+    lo: int,
+    hi: int,
+    config: EnvConfig,
+    spec: ContractSpec,
+) -> WindowPnL:
+    """Book a window of chosen positions: what holding ``positions[i]`` over row lo+i earns.
+
+    Parameters
+    ----------
+    positions
+        ``(hi - lo,)`` contracts to hold over each row, chosen at its close from data up to
+        it; the last entry is ignored (the window ends flat).
+
+    Returns
+    -------
+    WindowPnL
+        Arrays on the market's module, except `trading_day`.
+    """
+    _check_window(market, lo, hi)
+    xp = market.xp
+    target = xp.asarray(positions, dtype=xp.float64)
+    if target.shape != (hi - lo,):
+        raise InvalidInputError(f"`positions` must have shape ({hi - lo},), was {target.shape}.")
+    if not all_finite(target):
+        raise InvalidInputError("`positions` holds NaN or inf; every row needs a position.")
+    costs = _costs(market, config, spec)
+    target = target.copy()
+    target[-1] = 0.0
+    t = xp.arange(lo, hi - 1)
+    carry = (t + 1 < hi - 1) & (config.roll == "roll")
+    # The position coming into each row depends only on the previous row's target (and a
+    # roll), so the whole window is booked at once.
+    held = xp.concatenate([xp.zeros(1), _carried(xp, target[:-1], market.is_roll[t + 1], carry)])
+    body, gross, _ = _book(xp, held[:-1], target[:-1], t, market, costs, carry)
+    last_cost = xp.abs(held[-1:]) * costs.cost[hi - 1 : hi]
+    pnl = xp.concatenate([body, -last_cost])
+    paid = xp.concatenate([gross - body, last_cost])
+    return WindowPnL(pnl, target, paid, market.trading_day[lo:hi])
+
+
+def policy_positions(actions: I64, market: Market, lo: int, hi: int, config: EnvConfig) -> F64:
+    """Positions of a policy whose action depends on the row and the position held coming in.
+
+    Parameters
+    ----------
+    actions
+        int ``(hi - lo, len(config.positions))``: the action index taken at each row for each
+        held position (in the order of `config.positions`), e.g. the greedy actions of a
+        Q-network evaluated on every (row, held position) pair at once.
+
+    Returns
+    -------
+    numpy float64 ``(hi - lo,)``: the positions chosen, for :func:`evaluate_positions`.
+    """
+    _check_window(market, lo, hi)
+    table = to_host(actions).astype(np.int64, copy=False)
+    n_pos = len(config.positions)
+    if table.shape != (hi - lo, n_pos):
+        raise InvalidInputError(f"`actions` must be ({hi - lo}, {n_pos}), was {table.shape}.")
+    if table.size and (table.min() < 0 or table.max() >= n_pos):
+        raise InvalidInputError(f"`actions` must be in 0..{n_pos - 1}.")
+    roll_next = np.zeros(hi - lo, dtype=bool)
+    roll_next[:-1] = to_host(market.is_roll[lo + 1 : hi])
+    return _scan_actions(table, roll_next, config)
+
+
+def _scan_actions(table: I64, roll_next: Bool, config: EnvConfig) -> F64:
+    values = np.asarray(config.positions, dtype=np.float64)
+    flat = config.positions.index(0)
+    close_at_roll = config.roll == "close"
+    out = np.empty(table.shape[0])
+    held = flat
+    for i in range(table.shape[0]):
+        action = int(table[i, held])
+        out[i] = values[action]
+        held = flat if close_at_roll and roll_next[i] else action
+    return out
