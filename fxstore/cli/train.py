@@ -179,7 +179,7 @@ def run_backtest(
     config: BacktestConfig, store_root: Path, quiet: bool, *, as_json: bool = False
 ) -> BacktestResult:
     """Run the baselines with a progress bar, then print the results (as a table or JSON)."""
-    from fxstore.train.evaluate.results import run_backtest as run
+    from fxstore.train.runs.backtest import run_backtest as run
     from fxstore.train.runs.status import report_command
 
     with progress("backtest", quiet) as bar:

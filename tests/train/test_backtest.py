@@ -17,13 +17,10 @@ from fxstore.errors import InvalidInputError
 from fxstore.store import create_run_dir, file_sha256
 from fxstore.train.env.market import ContractSpec, Market
 from fxstore.train.evaluate.metrics import compute_metrics
-from fxstore.train.evaluate.results import (
-    BASELINES,
-    baseline_positions,
-    evaluate_fold,
-    run_backtest,
-)
+from fxstore.train.evaluate.references.baselines import BASELINES, baseline_positions
+from fxstore.train.evaluate.results import evaluate_fold
 from fxstore.train.evaluate.walkforward import Fold
+from fxstore.train.runs.backtest import run_backtest
 from tests.conftest import SynthMarket
 
 ES = ContractSpec("ES", 50.0, 0.25)
@@ -343,7 +340,7 @@ def test_cli_backtest_table_prints_rows_and_run_folder(store: Path) -> None:
 def test_run_backtest_that_fails_midway_leaves_no_run_folder(
     store: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from fxstore.train.evaluate import results as module
+    from fxstore.train.runs import backtest as module
 
     before = sorted((store / "runs").iterdir()) if (store / "runs").exists() else []
 

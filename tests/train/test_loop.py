@@ -13,9 +13,10 @@ from click.testing import CliRunner
 from fxstore.cli import cli
 from fxstore.config import AgentConfig, BacktestConfig
 from fxstore.errors import InvalidInputError, SymbolNotFoundError
-from fxstore.train.evaluate.results import BacktestResult, run_backtest
+from fxstore.train.evaluate.results import BacktestResult
 from fxstore.train.loop import train
 from fxstore.train.profiles import PROFILES, config_from_json, load_profile
+from fxstore.train.runs.backtest import run_backtest
 from tests.train._tiny import TINY, interrupt_then_resume
 
 

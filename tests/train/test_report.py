@@ -20,7 +20,8 @@ from fxstore.config import BacktestConfig, EnvConfig, WalkForwardConfig
 from fxstore.errors import InvalidInputError
 from fxstore.store import atomic_write_json, file_sha256, fxcache_dir, run_dir
 from fxstore.train.env.market import Market
-from fxstore.train.evaluate.results import BacktestResult, policy_totals, run_backtest
+from fxstore.train.evaluate.results import BacktestResult, policy_totals
+from fxstore.train.runs.backtest import run_backtest
 from fxstore.train.runs.report import find_run, render_report, write_report
 from tests.train.test_plots import results_of
 

@@ -18,9 +18,9 @@ from click.testing import CliRunner
 from fxstore.cli import cli
 from fxstore.config import BacktestConfig, TrainConfig
 from fxstore.errors import InvalidInputError, RunBusyError
-from fxstore.train.evaluate.results import run_backtest
 from fxstore.train.loop import train
 from fxstore.train.profiles import load_profile
+from fxstore.train.runs.backtest import run_backtest
 from fxstore.train.runs.status import RunLock, read_status
 from tests.train._tiny import TINY
 

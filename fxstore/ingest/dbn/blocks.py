@@ -8,7 +8,7 @@ symbology and counts the others; :func:`check_order` holds ts_recv non-decreasin
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -20,12 +20,30 @@ from fxstore.ingest.dbn.format import (
     MBP10_DTYPE,
     RTYPE_MBP10,
     TS_OUT_BYTES,
+    DbnMetadata,
     symbol_mapping_dtype,
 )
 from fxstore.ingest.dbn.symbology import Symbology
 
-if TYPE_CHECKING:
-    from fxstore.ingest.dbn.file import DbnFile, FileCounters
+
+class DbnLayout(Protocol):
+    """What the decoder reads of a file: its path, record size and metadata."""
+
+    @property
+    def path(self) -> Path: ...
+    @property
+    def record_bytes(self) -> int: ...
+    @property
+    def metadata(self) -> DbnMetadata: ...
+
+
+class Tallies(Protocol):
+    """What the decoder counts into (the reader's per-file counters)."""
+
+    n_symbol_mappings: int
+    skipped: dict[int, int]
+    """rtype -> records of that type skipped."""
+
 
 __all__ = ["BlockDecoder", "check_order"]
 
@@ -33,7 +51,7 @@ __all__ = ["BlockDecoder", "check_order"]
 class BlockDecoder:
     """Turns blocks of decompressed record bytes into MBP-10 record arrays for one file."""
 
-    def __init__(self, file: DbnFile, counters: FileCounters, symbology: Symbology) -> None:
+    def __init__(self, file: DbnLayout, counters: Tallies, symbology: Symbology) -> None:
         self.path = file.path
         self.record_bytes = file.record_bytes
         ts_out = TS_OUT_BYTES if file.metadata.ts_out else 0

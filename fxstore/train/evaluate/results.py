@@ -1,35 +1,14 @@
-"""Baseline policies on walk-forward test windows: what a trained agent has to beat.
+"""Results of policies on walk-forward test windows: per fold, pooled, and their table.
 
-Every policy trades the fold's test window through
-:func:`fxstore.train.env.market.evaluate_positions`
+Every policy, the agent's seeds and the references (:mod:`fxstore.train.evaluate.references`),
+trades the fold's test window through :func:`fxstore.train.env.market.evaluate_positions`
 (same costs, rolls and close-out as the environment) and is scored by
-:func:`fxstore.train.evaluate.metrics.compute_metrics`. The baselines:
-
-- ``flat``: never trades (PnL 0: the floor every cost-paying policy is measured against).
-- ``long``: holds +1 contract from the first to the last row of the window (buy and hold).
-- ``random``: a position drawn uniformly from :attr:`EnvConfig.positions` at every row
-  (seeded by the seed and the window's first row, so reproducible and different per fold).
-- ``ofi-sign``: the sign of the order-flow-imbalance feature at the row's close (+1, -1, or 0
-  when it is 0): the naive signal a learner has to improve on.
-- ``linear``: a ridge regression of the next bar's move on the features, fitted on the fold's
-  training part, its penalty and no-trade band chosen on the validation slice
-  (:mod:`fxstore.train.evaluate.references.linear`): what a researcher would try first.
-- ``oracle``: on the synthetic market, the planted signal itself traded with the same
-  positions and costs (:mod:`fxstore.train.evaluate.references.oracle`): the ceiling of what was
-  learnable.
-  Without the signal's side files (real data) it is left out and the report says so.
+:func:`fxstore.train.evaluate.metrics.compute_metrics` into a :class:`FoldResult`.
 
 Fitted policies (the agent, ``linear``) also report their in-sample daily Sharpe: the same
 policy traded over the fold's training part, next to the out-of-sample one, so overfitting
 shows. Totals pool every test window; the table ends with the probabilistic and deflated
 Sharpe ratios of the pooled daily returns (:mod:`fxstore.train.evaluate.significance`).
-
-:func:`run_backtest` runs them all on every fold and writes ``runs/<run-id>/``::
-
-    config.json        the BacktestConfig, fxstore version, fxcache key and manifest checksum
-    metrics.json       per fold and policy, and totals per policy over every test window
-    fold00/equity.png  equity and drawdown of every policy on the fold's test window (when plots)
-    equity_all.png     the same over every test window, one after another (when plots)
 """
 
 from __future__ import annotations
@@ -38,7 +17,7 @@ import dataclasses
 import datetime as dt
 import logging
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -46,36 +25,24 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-from fxstore import __version__
-from fxstore.config import BASELINE_POLICIES, BacktestConfig, EnvConfig
+from fxstore.config import EnvConfig
 from fxstore.errors import InvalidInputError
-from fxstore.store import atomic_write_json, create_run_dir, fold_dir, synth_dir
-from fxstore.train.env.data import CachedMarket, open_cache
-from fxstore.train.env.market import ContractSpec, Market, contract_spec, evaluate_positions
+from fxstore.store import synth_dir
+from fxstore.train.env.data import CachedMarket
+from fxstore.train.env.market import ContractSpec, Market, evaluate_positions
 from fxstore.train.evaluate.metrics import BacktestMetrics, compute_metrics, daily_pnl
-from fxstore.train.evaluate.references.linear import fit_linear, linear_positions
+from fxstore.train.evaluate.references import REFERENCES, ReferenceInputs
 from fxstore.train.evaluate.references.oracle import (
     PlantedSignal,
     load_planted_signal,
-    oracle_positions,
 )
 from fxstore.train.evaluate.significance import SharpeSignificance, sharpe_significance
-from fxstore.train.evaluate.walkforward import Fold, make_folds
+from fxstore.train.evaluate.walkforward import Fold
 from fxstore.train.gpu.xp import to_host
-from fxstore.train.runs.status import (
-    Headline,
-    RunLock,
-    RunStatus,
-    StatusRecorder,
-    now_iso,
-    record_run,
-)
 
 __all__ = [
-    "BASELINES",
     "BacktestResult",
     "FoldResult",
-    "baseline_positions",
     "baseline_results",
     "best_of_significance",
     "evaluate_fold",
@@ -85,83 +52,12 @@ __all__ = [
     "policy_totals",
     "pooled_significance",
     "reference_notes",
-    "run_backtest",
     "with_ts_close",
-    "write_equity_plots",
 ]
 
 logger = logging.getLogger(__name__)
 
-BASELINES: Final[tuple[str, ...]] = BASELINE_POLICIES
 F64 = npt.NDArray[np.float64]
-
-
-def baseline_positions(
-    policy: str,
-    market: Market,
-    lo: int,
-    hi: int,
-    env_config: EnvConfig,
-    *,
-    seed: int,
-    feature: str = "ofi_all",
-    fold: Fold | None = None,
-    spec: ContractSpec | None = None,
-    capital: float = 100_000.0,
-) -> F64:
-    """The positions baseline `policy` holds over rows ``[lo, hi)`` of `market`.
-
-    Parameters
-    ----------
-    policy
-        One of :data:`BASELINES` (see the module docstring).
-    lo, hi
-        The window, e.g. a fold's test rows.
-    env_config
-        Its `positions` are what 'random' draws from.
-    seed
-        Seed of 'random' (mixed with `lo`, so windows differ and reruns agree).
-    feature
-        The feature whose sign 'ofi-sign' follows (``f_`` prefix optional).
-    fold, spec, capital
-        For 'linear' (required): the fold whose training part it is fitted on and whose
-        validation slice picks its penalty and band, with these costs and capital.
-
-    Returns
-    -------
-    numpy float64 ``(hi - lo,)``: contracts held over each row, for
-    :func:`fxstore.train.env.market.evaluate_positions` (which closes out on the last row).
-
-    Raises
-    ------
-    InvalidInputError
-        Unknown `policy` (the message lists the choices), a bad window, or an unknown feature.
-    """
-    if policy not in BASELINES:
-        raise InvalidInputError(f"unknown policy {policy!r}; choose from {', '.join(BASELINES)}.")
-    if not 0 <= lo < hi <= market.n_rows:
-        raise InvalidInputError(
-            f"window [{lo}, {hi}) must lie in the market's {market.n_rows} rows."
-        )
-    n = hi - lo
-    if policy == "oracle":
-        raise InvalidInputError(
-            "policy 'oracle' trades the planted signal: use baseline_results with `planted`."
-        )
-    if policy == "linear":
-        if fold is None or spec is None:
-            raise InvalidInputError("policy 'linear' is fitted per fold: pass `fold` and `spec`.")
-        model = fit_linear(market, fold, env_config, spec, capital=capital)
-        return linear_positions(model, market, lo, hi)
-    if policy == "flat":
-        return np.zeros(n)
-    if policy == "long":
-        return np.ones(n)
-    if policy == "random":
-        rng = np.random.default_rng([seed, lo])
-        return rng.choice(np.asarray(env_config.positions, dtype=np.float64), size=n)
-    signal = to_host(market.feature(feature)[lo:hi]).astype(np.float64)
-    return np.sign(np.nan_to_num(signal, nan=0.0))
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -325,7 +221,8 @@ def _fmt(value: float, spec: str) -> str:
 
 @dataclass(frozen=True, slots=True, eq=False)
 class BacktestResult:
-    """What :func:`run_backtest` produced."""
+    """What a backtest or training run produced (:func:`fxstore.train.runs.backtest.run_backtest`,
+    :func:`fxstore.train.loop.train`)."""
 
     run_dir: Path
     """The run folder, ``<root>/runs/<run-id>``."""
@@ -501,35 +398,33 @@ def baseline_results(
     seed: int,
     planted: npt.NDArray[np.float64] | None = None,
 ) -> list[FoldResult]:
-    """Every baseline in `policies` traded on the fold's test window, in that order.
+    """Every reference in `policies` (:data:`REFERENCES`) traded on the fold's test window,
+    in that order.
 
-    'linear' is fitted on the fold first and also scored in sample (its training part);
-    'oracle' trades `planted` (the planted signal per market row) and is left out when it
-    is None.
+    A fitted reference ('linear') is also scored in sample (its training part); one that
+    this market cannot have ('oracle' when `planted`, the planted signal per market row, is
+    None) is left out.
     """
+    inputs = ReferenceInputs(market, fold, env_config, spec, capital, seed, planted)
     results = []
     for policy in policies:
+        if policy not in REFERENCES:
+            raise InvalidInputError(
+                f"unknown policy {policy!r}; choose from {', '.join(REFERENCES)}."
+            )
+        held = REFERENCES[policy].positions(inputs)
+        if held is None:
+            continue
         in_sample = math.nan
-        if policy == "oracle":
-            if planted is None:
-                continue
-            positions, _train, _band = oracle_positions(
-                planted, market, fold, env_config, spec, capital=capital
-            )
-        elif policy == "linear":
-            model = fit_linear(market, fold, env_config, spec, capital=capital)
-            positions = linear_positions(model, market, *fold.test)
-            train_positions = linear_positions(model, market, *fold.train)
+        if held.train is not None:
             in_sample = in_sample_sharpe(
-                market, fold, train_positions, env_config, spec, capital=capital
+                market, fold, held.train, env_config, spec, capital=capital
             )
-        else:
-            positions = baseline_positions(policy, market, *fold.test, env_config, seed=seed)
         results.append(
             evaluate_fold(
                 market,
                 fold,
-                positions,
+                held.test,
                 env_config,
                 spec,
                 capital=capital,
@@ -588,134 +483,3 @@ def reference_notes(
                 f"(${totals[policy].total_pnl:,.2f} of ${oracle.total_pnl:,.2f})"
             )
     return tuple(lines)
-
-
-def write_equity_plots(
-    folder: Path, results: Sequence[FoldResult], totals: Mapping[str, BacktestMetrics]
-) -> None:
-    """One ``fold<NN>/equity.png`` per fold of `results` (every policy on the same axes) and
-    ``equity_all.png`` over all folds, its legend from `totals`."""
-    from fxstore.train.runs.plots import plot_equity, plot_equity_all
-
-    folds = {r.fold.index: r.fold for r in results}
-    for index, fold in folds.items():
-        mine = {r.policy: r for r in results if r.fold.index == index}
-        plot_equity(fold_dir(folder, index) / "equity.png", fold, mine)
-    plot_equity_all(folder / "equity_all.png", results, totals)
-
-
-def run_backtest(
-    config: BacktestConfig,
-    root: Path,
-    *,
-    on_progress: Callable[[int, int], None] | None = None,
-) -> BacktestResult:
-    """Run every baseline policy on every walk-forward test window of a symbol's fxcache.
-
-    Parameters
-    ----------
-    config
-        Symbol, policies, costs, folds, capital, seed, plots.
-    root
-        Store root, the folder holding ``fxcache/``; the run folder goes to ``runs/``.
-    on_progress
-        Called as ``on_progress(folds_done, n_folds)`` after each fold.
-
-    Returns
-    -------
-    BacktestResult
-        The run folder, every (fold, policy) result and the totals per policy.
-
-    Raises
-    ------
-    SymbolNotFoundError
-        `config.symbol` has no fxcache (the message lists those that have one).
-    InvalidInputError
-        Too few trading days for one fold, an unknown contract root, a bad fxcache.
-    """
-    root = Path(root)
-    cache = open_cache(root, config.symbol, config.featureset)
-    folds = make_folds(
-        cache.market.trading_day, config.walkforward, max_target_horizon_bars=cache.horizon
-    )
-    spec = contract_spec(config.symbol, config.env)  # an unknown root fails before the folder
-    planted = load_oracle(root, config.symbol, config.signal_dir, cache)
-    folder = create_run_dir(root, "backtest")
-    lock = RunLock(folder)
-    lock.acquire()
-    status = RunStatus(folder.name, "backtest", config.symbol, now_iso(), "running", 0, len(folds))
-    # no resume: a half-written run is noise, so any failure removes the folder
-    with record_run(folder, lock, status, discard=lambda _recorder: True) as recorder:
-        return _backtest_into(folder, config, cache, folds, spec, planted, on_progress, recorder)
-
-
-def _backtest_into(
-    folder: Path,
-    config: BacktestConfig,
-    cache: CachedMarket,
-    folds: Sequence[Fold],
-    spec: ContractSpec,
-    planted: PlantedSignal,
-    on_progress: Callable[[int, int], None] | None,
-    recorder: StatusRecorder,
-) -> BacktestResult:
-    """Run the baselines of :func:`run_backtest` and write the run into `folder`."""
-    market = cache.market
-    atomic_write_json(
-        folder / "config.json",
-        {
-            "kind": "backtest",
-            "config": config.to_json(),
-            "contract": {
-                "root": spec.root,
-                "multiplier": spec.multiplier,
-                "tick_size": spec.tick_size,
-            },
-            "fxstore_version": __version__,
-            "fxcache": cache.to_json(config.symbol),
-        },
-    )
-    results: list[FoldResult] = []
-    for fold in folds:
-        results += baseline_results(
-            market,
-            fold,
-            config.policies,
-            config.env,
-            spec,
-            capital=config.capital,
-            seed=config.seed,
-            planted=planted.values,
-        )
-        recorder.fold_done()
-        if on_progress is not None:
-            on_progress(fold.index + 1, len(folds))
-    results = with_ts_close(results, cache.ts_close)
-    totals = policy_totals(results, market, capital=config.capital, seed=config.seed)
-    best = best_of_significance(results, totals, capital=config.capital)
-    result = BacktestResult(
-        run_dir=folder,
-        symbol=config.symbol,
-        fxcache_key=cache.key,
-        policies=tuple(p for p in config.policies if p != "oracle" or planted.values is not None),
-        folds=tuple(results),
-        totals=totals,
-        significance=() if best is None else (best,),
-        notes=reference_notes(planted, config.policies, totals),
-    )
-    atomic_write_json(folder / "metrics.json", result.to_json())
-    if config.plots:
-        write_equity_plots(folder, results, totals)
-    if best is not None:  # the headline of `fxstore runs`: the best policy's totals
-        top = totals[best.policy]
-        recorder.complete(Headline(best.policy, top.total_pnl, top.sharpe_daily))
-    else:
-        recorder.complete(None)
-    logger.info(
-        "backtest of %s: %d folds x %d policies -> %s",
-        config.symbol,
-        len(folds),
-        len(config.policies),
-        folder,
-    )
-    return result

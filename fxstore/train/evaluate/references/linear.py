@@ -30,11 +30,13 @@ import numpy.typing as npt
 from fxstore.config import EnvConfig
 from fxstore.train.env.market import ContractSpec, Market, evaluate_positions
 from fxstore.train.evaluate.metrics import sharpe_per_bar
+from fxstore.train.evaluate.references.base import ReferenceInputs, ReferencePositions
 from fxstore.train.evaluate.walkforward import Fold
 from fxstore.train.gpu.xp import to_host
 
 __all__ = [
     "BAND_MULTIPLES",
+    "LINEAR",
     "RIDGE_LAMBDAS",
     "TARGET_HORIZON_BARS",
     "LinearModel",
@@ -217,3 +219,22 @@ def linear_positions(model: LinearModel, market: Market, lo: int, hi: int) -> F6
     if not math.isfinite(model.band):
         return np.zeros(hi - lo)
     return band_positions(model.predict(market.features[lo:hi]), model.band)
+
+
+@dataclass(frozen=True, slots=True)
+class _Linear:
+    """``linear`` as a reference: fitted on the fold, scored in and out of sample."""
+
+    name: str = "linear"
+
+    def positions(self, inputs: ReferenceInputs) -> ReferencePositions:
+        model = fit_linear(
+            inputs.market, inputs.fold, inputs.env, inputs.spec, capital=inputs.capital
+        )
+        return ReferencePositions(
+            linear_positions(model, inputs.market, *inputs.fold.test),
+            linear_positions(model, inputs.market, *inputs.fold.train),
+        )
+
+
+LINEAR: Final = _Linear()

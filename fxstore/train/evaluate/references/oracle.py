@@ -19,6 +19,7 @@ import logging
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Final
 
 import numpy as np
 import numpy.typing as npt
@@ -26,10 +27,11 @@ import numpy.typing as npt
 from fxstore.config import EnvConfig
 from fxstore.errors import InvalidInputError
 from fxstore.train.env.market import ContractSpec, Market
+from fxstore.train.evaluate.references.base import ReferenceInputs, ReferencePositions
 from fxstore.train.evaluate.references.linear import band_positions, choose_band
 from fxstore.train.evaluate.walkforward import Fold
 
-__all__ = ["PlantedSignal", "load_planted_signal", "oracle_positions", "signal_at_bars"]
+__all__ = ["ORACLE", "PlantedSignal", "load_planted_signal", "oracle_positions", "signal_at_bars"]
 
 logger = logging.getLogger(__name__)
 
@@ -144,3 +146,26 @@ def oracle_positions(
         return band_positions(signal[a:b], band)
 
     return held(*fold.test), held(*fold.train), band
+
+
+@dataclass(frozen=True, slots=True)
+class _Oracle:
+    """``oracle`` as a reference: absent (None) without a planted signal."""
+
+    name: str = "oracle"
+
+    def positions(self, inputs: ReferenceInputs) -> ReferencePositions | None:
+        if inputs.planted is None:
+            return None
+        test, _train, _band = oracle_positions(
+            inputs.planted,
+            inputs.market,
+            inputs.fold,
+            inputs.env,
+            inputs.spec,
+            capital=inputs.capital,
+        )
+        return ReferencePositions(test)
+
+
+ORACLE: Final = _Oracle()
