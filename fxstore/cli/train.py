@@ -68,7 +68,7 @@ _WHERE: Final = "the command line"
     "--policy",
     "policies",
     multiple=True,
-    help="Baseline to run: flat, long, random, ofi-sign, linear or oracle; repeatable "
+    help="Reference to run: flat, long, random, ofi-sign, linear, ceiling or oracle; repeatable "
     "[default: all].",
 )
 @walkforward_options(default_from=FROM_PROFILE)
@@ -128,11 +128,13 @@ def backtest(
 
     Trades flat, long (+1 contract), random, ofi-sign (the sign of the order-flow
     imbalance), linear (a ridge model fitted on each training window, tuned on its
-    validation slice) and, on the synthetic market, oracle (the planted signal itself: the
-    ceiling of what was learnable) with the environment's costs and roll rules, and writes
-    runs/<run-id>/ with config.json, metrics.json and one equity-curve PNG per fold. The
-    table gives PSR (probability that the true daily Sharpe is above 0), the in-sample
-    Sharpe of fitted policies, and the deflated Sharpe of the best policy over all tried.
+    validation slice) and, on the synthetic market, ceiling (the planted signal's projection on
+    the fold's features, fitted on its training rows: what these features could have traded)
+    and oracle (the planted signal itself: what was learnable at all) with the environment's
+    costs and roll rules, and writes runs/<run-id>/ with config.json, metrics.json and one
+    equity-curve PNG per fold. The table gives PSR (probability that the true daily Sharpe
+    is above 0), the in-sample Sharpe of fitted policies, and the deflated Sharpe of the
+    best policy over all tried.
 
     Positions, costs, walk-forward folds and seed come from the training profile (--profile,
     as ``train`` reads it), so the baselines of ``backtest --profile P`` and ``train
@@ -440,7 +442,8 @@ def train(
 
     For each walk-forward fold: learn on the training window from parallel environments,
     stop early on the validation slice, then trade the unseen test window next to the
-    baselines (flat, long, random, ofi-sign, linear, and oracle on the synthetic market)
+    baselines (flat, long, random, ofi-sign, linear, and ceiling and oracle on the synthetic
+    market)
     with the same costs. Prints the agent's in-sample Sharpe, its share of the oracle's
     PnL, and the PSR and deflated Sharpe of its pooled test days over the trials made.
     Writes runs/<run-id>/: config, per-fold metrics and evaluations, equity curves,

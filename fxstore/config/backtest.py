@@ -16,7 +16,15 @@ from fxstore.store import validate_key
 #: (:mod:`fxstore.train.evaluate.references.linear`);
 #: 'oracle' trades the synthetic market's planted signal
 #: (:mod:`fxstore.train.evaluate.references.oracle`).
-BASELINE_POLICIES: Final = ("flat", "long", "random", "ofi-sign", "linear", "oracle")
+BASELINE_POLICIES: Final = (
+    "flat",
+    "long",
+    "random",
+    "ofi-sign",
+    "linear",
+    "ceiling",
+    "oracle",
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,6 +23,7 @@ from fxstore.errors import RunInterruptedError
 from fxstore.store import atomic_write_json, fold_dir
 from fxstore.train.env.data import CachedMarket
 from fxstore.train.env.market import Market
+from fxstore.train.evaluate.references import available
 from fxstore.train.evaluate.references.oracle import PlantedSignal
 from fxstore.train.evaluate.results import (
     BacktestResult,
@@ -128,7 +129,7 @@ def write_run_result(
     """Pool every fold's test window into the run's totals; write ``metrics.json`` and
     ``equity_all.png``; mark the run complete with the agent's headline."""
     totals = policy_totals(results, market, capital=config.capital, seed=config.seed)
-    shown = [b for b in config.baselines if b != "oracle" or planted.values is not None]
+    shown = available(config.baselines, planted.values is not None)
     result = BacktestResult(
         run_dir=run.path,
         symbol=config.symbol,
