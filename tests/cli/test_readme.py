@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -143,22 +144,41 @@ def _latest_train_run(store: Path) -> str:
     return runs[-1]
 
 
-def _walk_through(tmp_path: Path, commands: list[str], python_blocks: list[str]) -> list[str]:
-    """Run the demo, then `commands`, then `python_blocks`; return the blocks' outputs."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
+def _user_env(bin_dir: Path) -> dict[str, str]:
+    """A user's environment: the ``fxstore`` console script on PATH, no FXSTORE_HOME."""
+    bin_dir.mkdir(exist_ok=True)
     shim = bin_dir / "fxstore"  # the console script a pip install puts on PATH
     shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m fxstore "$@"\n')
     shim.chmod(0o755)
     env = {k: v for k, v in os.environ.items() if k != "FXSTORE_HOME"}
     env |= {"PATH": f"{bin_dir}{os.pathsep}{env['PATH']}", "PYTHONPATH": str(REPO)}
     env |= {"OPENBLAS_NUM_THREADS": "1"}  # a busy 2-core CI box: no BLAS threads spinning
-    home = tmp_path / "home"
-    home.mkdir()
+    return env
 
-    demo = _shell("fxstore demo -q --no-train", home, env)
+
+@pytest.fixture(scope="module")
+def demo_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder where ``fxstore demo`` ran (without its training), built once per module."""
+    root = tmp_path_factory.mktemp("demo")
+    home = root / "home"
+    home.mkdir()
+    demo = _shell("fxstore demo -q --no-train", home, _user_env(root / "bin"))
     assert demo.returncode == 0, demo.stderr
     assert "Precomputed 30 features and 3 targets" in demo.stdout
+    return home
+
+
+def _walk_through(
+    demo_home: Path, tmp_path: Path, commands: list[str], python_blocks: list[str]
+) -> list[str]:
+    """In a copy of `demo_home`, run `commands`, then `python_blocks`; return their outputs.
+
+    The copy hard-links the demo's files: fxstore replaces a file by renaming a new one into
+    place, never by writing into it, so the demo's own folder stays as the demo left it.
+    """
+    env = _user_env(tmp_path / "bin")
+    home = tmp_path / "home"
+    shutil.copytree(demo_home, home, copy_function=os.link)
 
     for command in commands:
         if _README_RUN_ID.search(command):
@@ -179,16 +199,16 @@ def _walk_through(tmp_path: Path, commands: list[str], python_blocks: list[str])
 
 
 @pytest.mark.slow
-def test_readme_walk_through_on_the_demo_store(tmp_path: Path) -> None:
+def test_readme_walk_through_on_the_demo_store(demo_home: Path, tmp_path: Path) -> None:
     (python_block,) = _blocks(README.read_text(), "python")
 
-    (output,) = _walk_through(tmp_path, readme_commands(), [python_block])
+    (output,) = _walk_through(demo_home, tmp_path, readme_commands(), [python_block])
 
     assert "oracle" in output
 
 
 @pytest.mark.slow
-def test_docs_walk_through_on_the_demo_store(tmp_path: Path) -> None:
+def test_docs_walk_through_on_the_demo_store(demo_home: Path, tmp_path: Path) -> None:
     python_blocks = [block for page in doc_pages() for block in _blocks(page.read_text(), "python")]
 
-    _walk_through(tmp_path, docs_commands(), python_blocks)
+    _walk_through(demo_home, tmp_path, docs_commands(), python_blocks)
