@@ -1,4 +1,4 @@
-"""Scale-out: ingest on the local pool vs a one-node Ray cluster, paired (issue 17).
+"""Scale-out: ingest on the local pool vs a one-node Ray cluster, paired.
 
 In one run, on the same >= 48 synthetic trading days of `--day-records` MBP-10 records:
 for each repeat and each worker count N (default 8 and 16), `ingest` with the local pool

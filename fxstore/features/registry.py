@@ -193,7 +193,7 @@ _KINDS: Final = (
         "time_of_day",
         1,
         {"fn": Param(str, "sin", choices=("sin", "cos"), doc="sin or cos")},
-        "fn(2 pi (ts_close - session open) / session length), CME session 17:00-16:00 CT",
+        "fn(2 pi (ts_close - session open) / session length), CME session from 17:00 to 16:00 CT",
         "bounded in [-1, 1]",
         _none,
     ),

@@ -70,7 +70,7 @@ def test_hash_of_a_fixed_set_is_pinned() -> None:
 
 
 def test_hash_with_tick_from_contract_facts_equals_the_es_default_of_before() -> None:
-    # Before session 9 the tick size defaulted to ES's 0.25 in the settings; the bars'
+    # The tick size used to default to ES's 0.25 in the settings; the bars'
     # contract facts giving 0.25 must name the same fxcache.
     from_facts = _small().with_tick_size(0.25)
 
