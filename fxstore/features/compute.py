@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from fxstore.errors import InvalidInputError
 from fxstore.features import book, kernels, returns
-from fxstore.features.definitions import FeatureDef, FeatureSet, Settings
+from fxstore.features.definitions import ExprDef, FeatureDef, FeatureSet, Settings
 from fxstore.features.inputs import BarInputs
 from fxstore.features.registry import Params
 from fxstore.fxcache import FLAG_COLUMNS, MARKET_COLUMNS
@@ -362,7 +362,7 @@ def _book_columns(
 
 
 def _kept_columns(
-    bars: BarInputs, defs: Sequence[FeatureDef], settings: Settings, lo: int, hi: int
+    bars: BarInputs, defs: Sequence[FeatureDef | ExprDef], settings: Settings, lo: int, hi: int
 ) -> tuple[F32, list[int]]:
     """Kept rows ``lo .. hi - 1`` of each definition's column and its first non-finite bar.
 
@@ -374,13 +374,19 @@ def _kept_columns(
     the forward returns in another, each checking its values for non-finite ones per block
     while they are in cache (no separate pass).
     """
+    expressions = [d.name for d in defs if isinstance(d, ExprDef)]
+    if expressions:
+        raise InvalidInputError(
+            f"feature {expressions[0]!r}: expression features cannot be computed yet."
+        )
+    builtin = [d for d in defs if isinstance(d, FeatureDef)]
     n_depth = sum(d.kind == "depth" for d in defs)
     out = np.empty((len(defs), hi - lo), dtype=np.float32)
     scratch = np.empty((max(n_depth, 1), bars.n))  # reused by every kind that needs one
-    done = _book_columns(bars, defs, lo, hi, out, scratch)
-    done.update(_return_columns(bars, defs, lo, hi, out))
+    done = _book_columns(bars, builtin, lo, hi, out, scratch)
+    done.update(_return_columns(bars, builtin, lo, hi, out))
     bad = []
-    for i, (d, row) in enumerate(zip(defs, out, strict=True)):
+    for i, (d, row) in enumerate(zip(builtin, out, strict=True)):
         if i in done:  # a book or return kind, written and checked by its fused pass
             bad.append(done[i])
         else:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
-from fxstore.features.definitions import FeatureDef, FeatureSet, Settings
+from fxstore.features.definitions import ExprDef, FeatureDef, FeatureSet, Settings
 from fxstore.features.registry import ParamValue
 
 __all__ = ["featureset_toml", "format_featureset"]
@@ -26,16 +26,16 @@ def _toml_value(value: ParamValue) -> str:
     return repr(value)
 
 
-def _entry(group: str, definition: FeatureDef) -> list[str]:
+def _entry(group: str, definition: FeatureDef | ExprDef) -> list[str]:
     spec = definition.spec
-    lines = [
-        "",
-        f"# {spec.formula}",
-        f"# units: {spec.normalisation}",
-        f"[[{group}]]",
-        f'name = "{definition.name}"',
-        f'kind = "{definition.kind}"',
-    ]
+    lines = ["", f"# {spec.formula}", f"# units: {spec.normalisation}", f"[[{group}]]"]
+    lines.append(f'name = "{definition.name}"')
+    if isinstance(definition, ExprDef):
+        lines.append(f"expr = {_toml_value(definition.text)}")
+        if definition.reset != "none":
+            lines.append(f"reset = {_toml_value(definition.reset)}")
+        return lines
+    lines.append(f'kind = "{definition.kind}"')
     lines += [f"{name} = {_toml_value(v)}" for name, v in definition.params.items()]
     return lines
 
