@@ -23,7 +23,7 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-from fxstore._jit import njit_inner, njit_numpy_errors
+from fxstore._jit import njit_fma, njit_inner, njit_numpy_errors
 
 __all__ = ["BLOCK", "FIELDS", "OPCODES", "run_program"]
 
@@ -76,90 +76,153 @@ _EMA, _RSUM, _RMEAN, _RSTD, _RZSCORE, _RMIN, _RMAX, _LAG, _DIFF = range(10, 19)
 _CONSTANT_VARIANCE = 1e-12
 
 
-@njit_inner
+# Each stateful loop computes rows ``first .. m - 1`` of a block (earlier ones are NaN: the
+# node has not begun) in segments: ``cuts[:n_cuts]`` are the rows where its state restarts
+# (where it begins, and each trading day's first bar for a reset node). Within a segment a
+# warm-up phase (fewer values than the span: partial windows, or NaN without reset) runs
+# before the steady loop, which carries no counts and no restart checks.
+
+
+@njit_fma
 def _ema(
-    src: F64, dst: F64, t0: int, m: int, restart: U8, node: I64, alpha: float, f: F64, s: I64
+    src: F64, dst: F64, first: int, cuts: I64, n_cuts: int, node: I64, a: float, f: F64, s: I64
 ) -> None:
-    span, reset, begin = node[3], node[4], node[5]
+    span, reset = node[3], node[4]
+    b = 1.0 - a
     e, c = f[0], s[0]
-    for i in range(m):
-        t = t0 + i
-        if t < begin:
-            dst[i] = np.nan
-            continue
-        x = src[i]
-        if t == begin or (reset and restart[t]):
-            e, c = x, 1
-        else:
-            e += alpha * (x - e)
-            c = min(c + 1, span)
-        dst[i] = e if reset or c >= span else np.nan
+    m = dst.shape[0]
+    i, k = first, 0
+    while i < m:
+        if k < n_cuts and cuts[k] == i:
+            e, c = src[i], 1
+            dst[i] = e if reset or span == 1 else np.nan
+            i, k = i + 1, k + 1
+        end = cuts[k] if k < n_cuts else m
+        while i < end and c < span:
+            e = b * e + a * src[i]
+            c += 1
+            dst[i] = e if reset or c >= span else np.nan
+            i += 1
+        for j in range(i, end):
+            e = b * e + a * src[j]
+            dst[j] = e
+        i = max(i, end)
     f[0], s[0] = e, c
 
 
 @njit_inner
-def _window(
-    src: F64, dst: F64, t0: int, m: int, restart: U8, node: I64, ring: F64, f: F64, s: I64
-) -> None:
-    """Rolling sum, mean, std or z-score over the window (values shifted by the first one,
-    so the running sums of squares keep their precision on prices)."""
-    op, w, reset, begin = node[0], node[3], node[4], node[5]
-    total, squares, shift = f[0], f[1], f[2]
-    c, pos = s[0], s[1]
-    for i in range(m):
-        t = t0 + i
-        if t < begin:
-            dst[i] = np.nan
-            continue
-        x = src[i]
-        if t == begin or (reset and restart[t]):
-            c, pos, total, squares, shift = 0, 0, 0.0, 0.0, x
-        d = x - shift
-        if c == w:
-            old = ring[pos]
-            total -= old
-            squares -= old * old
-        else:
-            c += 1
+def _moments(op: int, d: float, total: float, squares: float, c: int, shift: float) -> float:
+    """A window's sum, mean, std or z-score of its last value `d` (values shifted by
+    `shift`), from its running sums over `c` values."""
+    mean = total / c
+    if op == _RSUM:
+        return total + c * shift
+    if op == _RMEAN:
+        return mean + shift
+    mean_square = squares / c
+    var = mean_square - mean * mean
+    std = math.sqrt(var) if var > _CONSTANT_VARIANCE * mean_square else 0.0
+    if op == _RSTD:
+        return std
+    return (d - mean) / std if std > 0.0 else 0.0
+
+
+@njit_inner
+def _full_windows(
+    op: int,
+    src: F64,
+    dst: F64,
+    ring: F64,
+    w: int,
+    pos: int,
+    total: float,
+    squares: float,
+    shift: float,
+) -> tuple[float, float, int]:
+    """Rows of full windows (the oldest value leaves as each enters), one loop per statistic;
+    returns the running sums and the ring position."""
+    inv_w = 1.0 / w
+    for j in range(src.shape[0]):
+        d = src[j] - shift
+        old = ring[pos]
         ring[pos] = d
         pos = pos + 1 if pos + 1 < w else 0
-        total += d
-        squares += d * d
-        if c < w and not reset:
-            dst[i] = np.nan
-            continue
-        mean = total / c
+        total += d - old
         if op == _RSUM:
-            dst[i] = total + c * shift
-        elif op == _RMEAN:
-            dst[i] = mean + shift
+            dst[j] = total + w * shift
+            continue
+        mean = total * inv_w
+        if op == _RMEAN:
+            dst[j] = mean + shift
+            continue
+        squares += d * d - old * old
+        mean_square = squares * inv_w
+        var = mean_square - mean * mean
+        std = math.sqrt(var) if var > _CONSTANT_VARIANCE * mean_square else 0.0
+        if op == _RSTD:
+            dst[j] = std
         else:
-            mean_square = squares / c
-            var = mean_square - mean * mean
-            std = math.sqrt(var) if var > _CONSTANT_VARIANCE * mean_square else 0.0
-            if op == _RSTD:
-                dst[i] = std
-            else:
-                dst[i] = (d - mean) / std if std > 0.0 else 0.0
+            dst[j] = (d - mean) / std if std > 0.0 else 0.0
+    return total, squares, pos
+
+
+@njit_inner
+def _window(
+    src: F64, dst: F64, first: int, cuts: I64, n_cuts: int, node: I64, ring: F64, f: F64, s: I64
+) -> None:
+    """Rolling sum, mean, std or z-score over the window (values shifted by the restart's
+    first one, so the running sums of squares keep their precision on prices)."""
+    op, w, reset = node[0], node[3], node[4]
+    total, squares, shift = f[0], f[1], f[2]
+    c, pos = s[0], s[1]
+    m = dst.shape[0]
+    i, k = first, 0
+    while i < m:
+        if k < n_cuts and cuts[k] == i:
+            c, pos, total, squares, shift = 0, 0, 0.0, 0.0, src[i]
+            k += 1
+        end = cuts[k] if k < n_cuts else m
+        while i < end and c < w:  # filling the window
+            d = src[i] - shift
+            ring[c] = d
+            c += 1
+            total += d
+            squares += d * d
+            dst[i] = _moments(op, d, total, squares, c, shift) if reset or c == w else np.nan
+            i += 1
+        if i < end:
+            total, squares, pos = _full_windows(
+                op, src[i:end], dst[i:end], ring, w, pos, total, squares, shift
+            )
+        i = max(i, end)
     f[0], f[1], f[2] = total, squares, shift
     s[0], s[1] = c, pos
 
 
 @njit_inner
 def _extreme(
-    src: F64, dst: F64, t0: int, m: int, restart: U8, node: I64, values: F64, bars: I64, s: I64
+    src: F64,
+    dst: F64,
+    first: int,
+    cuts: I64,
+    n_cuts: int,
+    node: I64,
+    values: F64,
+    bars: I64,
+    s: I64,
+    t0: int,
 ) -> None:
     """Rolling min or max: a monotone queue of (bar, value) in a power-of-two ring."""
-    is_max, w, reset, begin, mask = node[0] == _RMAX, node[3], node[4], node[5], node[8] - 1
+    is_max, w, reset, mask = node[0] == _RMAX, node[3], node[4], node[8] - 1
     head, tail, c = s[0], s[1], s[2]
-    for i in range(m):
-        t = t0 + i
-        if t < begin:
-            dst[i] = np.nan
-            continue
-        x = src[i]
-        if t == begin or (reset and restart[t]):
+    m = dst.shape[0]
+    k = 0
+    for i in range(first, m):
+        if k < n_cuts and cuts[k] == i:
             head, tail, c = 0, 0, 0
+            k += 1
+        t = t0 + i
+        x = src[i]
         c = min(c + 1, w)
         if is_max:
             while tail > head and values[(tail - 1) & mask] <= x:
@@ -178,25 +241,33 @@ def _extreme(
 
 @njit_inner
 def _lag(
-    src: F64, dst: F64, t0: int, m: int, restart: U8, node: I64, ring: F64, f: F64, s: I64
+    src: F64, dst: F64, first: int, cuts: I64, n_cuts: int, node: I64, ring: F64, f: F64, s: I64
 ) -> None:
-    is_diff, k, reset, begin = node[0] == _DIFF, node[3], node[4], node[5]
-    first = f[0]
+    is_diff, lag, reset = node[0] == _DIFF, node[3], node[4]
+    start = f[0]
     c, pos = s[0], s[1]
-    for i in range(m):
-        t = t0 + i
-        if t < begin:
-            dst[i] = np.nan
-            continue
-        x = src[i]
-        if t == begin or (reset and restart[t]):
-            c, pos, first = 0, 0, x
-        past = ring[pos] if c >= k else (first if reset else np.nan)
-        ring[pos] = x
-        pos = pos + 1 if pos + 1 < k else 0
-        c = min(c + 1, k)
-        dst[i] = x - past if is_diff else past
-    f[0] = first
+    m = dst.shape[0]
+    i, k = first, 0
+    while i < m:
+        if k < n_cuts and cuts[k] == i:
+            c, pos, start = 0, 0, src[i]
+            k += 1
+        end = cuts[k] if k < n_cuts else m
+        while i < end and c < lag:  # fewer than k bars behind: the restart's value, or NaN
+            x = src[i]
+            past = start if reset else np.nan
+            ring[c] = x
+            c += 1
+            dst[i] = x - past if is_diff else past
+            i += 1
+        for j in range(i, end):
+            x = src[j]
+            past = ring[pos]
+            ring[pos] = x
+            pos = pos + 1 if pos + 1 < lag else 0
+            dst[j] = x - past if is_diff else past
+        i = max(i, end)
+    f[0] = start
     s[0], s[1] = c, pos
 
 
@@ -231,43 +302,86 @@ def _elementwise(op: int, a: F64, b: F64, p: F64, dst: F64, m: int) -> None:
 
 
 @njit_inner
+def _cuts(node: I64, t0: int, m: int, days: I64, n_days: int, cuts: I64) -> tuple[int, int]:
+    """Rows of the block where node's state restarts, into `cuts`; returns the first row
+    it computes (before: NaN) and the number of cuts."""
+    begin, reset = node[5] - t0, node[4]
+    if begin >= m:
+        return m, 0
+    first = max(begin, 0)
+    n = 0
+    if begin >= 0:
+        cuts[0] = begin
+        n = 1
+    if reset:
+        for k in range(n_days):
+            if days[k] > begin:
+                cuts[n] = days[k]
+                n += 1
+    return first, n
+
+
+@njit_inner
 def _step(
     k: int,
     nodes: I64,
     params: F64,
     inputs: F64,
-    restart: U8,
     t0: int,
     m: int,
+    days: tuple[I64, int],
     slots: F64,
-    state: tuple[F64, I64, F64, I64],
+    state: tuple[F64, I64, F64, I64, I64],
 ) -> None:
     """Node `k`'s values for bars ``t0 .. t0 + m - 1`` into ``slots[k]``."""
-    node, dst = nodes[k], slots[k]
-    f, s, ring, ring_bars = state[0][k], state[1][k], state[2], state[3]
+    node, dst = nodes[k], slots[k, :m]
+    f, s, ring, ring_bars, cuts = state[0][k], state[1][k], state[2], state[3], state[4]
     op, a = node[0], node[1]
     if op == _INPUT:
-        dst[:m] = inputs[a, t0 : t0 + m]
-    elif op == _CONST:
-        pass  # filled once
-    elif op < _EMA:
+        dst[:] = inputs[a, t0 : t0 + m]
+        return
+    if op == _CONST:
+        return  # filled once
+    if op < _EMA:
         _elementwise(op, slots[a], slots[node[2]], params[k], dst, m)
+        return
+    first, n_cuts = _cuts(node, t0, m, days[0], days[1], cuts)
+    dst[:first] = np.nan
+    src = slots[a, :m]
+    lo, cap = node[7], node[8]
+    window_ring, queue_bars = ring[lo : lo + cap], ring_bars[lo : lo + cap]
+    if op == _EMA:
+        _ema(src, dst, first, cuts, n_cuts, node, params[k, 0], f, s)
+    elif op <= _RZSCORE:
+        _window(src, dst, first, cuts, n_cuts, node, window_ring, f, s)
+    elif op <= _RMAX:
+        _extreme(src, dst, first, cuts, n_cuts, node, window_ring, queue_bars, s, t0)
     else:
-        lo, cap = node[7], node[8]
-        window_ring, queue_bars = ring[lo : lo + cap], ring_bars[lo : lo + cap]
-        if op == _EMA:
-            _ema(slots[a], dst, t0, m, restart, node, params[k, 0], f, s)
-        elif op <= _RZSCORE:
-            _window(slots[a], dst, t0, m, restart, node, window_ring, f, s)
-        elif op <= _RMAX:
-            _extreme(slots[a], dst, t0, m, restart, node, window_ring, queue_bars, s)
-        else:
-            _lag(slots[a], dst, t0, m, restart, node, window_ring, f, s)
+        _lag(src, dst, first, cuts, n_cuts, node, window_ring, f, s)
+
+
+@njit_inner
+def _has_nonfinite(x: F32) -> bool:
+    """Whether float32 `x` holds a NaN or an infinity (a branch-free pass: vectorised)."""
+    exponent = np.uint32(0x7F800000)
+    found = np.uint32(0)
+    bits = x.view(np.uint32)
+    for i in range(bits.shape[0]):
+        found |= np.uint32((bits[i] & exponent) == exponent)
+    return bool(found != 0)
 
 
 @njit_numpy_errors
 def run_program(
-    nodes: I64, params: F64, inputs: F64, restart: U8, ring_size: int, lo: int, hi: int, out: F32
+    nodes: I64,
+    params: F64,
+    inputs: F64,
+    restart: U8,
+    ring_size: int,
+    lo: int,
+    hi: int,
+    out: F32,
+    is_bad: npt.NDArray[np.bool_],
 ) -> None:
     """Run a compiled program over bars ``0 .. hi - 1``; write its outputs' kept bars.
 
@@ -288,6 +402,9 @@ def run_program(
         to float32, to ``out[r, t - lo]`` for ``lo <= t < hi``.
     out
         float32 (rows, hi - lo).
+    is_bad
+        bool (rows,), False on entry: set where a row's kept values hold a NaN or an
+        infinity (checked block by block while in cache).
     """
     n_nodes = nodes.shape[0]
     slots = np.empty((n_nodes, BLOCK))
@@ -296,15 +413,27 @@ def run_program(
         np.zeros((n_nodes, 3), dtype=np.int64),
         np.zeros(max(ring_size, 1)),
         np.zeros(max(ring_size, 1), dtype=np.int64),
+        np.empty(BLOCK + 1, dtype=np.int64),  # a node's restart rows in a block
     )
+    days = np.empty(BLOCK, dtype=np.int64)  # the block's trading days' first rows
     for k in range(n_nodes):
         if nodes[k, 0] == _CONST:
             slots[k, :] = params[k, 0]
     for t0 in range(0, hi, BLOCK):
         m = min(BLOCK, hi - t0)
+        n_days = 0
+        for i in range(m):
+            if restart[t0 + i]:
+                days[n_days] = i
+                n_days += 1
+        start = max(t0, lo) - t0
         for k in range(n_nodes):
-            _step(k, nodes, params, inputs, restart, t0, m, slots, state)
+            _step(k, nodes, params, inputs, t0, m, (days, n_days), slots, state)
             row = nodes[k, 6]
-            if row >= 0:
-                for t in range(max(t0, lo), t0 + m):
-                    out[row, t - lo] = slots[k, t - t0]
+            if row >= 0 and start < m:
+                kept = out[row, t0 + start - lo : t0 + m - lo]
+                values = slots[k, start:m]
+                for i in range(m - start):
+                    kept[i] = values[i]
+                if not is_bad[row]:
+                    is_bad[row] = _has_nonfinite(kept)

@@ -176,8 +176,12 @@ def run_expressions(
     inputs = np.empty((len(program.inputs), hi))
     for k, name in enumerate(program.inputs):
         np.copyto(inputs[k], load(name)[:hi], casting="unsafe")
+    is_bad = np.zeros(out.shape[0], dtype=np.bool_)
     if program.rows:
         algebra_kernels.run_program(
-            program.nodes, program.params, inputs, restart, program.ring_size, lo, hi, out
+            program.nodes, program.params, inputs, restart, program.ring_size, lo, hi, out, is_bad
         )
-    return {row: int(kernels.first_nonfinite_f32(out[row], lo)) for row in program.rows}
+    return {
+        row: int(kernels.first_nonfinite_f32(out[row], lo)) if is_bad[row] else -1
+        for row in program.rows
+    }
