@@ -71,6 +71,12 @@ def _params(params: Mapping[str, ParamValue]) -> str:
     return ", ".join(f"{k}={v}" for k, v in params.items()) or "-"
 
 
+def _shown_params(definition: FeatureDef | ExprDef) -> str:
+    if isinstance(definition, ExprDef):  # its text is its formula, on the next line
+        return f"reset={definition.reset}"
+    return _params(definition.params)
+
+
 def format_featureset(featureset: FeatureSet, *, tick_source: str | None = None) -> str:
     """Every feature and target with its kind, parameters, units and formula, as text.
 
@@ -97,7 +103,7 @@ def format_featureset(featureset: FeatureSet, *, tick_source: str | None = None)
         lines += [header, "  " + "-" * (len(header) + 30)]
         for d in definitions:
             lines.append(
-                f"  {prefix + d.name:<20} {d.kind:<18} {_params(d.params):<20} "
+                f"  {prefix + d.name:<20} {d.kind:<18} {_shown_params(d):<20} "
                 f"{d.spec.normalisation}"
             )
             lines.append(f"  {'':<20} {d.spec.formula}")

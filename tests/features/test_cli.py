@@ -272,3 +272,24 @@ def test_precompute_bad_expression_is_one_error_line_before_any_work(
     assert result.exit_code == 1
     assert result.output == f"Error: {path}: {line}\n"
     assert not (store / "fxcache").exists()
+
+
+def test_example_slow_set_builds_and_is_listed(store: Path) -> None:
+    example = Path(__file__).parents[2] / "examples" / "features_slow.toml"
+    args = ["--store", str(store)]
+
+    built = CliRunner().invoke(
+        cli,
+        ["precompute", "--symbol", "ES.FUT", "--features", str(example), "--json", *args],
+        catch_exceptions=False,
+    )
+    key = Path(json.loads(built.output)["out_dir"]).name
+    listing = CliRunner().invoke(cli, ["ls", *args], catch_exceptions=False)
+    info = CliRunner().invoke(
+        cli, ["info", "ES.FUT", "--featureset", key, *args], catch_exceptions=False
+    )
+
+    assert built.exit_code == listing.exit_code == info.exit_code == 0
+    assert json.loads(built.output)["n_features"] == 44
+    assert f"ES.FUT  {key}  " in listing.output
+    assert "f_flow_ema128" in info.output and "f_flow_day_ema32" in info.output

@@ -283,3 +283,28 @@ def test_a_set_of_expressions_only_needs_no_builtin() -> None:
     )
 
     assert featureset.warmup_rows == 10
+
+
+def test_toml_form_of_a_set_with_expressions_loads_back_to_it(tmp_path: Path) -> None:
+    from fxstore.features.definitions import load_featureset
+    from fxstore.features.describe import featureset_toml
+
+    featureset = _set(
+        {"name": "e", "expr": "ema(trade_imb,32)*-2"},
+        {"name": "d", "expr": "diff(e, 3)", "reset": "session"},
+    )
+    path = tmp_path / "set.toml"
+    path.write_text(featureset_toml(featureset, title="a set"))
+
+    assert 'expr = "ema(trade_imb, 32) * (-2)"\n' in path.read_text()
+    assert load_featureset(path) == featureset
+
+
+def test_examples_slow_set_is_the_defaults_plus_fourteen_expressions() -> None:
+    from fxstore.features.definitions import default_featureset, load_featureset
+
+    example = load_featureset(Path(__file__).parents[2] / "examples" / "features_slow.toml")
+
+    assert example.features[:30] == default_featureset().features
+    assert sum(isinstance(d, ExprDef) for d in example.features) == 14
+    assert example.warmup_rows == 200 + 127
