@@ -179,6 +179,15 @@ def _table(data: Mapping[str, object], key: str) -> dict[str, Any]:
 def _params(definition: object) -> str:
     if not isinstance(definition, dict):
         return "?"
+    if "expr" in definition:  # an expression feature: its canonical text
+        from fxstore.features.expressions import node_from_json, unparse
+
+        try:
+            text = unparse(node_from_json(definition["expr"]))
+        except FxStoreError:
+            return "?"
+        reset = definition.get("reset")
+        return f"= {text}" + (f"  (reset {reset})" if reset not in (None, "none") else "")
     params = definition.get("params", {})
     inner = ", ".join(f"{k}={v}" for k, v in params.items()) if isinstance(params, dict) else ""
     return f"{definition.get('kind')}({inner})"

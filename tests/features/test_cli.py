@@ -292,4 +292,5 @@ def test_example_slow_set_builds_and_is_listed(store: Path) -> None:
     assert built.exit_code == listing.exit_code == info.exit_code == 0
     assert json.loads(built.output)["n_features"] == 44
     assert f"ES.FUT  {key}  " in listing.output
-    assert "f_flow_ema128" in info.output and "f_flow_day_ema32" in info.output
+    assert "    f_flow_ema128        = ema(trade_imb, 128)\n" in info.output
+    assert "    f_flow_day_ema32     = ema(trade_imb, 32)  (reset session)\n" in info.output
