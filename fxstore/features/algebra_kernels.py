@@ -23,7 +23,7 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-from fxstore._jit import njit_fma, njit_inner, njit_numpy_errors
+from fxstore._jit import njit_fma, njit_numpy_errors
 
 __all__ = ["BLOCK", "FIELDS", "OPCODES", "run_program"]
 
@@ -110,7 +110,7 @@ def _ema(
     f[0], s[0] = e, c
 
 
-@njit_inner
+@njit_fma
 def _moments(op: int, d: float, total: float, squares: float, c: int, shift: float) -> float:
     """A window's sum, mean, std or z-score of its last value `d` (values shifted by
     `shift`), from its running sums over `c` values."""
@@ -127,7 +127,7 @@ def _moments(op: int, d: float, total: float, squares: float, c: int, shift: flo
     return (d - mean) / std if std > 0.0 else 0.0
 
 
-@njit_inner
+@njit_fma
 def _full_windows(
     op: int,
     src: F64,
@@ -166,7 +166,7 @@ def _full_windows(
     return total, squares, pos
 
 
-@njit_inner
+@njit_fma
 def _window(
     src: F64, dst: F64, first: int, cuts: I64, n_cuts: int, node: I64, ring: F64, f: F64, s: I64
 ) -> None:
@@ -199,7 +199,7 @@ def _window(
     s[0], s[1] = c, pos
 
 
-@njit_inner
+@njit_fma
 def _extreme(
     src: F64,
     dst: F64,
@@ -239,7 +239,7 @@ def _extreme(
     s[0], s[1], s[2] = head, tail, c
 
 
-@njit_inner
+@njit_fma
 def _lag(
     src: F64, dst: F64, first: int, cuts: I64, n_cuts: int, node: I64, ring: F64, f: F64, s: I64
 ) -> None:
@@ -271,7 +271,7 @@ def _lag(
     s[0], s[1] = c, pos
 
 
-@njit_inner
+@njit_fma
 def _elementwise(op: int, a: F64, b: F64, p: F64, dst: F64, m: int) -> None:
     if op == _ADD:
         for i in range(m):
@@ -301,7 +301,7 @@ def _elementwise(op: int, a: F64, b: F64, p: F64, dst: F64, m: int) -> None:
             dst[i] = a[i]
 
 
-@njit_inner
+@njit_fma
 def _cuts(node: I64, t0: int, m: int, days: I64, n_days: int, cuts: I64) -> tuple[int, int]:
     """Rows of the block where node's state restarts, into `cuts`; returns the first row
     it computes (before: NaN) and the number of cuts."""
@@ -321,7 +321,7 @@ def _cuts(node: I64, t0: int, m: int, days: I64, n_days: int, cuts: I64) -> tupl
     return first, n
 
 
-@njit_inner
+@njit_fma
 def _step(
     k: int,
     nodes: I64,
@@ -360,7 +360,7 @@ def _step(
         _lag(src, dst, first, cuts, n_cuts, node, window_ring, f, s)
 
 
-@njit_inner
+@njit_fma
 def _has_nonfinite(x: F32) -> bool:
     """Whether float32 `x` holds a NaN or an infinity (a branch-free pass: vectorised)."""
     exponent = np.uint32(0x7F800000)
