@@ -223,6 +223,9 @@ def first_defined_bars(features: Sequence[FeatureLike], vol_window: int) -> dict
             starts[d.name] = int(d.spec.warmup(d.params, vol_window))
     while pending:  # acyclic (checked): each round settles at least one
         ready = [d for d in pending if all(n in starts or n in COLUMNS for n in walk_names(d.tree))]
+        if not ready:  # an unchecked set: say which names are missing
+            check_expressions(features, [])
+            raise InvalidInputError(f"feature {pending[0].name!r}: its inputs are not defined.")
         for d in ready:
             starts[d.name] = node_start(d.tree, d.reset, starts)
         pending = [d for d in pending if d.name not in starts]

@@ -308,3 +308,10 @@ def test_examples_slow_set_is_the_defaults_plus_fourteen_expressions() -> None:
     assert example.features[:30] == default_featureset().features
     assert sum(isinstance(d, ExprDef) for d in example.features) == 14
     assert example.warmup_rows == 200 + 127
+
+
+def test_first_defined_bars_of_an_unchecked_set_raises_instead_of_looping() -> None:
+    from fxstore.features.algebra import first_defined_bars
+
+    with pytest.raises(InvalidInputError, match="feature 'x': unknown name 'nowhere'"):
+        first_defined_bars([ExprDef("x", "ema(nowhere, 3)")], 200)
