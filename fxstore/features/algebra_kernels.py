@@ -60,6 +60,8 @@ OPCODES: Final = {
             "rolling_max",
             "lag",  # A; COUNT: k
             "diff",
+            "ema_group",  # EMAs of one operand, one loop: RING, CAP: offset and size in groups
+            "ema_member",  # an EMA computed by its group's first member
         )
     )
 }
@@ -71,6 +73,7 @@ FIELDS: Final = {
 _INPUT, _CONST, _REF32, _COPY = 0, 1, 2, 3
 _ADD, _SUB, _MUL, _DIV, _NEG, _CLIP = 4, 5, 6, 7, 8, 9
 _EMA, _RSUM, _RMEAN, _RSTD, _RZSCORE, _RMIN, _RMAX, _LAG, _DIFF = range(10, 19)
+_EMA_GROUP, _EMA_MEMBER = 19, 20
 #: A window whose variance is below this fraction of its mean square is constant (std 0):
 #: running sums leave rounding residue where the values are all equal.
 _CONSTANT_VARIANCE = 1e-12
@@ -302,6 +305,94 @@ def _elementwise(op: int, a: F64, b: F64, p: F64, dst: F64, m: int) -> None:
 
 
 @njit_fma
+def _ema4(
+    src: F64,
+    dst: tuple[F64, F64, F64, F64],
+    first: int,
+    cuts: I64,
+    n_cuts: int,
+    span: I64,
+    a: F64,
+    e: F64,
+    c: int,
+    reset: int,
+) -> int:
+    """Four EMAs of `src` side by side (independent recursions, in registers); `e` holds
+    their states in and out. Returns the shared count of values since the restart."""
+    d0, d1, d2, d3 = dst
+    a0, a1, a2, a3 = a[0], a[1], a[2], a[3]
+    b0, b1, b2, b3 = 1.0 - a0, 1.0 - a1, 1.0 - a2, 1.0 - a3
+    e0, e1, e2, e3 = e[0], e[1], e[2], e[3]
+    longest = span.max()
+    m = src.shape[0]
+    i, k = first, 0
+    while i < m:
+        if k < n_cuts and cuts[k] == i:  # a restart: each EMA starts at x
+            c = 1
+            e0 = e1 = e2 = e3 = src[i]
+            for lane, row in enumerate(dst):
+                row[i] = src[i] if reset or span[lane] == 1 else np.nan
+            i, k = i + 1, k + 1
+        end = cuts[k] if k < n_cuts else m
+        while i < end and c < longest:
+            x = src[i]
+            e0, e1, e2, e3 = b0 * e0 + a0 * x, b1 * e1 + a1 * x, b2 * e2 + a2 * x, b3 * e3 + a3 * x
+            c += 1
+            d0[i] = e0 if reset or c >= span[0] else np.nan
+            d1[i] = e1 if reset or c >= span[1] else np.nan
+            d2[i] = e2 if reset or c >= span[2] else np.nan
+            d3[i] = e3 if reset or c >= span[3] else np.nan
+            i += 1
+        for j in range(i, end):
+            x = src[j]
+            e0 = b0 * e0 + a0 * x
+            e1 = b1 * e1 + a1 * x
+            e2 = b2 * e2 + a2 * x
+            e3 = b3 * e3 + a3 * x
+            d0[j] = e0
+            d1[j] = e1
+            d2[j] = e2
+            d3[j] = e3
+        i = max(i, end)
+    e[0], e[1], e[2], e[3] = e0, e1, e2, e3
+    return c
+
+
+@njit_fma
+def _ema_group(
+    src: F64,
+    slots: F64,
+    first: int,
+    cuts: I64,
+    n_cuts: int,
+    members: I64,
+    nodes: I64,
+    params: F64,
+    state: tuple[F64, I64],
+) -> None:
+    """Several EMAs of one operand (same begin and restarts), four at a time: their
+    recursions are independent, so they run side by side instead of each waiting on its
+    own chain."""
+    n = members.shape[0]
+    reset = nodes[members[0], 4]
+    c = state[1][members[0], 0]
+    span, a, e = np.empty(4, dtype=np.int64), np.empty(4), np.empty(4)
+    c_out = c
+    for g0 in range(0, n, 4):
+        lanes = [members[min(g0 + lane, n - 1)] for lane in range(4)]  # the last repeats
+        for lane in range(4):
+            span[lane] = nodes[lanes[lane], 3]
+            a[lane] = params[lanes[lane], 0]
+            e[lane] = state[0][lanes[lane], 0]
+            slots[lanes[lane], :first] = np.nan
+        rows = (slots[lanes[0]], slots[lanes[1]], slots[lanes[2]], slots[lanes[3]])
+        c_out = _ema4(src, rows, first, cuts, n_cuts, span, a, e, c, reset)
+        for lane in range(4):
+            state[0][lanes[lane], 0] = e[lane]
+    state[1][members[0], 0] = c_out
+
+
+@njit_fma
 def _cuts(node: I64, t0: int, m: int, days: I64, n_days: int, cuts: I64) -> tuple[int, int]:
     """Rows of the block where node's state restarts, into `cuts`; returns the first row
     it computes (before: NaN) and the number of cuts."""
@@ -331,7 +422,7 @@ def _step(
     m: int,
     days: tuple[I64, int],
     slots: F64,
-    state: tuple[F64, I64, F64, I64, I64],
+    state: tuple[F64, I64, F64, I64, I64, I64],
 ) -> None:
     """Node `k`'s values for bars ``t0 .. t0 + m - 1`` into ``slots[k]``."""
     node, dst = nodes[k], slots[k, :m]
@@ -340,8 +431,8 @@ def _step(
     if op == _INPUT:
         dst[:] = inputs[a, t0 : t0 + m]
         return
-    if op == _CONST:
-        return  # filled once
+    if op in (_CONST, _EMA_MEMBER):
+        return  # filled once, or by its group
     if op < _EMA:
         _elementwise(op, slots[a], slots[node[2]], params[k], dst, m)
         return
@@ -349,6 +440,10 @@ def _step(
     dst[:first] = np.nan
     src = slots[a, :m]
     lo, cap = node[7], node[8]
+    if op == _EMA_GROUP:
+        members = state[5][lo : lo + cap]
+        _ema_group(src, slots[:, :m], first, cuts, n_cuts, members, nodes, params, state[:2])
+        return
     window_ring, queue_bars = ring[lo : lo + cap], ring_bars[lo : lo + cap]
     if op == _EMA:
         _ema(src, dst, first, cuts, n_cuts, node, params[k, 0], f, s)
@@ -382,6 +477,7 @@ def run_program(
     hi: int,
     out: F32,
     is_bad: npt.NDArray[np.bool_],
+    groups: I64,
 ) -> None:
     """Run a compiled program over bars ``0 .. hi - 1``; write its outputs' kept bars.
 
@@ -405,6 +501,9 @@ def run_program(
     is_bad
         bool (rows,), False on entry: set where a row's kept values hold a NaN or an
         infinity (checked block by block while in cache).
+    groups
+        int64: the members of each EMA group (node indices), each group's run at its
+        first member's ``ring`` offset, ``cap`` long.
     """
     n_nodes = nodes.shape[0]
     slots = np.empty((n_nodes, BLOCK))
@@ -414,6 +513,7 @@ def run_program(
         np.zeros(max(ring_size, 1)),
         np.zeros(max(ring_size, 1), dtype=np.int64),
         np.empty(BLOCK + 1, dtype=np.int64),  # a node's restart rows in a block
+        groups,
     )
     days = np.empty(BLOCK, dtype=np.int64)  # the block's trading days' first rows
     for k in range(n_nodes):

@@ -48,6 +48,8 @@ class Program:
     #: Rows of the definitions the program writes (their index in the definitions given).
     rows: tuple[int, ...]
     ring_size: int
+    #: int64: the members of each EMA group, each group's at its first member's ring offset.
+    groups: npt.NDArray[np.int64]
 
 
 class _Builder:
@@ -149,13 +151,34 @@ def compile_program(definitions: Sequence[FeatureLike], vol_window: int) -> Prog
 
     for name in expressions:
         visit(name)
+    nodes = np.array(builder.rows, dtype=np.int64).reshape(-1, len(_FIELD))
     return Program(
-        nodes=np.array(builder.rows, dtype=np.int64).reshape(-1, len(_FIELD)),
+        nodes=nodes,
         params=np.array(builder.params, dtype=np.float64).reshape(-1, 2),
         inputs=tuple(builder.inputs),
         rows=tuple(row for row, _ in expressions.values()),
         ring_size=builder.ring_size,
+        groups=_group_emas(nodes),
     )
+
+
+def _group_emas(nodes: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """Make EMAs of one operand with the same begin and restarts one group (in place): its
+    first member computes them all. Returns the groups' members, concatenated."""
+    groups: dict[tuple[int, int, int], list[int]] = {}
+    for k in np.flatnonzero(nodes[:, _FIELD["op"]] == _OP["ema"]).tolist():
+        key = tuple(int(nodes[k, _FIELD[f]]) for f in ("a", "reset", "begin"))
+        groups.setdefault(key, []).append(k)  # type: ignore[arg-type]
+    members: list[int] = []
+    for group in groups.values():
+        if len(group) < 2:
+            continue
+        nodes[group, _FIELD["op"]] = _OP["ema_member"]
+        nodes[group[0], _FIELD["op"]] = _OP["ema_group"]
+        nodes[group[0], _FIELD["ring"]] = len(members)
+        nodes[group[0], _FIELD["cap"]] = len(group)
+        members += group
+    return np.array(members, dtype=np.int64)
 
 
 def run_expressions(
@@ -179,7 +202,16 @@ def run_expressions(
     is_bad = np.zeros(out.shape[0], dtype=np.bool_)
     if program.rows:
         algebra_kernels.run_program(
-            program.nodes, program.params, inputs, restart, program.ring_size, lo, hi, out, is_bad
+            program.nodes,
+            program.params,
+            inputs,
+            restart,
+            program.ring_size,
+            lo,
+            hi,
+            out,
+            is_bad,
+            program.groups,
         )
     return {
         row: int(kernels.first_nonfinite_f32(out[row], lo)) if is_bad[row] else -1

@@ -247,3 +247,18 @@ def test_program_computes_a_shared_subexpression_once() -> None:
 def test_tree_node_types_cover_the_grammar() -> None:
     tree = parse_expression("ema(close, 2) + 1")
     assert isinstance(tree, Call) and isinstance(tree.args[1], Const)
+
+
+@pytest.mark.parametrize("reset", ["none", "session"])
+def test_emas_of_one_input_computed_together_equal_each_alone(bars: pa.Table, reset: str) -> None:
+    from fxstore.features.program import compile_program
+
+    spans = (1, 4, 9, 40)
+    items = [ExprDef(f"e{n}", f"ema(ofi_03, {n})", reset) for n in spans]  # type: ignore[arg-type]
+
+    together = _compute(bars, *items)
+    program = compile_program(items, SETTINGS.vol_window)
+
+    assert sorted(program.groups.tolist()) == [1, 2, 3, 4]  # one group: node 0 is the input
+    for item in items:
+        np.testing.assert_array_equal(together[item.name], _compute(bars, item)[item.name])
