@@ -247,20 +247,13 @@ def _iter_unfinished(root: Path, symbol: str | None) -> Iterator[tuple[Path, str
             yield folder, "re-run the same `fxstore precompute` to finish it"
 
 
-def _featureset_json(group: object) -> list[dict[str, object]]:
-    """A manifest's feature definitions as feature-set TOML entries (name, kind, params)."""
-    if not isinstance(group, list):
-        raise TypeError(group)
-    return [{"name": d["name"], "kind": d["kind"], **d["params"]} for d in group]
-
-
 def _repair_cache(root: Path, cache: FxCacheManifest, intact: dict[Path, bool]) -> tuple[bool, str]:
     """Rebuild `cache` from its bars, when they are intact and the ones it was built from.
 
     Returns whether it was rebuilt, and what was done or why not.
     """
     from fxstore.config import FeatureConfig
-    from fxstore.features.definitions import parse_featureset
+    from fxstore.features.definitions import featureset_from_definition
     from fxstore.features.precompute import precompute
 
     source, definition = cache.data.get("source"), cache.data.get("featureset")
@@ -268,12 +261,7 @@ def _repair_cache(root: Path, cache: FxCacheManifest, intact: dict[Path, bool]) 
         return False, "cannot rebuild it: its manifest does not say how it was made"
     try:
         ik, bk = str(source["instrument_key"]), str(source["bar_key"])
-        doc = {
-            "settings": definition["settings"],
-            "features": _featureset_json(definition["features"]),
-            "targets": _featureset_json(definition["targets"]),
-        }
-        featureset = parse_featureset(doc, where=str(cache.path))
+        featureset = featureset_from_definition(definition, str(cache.path))
         bars = bars_dir(root, cache.symbol, ik, bk)
     except (KeyError, TypeError, FxStoreError):
         return False, "cannot rebuild it: its manifest does not say how it was made"

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from fxstore.cli._options import (
+    CONTEXT_SETTINGS,
     command,
     default_of,
     executor_config,
@@ -215,7 +216,7 @@ def gc(
         click.echo(report.format_text())
 
 
-@command("features")
+@click.group("features", invoke_without_command=True, context_settings=CONTEXT_SETTINGS)
 @features_file_option("to list")
 @click.option(
     "--toml",
@@ -229,7 +230,9 @@ def gc(
 )
 @click.option("--bar-key", default=None, help="Bar series' bar key [default: the only one].")
 @store_option
+@click.pass_context
 def features(
+    ctx: click.Context,
     features_file: Path | None,
     as_toml: bool,
     symbol: str | None,
@@ -242,14 +245,19 @@ def features(
     (spread, microprice and VWAP distance are in ticks) is read from that symbol's bars'
     contract facts in the store (Databento definitions or fxstore's table of CME roots),
     as precompute does. --toml prints a file `fxstore precompute --features` loads: edit
-    it to pick and parameterise features (examples/features.toml is the default set).
+    it to pick and parameterise features, or to add expressions over them
+    (docs/features.md; examples/features.toml is the default set). `features show KEY`
+    prints the set that built an fxcache.
 
     \b
     Examples:
       fxstore features
       fxstore features --toml > my_features.toml
       fxstore features --symbol ES.FUT
+      fxstore features show 0123456789abcdef
     """
+    if ctx.invoked_subcommand is not None:
+        return
     from fxstore.features.definitions import load_featureset, resolve_featureset
     from fxstore.features.describe import featureset_toml, format_featureset
 
@@ -267,3 +275,37 @@ def features(
         click.echo(featureset_toml(featureset, title=title), nl=False)
     else:
         click.echo(format_featureset(featureset, tick_source=tick_source))
+
+
+@features.command("show", context_settings=CONTEXT_SETTINGS)
+@click.argument("key")
+@symbol_option("Store symbol of the fxcache", default_from="the one symbol holding KEY")
+@store_option
+def show(key: str, symbol: str | None, store_root: Path) -> None:
+    """Print the feature set that built fxcache KEY, as a TOML file.
+
+    KEY is the cache's feature-set hash (`fxstore ls`, `fxstore info`). The definitions
+    come from the cache's manifest; `fxstore precompute --features FILE` of the printed
+    file over the same bars names the same cache.
+
+    \b
+    Example:
+      fxstore features show 0123456789abcdef --symbol ES.FUT > built.toml
+    """
+    import warnings
+
+    from fxstore.errors import FxStoreWarning
+    from fxstore.features.catalog import cache_featureset
+    from fxstore.features.describe import featureset_toml
+
+    found = cache_featureset(store_root, key, symbol)
+    if found.key_now != found.key:
+        warnings.warn(
+            FxStoreWarning(
+                f"fxcache {key} was built by older definitions (a definitions or kind version "
+                f"changed since): precompute of this set now writes fxcache {found.key_now}."
+            ),
+            stacklevel=1,
+        )
+    title = f"Feature set of fxcache {key} ({found.symbol}), from {found.path}"
+    click.echo(featureset_toml(found.featureset, title=title), nl=False)

@@ -20,6 +20,14 @@ parameterises definitions (``fxstore precompute --features FILE``)::
     kind = "forward_return"
     horizon = 4
 
+A feature may also be an expression over bar columns and other features of the set
+(:mod:`fxstore.features.expressions`, :mod:`fxstore.features.algebra`; docs/features.md)::
+
+    [[features]]
+    name = "flow_ema32"
+    expr = "ema(trade_imb, 32)"   # trade_imb: a feature of the set
+    reset = "session"             # optional: restart windows at each trading day
+
 The fxcache key is :meth:`FeatureSet.hash`: 16 hex digits of the SHA-256 of the canonical
 JSON of :meth:`FeatureSet.definition` (names, kinds, every parameter, settings, the
 definitions' version and each kind's version, and the bar series it is computed from: its
@@ -32,7 +40,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import re
 import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -41,14 +48,18 @@ from types import MappingProxyType
 from typing import Final
 
 from fxstore.errors import InvalidInputError
-from fxstore.features.registry import KINDS, Kind, Param, ParamValue
+from fxstore.features.algebra import ExprDef, check_expressions, first_defined_bars
+from fxstore.features.expressions import node_from_json, unparse
+from fxstore.features.registry import KINDS, Kind, Param, ParamValue, check_name
 
 __all__ = [
     "DEFINITIONS_VERSION",
+    "ExprDef",
     "FeatureDef",
     "FeatureSet",
     "Settings",
     "default_featureset",
+    "featureset_from_definition",
     "load_featureset",
     "parse_featureset",
     "resolve_featureset",
@@ -57,7 +68,6 @@ __all__ = [
 #: Version of the definitions as a whole (conventions shared by every kind: returns within a
 #: contract, the volatility normaliser, warm-up rules). Bump it when they change.
 DEFINITIONS_VERSION: Final = 1
-_NAME_RE: Final = re.compile(r"[A-Za-z0-9_]+")
 
 
 def _check_float(name: str, value: object, *, low: float, inclusive: bool = False) -> float:
@@ -160,10 +170,7 @@ class FeatureDef:
     params: Mapping[str, ParamValue] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not _NAME_RE.fullmatch(self.name):
-            raise InvalidInputError(
-                f"feature name must hold only letters, digits and '_', was {self.name!r}."
-            )
+        check_name(self.name)
         where = f"feature {self.name!r}"
         if self.kind not in KINDS:
             known = ", ".join(sorted(KINDS))
@@ -197,11 +204,12 @@ class FeatureDef:
         }
 
 
-def _check_group(defs: Sequence[FeatureDef], group: str, is_target: bool) -> None:
+def _check_group(defs: Sequence[FeatureDef | ExprDef], group: str, is_target: bool) -> None:
     seen: set[str] = set()
     for item in defs:
-        if not isinstance(item, FeatureDef):
-            raise InvalidInputError(f"{group} must hold FeatureDef items, got {item!r}.")
+        if not isinstance(item, FeatureDef | ExprDef) or (is_target and isinstance(item, ExprDef)):
+            wanted = "FeatureDef" if is_target else "FeatureDef or ExprDef"
+            raise InvalidInputError(f"{group} must hold {wanted} items, got {item!r}.")
         if item.spec.is_target and not is_target:
             raise InvalidInputError(
                 f"feature {item.name!r}: kind {item.kind!r} looks ahead; make it a target."
@@ -220,8 +228,8 @@ def _check_group(defs: Sequence[FeatureDef], group: str, is_target: bool) -> Non
 class FeatureSet:
     """The features and targets precompute writes, and their shared settings."""
 
-    features: tuple[FeatureDef, ...]
-    """Feature definitions, in column order (at least one)."""
+    features: tuple[FeatureDef | ExprDef, ...]
+    """Feature definitions (built-in kinds or expressions), in column order (at least one)."""
 
     targets: tuple[FeatureDef, ...] = ()
     """Target definitions (forward-looking, never model inputs), in column order."""
@@ -234,6 +242,7 @@ class FeatureSet:
             raise InvalidInputError("a feature set needs at least one feature.")
         _check_group(self.features, "features", is_target=False)
         _check_group(self.targets, "targets", is_target=True)
+        check_expressions(self.features, self.targets)
 
     def with_tick_size(self, tick_size: float) -> FeatureSet:
         """This feature set with `tick_size` (the bars' contract facts) where it sets none."""
@@ -245,7 +254,8 @@ class FeatureSet:
     def warmup_rows(self) -> int:
         """Leading bars where some feature or target is not defined yet (they are dropped)."""
         window = self.settings.vol_window
-        return max(d.spec.warmup(d.params, window) for d in (*self.features, *self.targets))
+        features = first_defined_bars(self.features, window).values()
+        return max([*features, *(d.spec.warmup(d.params, window) for d in self.targets)])
 
     @property
     def max_target_horizon(self) -> int:
@@ -337,29 +347,51 @@ def resolve_featureset(featureset: FeatureSet | None) -> FeatureSet:
     return featureset
 
 
+def _expression(entry: Mapping[str, object], group: str) -> ExprDef:
+    """An ``expr`` entry of [[features]] (name, expr and an optional reset)."""
+    name = entry["name"]
+    if group == "targets":
+        raise InvalidInputError(
+            f"[[targets]] {name!r}: targets are built-in kinds (forward_return); `expr` "
+            "defines features."
+        )
+    extra = sorted(set(entry) - {"name", "expr", "reset"})
+    if extra:
+        raise InvalidInputError(
+            f"feature {name!r}: an `expr` feature takes only `name`, `expr` and `reset`, "
+            f"not {extra[0]!r}."
+        )
+    reset = entry.get("reset", "none")
+    return ExprDef(str(name), entry["expr"], reset)  # type: ignore[arg-type]
+
+
 def _parse_group(
     entries: object, defaults: tuple[FeatureDef, ...], group: str, where: str
-) -> tuple[FeatureDef, ...]:
+) -> tuple[FeatureDef | ExprDef, ...]:
     if entries is None:
         return defaults
     if not isinstance(entries, list):
         raise InvalidInputError(f"{where}: `{group}` must be an array of tables ([[{group}]]).")
     by_name = {d.name: d for d in defaults}
-    out = []
+    out: list[FeatureDef | ExprDef] = []
     for i, entry in enumerate(entries, 1):
         if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
             raise InvalidInputError(f"{where}: [[{group}]] entry {i} needs a `name`.")
         params = {k: v for k, v in entry.items() if k not in ("name", "kind")}
         name, kind = entry["name"], entry.get("kind")
-        if kind is None:
-            if name not in by_name:
-                known = ", ".join(by_name) or "none"
-                raise InvalidInputError(
-                    f"{where}: [[{group}]] {name!r} is not a default {group[:-1]} (known: "
-                    f"{known}); give it a `kind`."
-                )
-            kind, params = by_name[name].kind, {**by_name[name].params, **params}
         try:
+            if "expr" in entry and kind is None:
+                out.append(_expression(entry, group))
+                continue
+            if kind is None:
+                if name not in by_name:
+                    known = ", ".join(by_name) or "none"
+                    hint = "a `kind`" + (" or an `expr`" if group == "features" else "")
+                    raise InvalidInputError(
+                        f"[[{group}]] {name!r} is not a default {group[:-1]} (known: "
+                        f"{known}); give it {hint}."
+                    )
+                kind, params = by_name[name].kind, {**by_name[name].params, **params}
             out.append(FeatureDef(name, str(kind), params))
         except InvalidInputError as err:
             raise InvalidInputError(f"{where}: {err}") from err
@@ -393,7 +425,10 @@ def parse_featureset(doc: Mapping[str, object], where: str = "feature set") -> F
         settings = Settings(**settings_doc)
         features = _parse_group(doc.get("features"), _DEFAULT_FEATURES, "features", where)
         targets = _parse_group(doc.get("targets"), _DEFAULT_TARGETS, "targets", where)
-        return FeatureSet(features, targets, settings)
+        # targets are never expressions (_expression refuses them)
+        return FeatureSet(
+            features, tuple(t for t in targets if isinstance(t, FeatureDef)), settings
+        )
     except InvalidInputError as err:
         message = str(err)
         raise InvalidInputError(
@@ -416,3 +451,37 @@ def load_featureset(path: Path) -> FeatureSet:
     except tomllib.TOMLDecodeError as err:
         raise InvalidInputError(f"{path}: not valid TOML ({err}).") from err
     return parse_featureset(doc, str(path))
+
+
+def _entry_of_json(data: Mapping[str, object]) -> dict[str, object]:
+    """A definition's JSON (:meth:`FeatureDef.to_json`, :meth:`ExprDef.to_json`) as the
+    TOML entry that defines it."""
+    if "expr" in data:
+        text = unparse(node_from_json(data["expr"]))
+        return {"name": data["name"], "expr": text, "reset": data["reset"]}
+    params = data["params"]
+    if not isinstance(params, dict):
+        raise TypeError(params)
+    return {"name": data["name"], "kind": data["kind"], **params}
+
+
+def featureset_from_definition(definition: Mapping[str, object], where: str) -> FeatureSet:
+    """The feature set a :meth:`FeatureSet.definition` (an fxcache manifest's ``featureset``)
+    records.
+
+    Raises
+    ------
+    InvalidInputError
+        `definition` does not record a valid feature set (`where` names its file).
+    """
+    try:
+        groups = {
+            group: [_entry_of_json(d) for d in definition[group]]  # type: ignore[attr-defined]
+            for group in ("features", "targets")
+        }
+        doc = {"settings": definition["settings"], **groups}
+    except (KeyError, TypeError) as err:
+        raise InvalidInputError(
+            f"{where}: the manifest does not record a feature set (missing {err})."
+        ) from err
+    return parse_featureset(doc, where)
