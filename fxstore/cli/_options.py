@@ -221,13 +221,15 @@ def featureset_option(*, default_from: str = "the only one") -> Callable[[F], F]
 
 
 def features_file_option(purpose: str) -> Callable[[F], F]:
-    """--features FILE.toml: a feature-set file (``features_file``), None for the default set."""
+    """--features NAME|FILE.toml: a built-in set's name or a feature-set file
+    (``features_file``), None for the default set."""
     return click.option(
         "--features",
         "features_file",
-        type=click.Path(dir_okay=False, path_type=Path),
         default=None,
-        help=f"Feature-set TOML file {purpose} [default: the default set].",
+        metavar="NAME|FILE",
+        help=f"Feature set {purpose}: a TOML file, or a built-in set's name (default, "
+        "classic) [default: default].",
     )
 
 

@@ -71,7 +71,7 @@ def precompute(
     symbol: str | None,
     instrument_key: str,
     bar_key: str | None,
-    features_file: Path | None,
+    features_file: str | None,
     shard_by: ShardBy,
     force: bool,
     executor_kind: str,
@@ -90,14 +90,14 @@ def precompute(
     Example:
       fxstore precompute --symbol ES.FUT --features features.toml
     """
-    from fxstore.features.definitions import load_featureset
+    from fxstore.features.definitions import featureset_named
 
     config = override(
         FeatureConfig(executor=executor_config(executor_kind, ray_address)),
         symbol=symbol,
         instrument_key=instrument_key,
         bar_key=bar_key,
-        features=load_featureset(features_file) if features_file else None,
+        features=featureset_named(features_file) if features_file else None,
         shard_by=shard_by,
         force=force,
     )
@@ -233,7 +233,7 @@ def gc(
 @click.pass_context
 def features(
     ctx: click.Context,
-    features_file: Path | None,
+    features_file: str | None,
     as_toml: bool,
     symbol: str | None,
     bar_key: str | None,
@@ -246,7 +246,7 @@ def features(
     contract facts in the store (Databento definitions or fxstore's table of CME roots),
     as precompute does. --toml prints a file `fxstore precompute --features` loads: edit
     it to pick and parameterise features, or to add expressions over them
-    (docs/features.md; examples/features.toml is the default set). `features show KEY`
+    (docs/guide/expressions.md; examples/features.toml is the default set). `features show KEY`
     prints the set that built an fxcache.
 
     \b
@@ -258,10 +258,10 @@ def features(
     """
     if ctx.invoked_subcommand is not None:
         return
-    from fxstore.features.definitions import load_featureset, resolve_featureset
+    from fxstore.features.definitions import featureset_named, resolve_featureset
     from fxstore.features.describe import featureset_toml, format_featureset
 
-    featureset = resolve_featureset(load_featureset(features_file) if features_file else None)
+    featureset = resolve_featureset(featureset_named(features_file) if features_file else None)
     tick_source = None
     if symbol is not None and featureset.settings.tick_size is None:
         from fxstore.features.precompute import contract_tick_size, resolve_bars

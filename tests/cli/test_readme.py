@@ -164,7 +164,7 @@ def demo_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     home.mkdir()
     demo = _shell("fxstore demo -q --no-train", home, _user_env(root / "bin"))
     assert demo.returncode == 0, demo.stderr
-    assert "Precomputed 30 features and 3 targets" in demo.stdout
+    assert "Precomputed 51 features and 3 targets" in demo.stdout
     return home
 
 

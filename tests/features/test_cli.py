@@ -75,8 +75,8 @@ def test_precompute_missing_features_file_fails_naming_it(store: Path, tmp_path:
 
     assert code == 1
     assert output == (
-        f"Error: {missing}: cannot read the feature-set file ([Errno 2] No such file or "
-        f"directory: '{missing}').\n"
+        f"Error: no feature-set file '{missing}' and no built-in set of that name: give a "
+        "TOML file or one of default, classic.\n"
     )
 
 

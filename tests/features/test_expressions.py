@@ -15,6 +15,7 @@ from fxstore.features.definitions import (
     FeatureDef,
     FeatureSet,
     Settings,
+    classic_featureset,
     featureset_from_definition,
     parse_featureset,
 )
@@ -301,11 +302,11 @@ def test_toml_form_of_a_set_with_expressions_loads_back_to_it(tmp_path: Path) ->
 
 
 def test_examples_slow_set_is_the_defaults_plus_fourteen_expressions() -> None:
-    from fxstore.features.definitions import default_featureset, load_featureset
+    from fxstore.features.definitions import load_featureset
 
     example = load_featureset(Path(__file__).parents[2] / "examples" / "features_slow.toml")
 
-    assert example.features[:30] == default_featureset().features
+    assert example.features[:30] == classic_featureset().features
     assert sum(isinstance(d, ExprDef) for d in example.features) == 14
     assert example.warmup_rows == 200 + 127
 

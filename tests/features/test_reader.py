@@ -184,7 +184,7 @@ def test_list_store_and_format_info_describe_bars_and_caches(cached_store: Path)
     assert (cache.key, cache.n_rows, cache.n_features, cache.n_targets) == (
         manifest.key,
         manifest.n_rows,
-        30,
+        51,
         3,
     )
     assert json.loads(json.dumps(listing.to_json()))["fxcache"][0]["key"] == manifest.key
