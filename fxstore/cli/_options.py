@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Final, TypeVar, cast
 import click
 
 from fxstore.config import EnvConfig, SynthConfig, WalkForwardConfig
-from fxstore.config.executor import EXECUTOR_KINDS, ExecutorConfig
+from fxstore.config.executor import EXECUTOR_KINDS, RAY_TIMEOUT_S, ExecutorConfig
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -166,12 +166,25 @@ def executor_options(unit: str) -> Callable[[F], F]:
             help="With --executor ray: the cluster to join (auto, ray://HOST:10001, "
             "HOST:6379) [default: a Ray instance on this machine, for the run].",
         ),
+        click.option(
+            "--ray-timeout",
+            type=float,
+            default=RAY_TIMEOUT_S,
+            show_default=True,
+            help="With --ray-address: seconds to wait for the cluster to answer.",
+        ),
     )
 
 
-def executor_config(executor_kind: str, ray_address: str | None) -> ExecutorConfig:
+def executor_config(
+    executor_kind: str, ray_address: str | None, ray_timeout: float = RAY_TIMEOUT_S
+) -> ExecutorConfig:
     """The executor of the options (checks that --ray-address goes with --executor ray)."""
-    return ExecutorConfig(kind="ray" if executor_kind == "ray" else "local", address=ray_address)
+    return ExecutorConfig(
+        kind="ray" if executor_kind == "ray" else "local",
+        address=ray_address,
+        connect_timeout_s=ray_timeout,
+    )
 
 
 def quiet_option(func: F) -> F:

@@ -316,6 +316,7 @@ def ingest(
     workers: int | None,
     executor_kind: str,
     ray_address: str | None,
+    ray_timeout: float,
     definitions: tuple[Path, ...],
     multiplier: float | None,
     rule: RollRule | None,
@@ -352,7 +353,7 @@ def ingest(
         BarConfig(bar_type=bar_type, threshold=threshold, multiplier=multiplier),
         target_bars_per_day=target_bars_per_day,
     )
-    runs_on = executor_config(executor_kind, ray_address)
+    runs_on = executor_config(executor_kind, ray_address, ray_timeout)
     default_workers = 0 if runs_on.is_ray else (os.cpu_count() or 1)
     config = override(
         IngestConfig(executor=runs_on),

@@ -75,6 +75,7 @@ def precompute(
     force: bool,
     executor_kind: str,
     ray_address: str | None,
+    ray_timeout: float,
     as_json: bool,
     store_root: Path,
 ) -> None:
@@ -92,7 +93,7 @@ def precompute(
     from fxstore.features.definitions import load_featureset
 
     config = override(
-        FeatureConfig(executor=executor_config(executor_kind, ray_address)),
+        FeatureConfig(executor=executor_config(executor_kind, ray_address, ray_timeout)),
         symbol=symbol,
         instrument_key=instrument_key,
         bar_key=bar_key,

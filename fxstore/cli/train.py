@@ -430,6 +430,7 @@ def train(
     resume: str | None,
     executor_kind: str,
     ray_address: str | None,
+    ray_timeout: float,
     n_gpus: int | None,
     as_json: bool,
     store_root: Path,
@@ -460,7 +461,7 @@ def train(
         )
     config = train_config(profile or DEFAULT_PROFILE, **settings)
     expected = config.profile if resume and profile is not None else None
-    runs_on = executor_config(executor_kind, ray_address)
+    runs_on = executor_config(executor_kind, ray_address, ray_timeout)
     gpus = _gpu_devices(n_gpus, config.device, executor_kind) if n_gpus is not None else ()
     run_train(
         config,
