@@ -86,6 +86,7 @@ _AREAS_OF: Final = {
     "train": ("fxcache", "runs", "synth"),
     "backtest": ("fxcache", "runs", "synth"),
     "runs": ("runs",),
+    "fetch": ("raw", "bars", "synth"),
 }
 
 

@@ -22,15 +22,78 @@ from fxstore.store import atomic_path, os_errors
 
 __all__ = [
     "CommitConflictError",
+    "commit",
     "default_cache_dir",
     "fetch_inputs",
+    "in_store",
     "is_url",
+    "location",
     "open_store",
     "store_options",
+    "upload",
 ]
 
 #: The mirrors open in this process: local root → the options that name its store.
 _OPEN: dict[Path, tuple[str, ...]] = {}
+#: The mirrors open in this process: local root → its mirror.
+_MIRRORS: dict[Path, Mirror] = {}
+
+
+def _mirror_of(path: Path) -> tuple[Mirror, str] | None:
+    """The open mirror holding `path` and the store-relative path of it; None when `path`
+    is not in the mirror of an s3:// store."""
+    for root, mirror in _MIRRORS.items():
+        if path == root or root in path.parents:
+            return mirror, path.relative_to(root).as_posix()
+    return None
+
+
+def location(path: Path) -> str:
+    """How messages name `path` of a store: its ``s3://`` URL when it lies in the mirror of
+    an s3:// store (the mirror is a cache, the bucket the store), else the path itself."""
+    found = _mirror_of(path)
+    return str(path) if found is None else found[0].bucket.url.url(found[1])
+
+
+def commit(root: Path) -> None:
+    """Push what the command committed in the store at `root` now, so that it can report
+    success once the store holds it (nothing to do for a local store; the push at the end
+    of :func:`open_store` then finds nothing left).
+
+    Raises
+    ------
+    CommitConflictError
+        Another writer committed the same manifest first.
+    """
+    mirror = _MIRRORS.get(root)
+    if mirror is not None:
+        mirror.push()
+
+
+def upload(path: Path) -> None:
+    """Write the file `path` of an s3:// store's mirror into the bucket now, unless the bucket
+    holds its bytes (nothing to do for a local store). Its object is never replaced: a file
+    written once (a fetched file, the record of a purchase).
+
+    Raises
+    ------
+    CommitConflictError
+        The bucket holds other bytes under its name (another writer's).
+    """
+    found = _mirror_of(path)
+    if found is not None:
+        found[0].put_once(path)
+
+
+def in_store(path: Path, size: int) -> bool:
+    """Whether the s3:// store whose mirror holds `path` has an object of `size` bytes at
+    its place, as listed when the command started or written by it since (False for a
+    local store, whose files are checked where they are)."""
+    found = _mirror_of(path)
+    if found is None:
+        return False
+    info = found[0].listing.get(found[1])
+    return info is not None and info.size == size
 
 
 def store_options(root: Path) -> str:
@@ -101,14 +164,16 @@ def open_store(
         mirror = Mirror(bucket, root, areas)
         mirror.pull()
         _OPEN[root] = options
+        _MIRRORS[root] = mirror
         try:
             yield root
+            mirror.push()
         except RunInterruptedError:
             mirror.push(commits=False)
             raise
         finally:
             _OPEN.pop(root, None)
-        mirror.push()
+            _MIRRORS.pop(root, None)
 
 
 def fetch_inputs(

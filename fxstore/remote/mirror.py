@@ -59,7 +59,7 @@ logger = logging.getLogger(__name__)
 #: Store areas copied file by file (no manifest commits them).
 _PLAIN: Final = ("runs", "synth")
 #: Every area of a store a mirror may hold.
-AREAS: Final = ("bars", "fxcache", "runs", "synth")
+AREAS: Final = ("bars", "fxcache", "runs", "synth", "raw")
 _TEMP_RE: Final = re.compile(r"\..+\.[A-Za-z0-9_]{8}\.tmp")
 
 
@@ -95,6 +95,19 @@ def mirror_lock(root: Path) -> Iterator[None]:
             logger.warning("waiting for another fxstore process using the cache %s", root)
             fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
         yield
+
+
+def _is_raw_record(parts: list[str]) -> bool:
+    """Whether `parts` is a JSON file of the raw area pulled into a mirror: a purchase record
+    (``raw/<DATASET>/.requests/``) or a fetched folder's manifest or Databento side file.
+    The data files stay in the bucket until a command reads them; the in-progress folders
+    (``.partial``, ``.quarantine``) are never shared."""
+    return (
+        parts[0] == "raw"
+        and len(parts) == 4
+        and parts[3].endswith(".json")
+        and (parts[2] == ".requests" or not parts[2].startswith("."))
+    )
 
 
 def _is_commit(parts: list[str]) -> bool:
@@ -141,7 +154,7 @@ class Mirror:
                     self._pull_series(rel, trusted=not changed)
                 else:
                     self._pull_fxcache(rel, trusted=not changed)
-            elif parts[0] in _PLAIN:
+            elif parts[0] in _PLAIN or _is_raw_record(parts):
                 self._pull_plain(rel, self.listing[rel])
         for path in self._local_commits():
             rel = path.relative_to(self.root).as_posix()
@@ -317,7 +330,20 @@ class Mirror:
         )
         return [resolve_manifest_file(manifest, e.file) for e in entries]
 
-    def _put_immutable(self, path: Path) -> int:
+    def put_once(self, path: Path) -> int:
+        """Upload the file `path` of the mirror now unless the bucket holds its bytes (a file
+        written once: a fetched file, a purchase record); return the objects written.
+
+        Raises
+        ------
+        CommitConflictError
+            The bucket holds other bytes under its name.
+        """
+        return self._put_immutable(path, written_by="another fetch")
+
+    def _put_immutable(
+        self, path: Path, written_by: str = "another writer's build of the same version"
+    ) -> int:
         """Upload `path` unless the bucket holds its bytes; never replace other bytes."""
         rel = self._rel(path)
         with os_errors(path, "read"):
@@ -325,17 +351,17 @@ class Mirror:
         info = self.listing.get(rel)
         if info is None:
             try:
-                self.listing[rel] = ObjectInfo(
-                    0, self.bucket.put_file(rel, path, if_none_match=True), 0
-                )
+                etag = self.bucket.put_file(rel, path, if_none_match=True)
+                with os_errors(path, "read"):
+                    self.listing[rel] = ObjectInfo(path.stat().st_size, etag, 0)
                 return 1
             except CommitConflictError:  # written since the listing: by another writer
                 info = self.bucket.head(rel)
         if info is not None and info.etag == md5:
             return 0
         raise CommitConflictError(
-            f"{self.bucket.url.url(rel)} holds other bytes than {path} (another writer's build "
-            "of the same version, running now or killed); nothing of this run was committed: "
+            f"{self.bucket.url.url(rel)} holds other bytes than {path} ({written_by}, "
+            "running now or killed); nothing of this run was committed: "
             "re-run once that writer has committed (if none is running, delete that version's "
             "objects and re-run)."
         )
