@@ -194,11 +194,14 @@ def run_ingest(
 
         start_worker_server()  # boots while this process imports the pipeline
     from fxstore.ingest import ingest
+    from fxstore.remote import commit, location
 
     with progress("ingest", quiet) as bar:
         summary = ingest(config, paths, store_root, on_start=bar.start, on_progress=bar.advance)
+    commit(store_root)  # in an s3:// store: success is told once the bucket holds it
+    where = location(summary.out_dir)
     if summary.up_to_date:
-        click.echo(f"Up to date: {summary.out_dir} ({summary.n_bars:,} bars); --force rebuilds.")
+        click.echo(f"Up to date: {where} ({summary.n_bars:,} bars); --force rebuilds.")
         return summary
     n_days = summary.days_written + summary.days_skipped
     with_bars = "" if summary.n_days == n_days else f" ({summary.n_days} with bars)"
@@ -206,7 +209,7 @@ def run_ingest(
         f"Ingested {n_days} trading days{with_bars}: {summary.n_records:,} records read, "
         f"{summary.n_kept:,} kept, {summary.n_bars:,} bars ({summary.bars_per_day:.1f}/day), "
         f"{summary.days_written} written, {summary.days_skipped} resumed, "
-        f"in {summary.elapsed_s:.1f} s -> {summary.out_dir}"
+        f"in {summary.elapsed_s:.1f} s -> {where}"
     )
     for entry in summary.schedule:
         if entry.is_roll:

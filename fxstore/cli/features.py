@@ -34,12 +34,14 @@ def run_precompute(
     from dataclasses import asdict
 
     from fxstore.features.precompute import precompute as run
+    from fxstore.remote import commit, location
 
     summary = run(config, store_root)
+    commit(store_root)  # in an s3:// store: success is told once the bucket holds it
     if as_json:
-        echo_json(asdict(summary))
+        echo_json({**asdict(summary), "out_dir": location(summary.out_dir)})
     else:
-        click.echo(summary.format_text())
+        click.echo(summary.format_text(where=location(summary.out_dir)))
     return summary
 
 

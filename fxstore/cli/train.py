@@ -188,7 +188,7 @@ def run_backtest(
         echo_json(result.to_json())
     else:
         click.echo(result.format_table())
-        click.echo(f"Wrote {result.run_dir}")
+        click.echo(f"Wrote {_committed(result.run_dir, store_root)}")
         click.echo(f"its report: {report_command(result.run_dir.name, store_root)}")
     return result
 
@@ -295,9 +295,18 @@ def run_train(
         echo_json(result.to_json())
     else:
         click.echo(result.format_table())
-        click.echo(f"run folder: {result.run_dir}")
+        click.echo(f"run folder: {_committed(result.run_dir, store_root)}")
         click.echo(f"its report: {report_command(result.run_dir.name, store_root)}")
     return result
+
+
+def _committed(run_dir: Path, store_root: Path) -> str:
+    """The run folder `run_dir` as the store names it, once the store holds it (an s3://
+    store's bucket: pushed now, so that success is told after it)."""
+    from fxstore.remote import commit, location
+
+    commit(store_root)
+    return location(run_dir)
 
 
 def _after_abort(started: list[str], store_root: Path) -> str:

@@ -108,6 +108,25 @@ def test_store_on_s3_second_run_downloads_nothing_and_is_up_to_date(
     assert bucket_files(s3_store) == before
 
 
+def test_cli_lines_name_the_s3_urls_of_what_was_committed(
+    s3_store: S3Store, small_market: SynthMarket
+) -> None:
+    code, ingested = run_cli(
+        "ingest", str(small_market.folder), "--workers", "1", "-q", *s3_store.cli
+    )
+    assert code == 0, ingested
+    code, precomputed = run_cli("precompute", *s3_store.cli)
+    assert code == 0, precomputed
+    days = ("--train-days", "3", "--test-days", "2", "--embargo-days", "0", "--no-plots")
+    code, backtested = run_cli("backtest", *days, "--min-train-days", "1", *s3_store.cli)
+    assert code == 0, backtested
+
+    line = next(line for line in ingested.splitlines() if line.startswith("Ingested "))
+    assert f" -> {s3_store.url}/{_SERIES}/" in line
+    assert f" -> {s3_store.url}/fxcache/ES.FUT/" in precomputed
+    assert f"Wrote {s3_store.url}/runs/" in backtested
+
+
 def test_training_reads_shards_downloaded_once_into_the_cache_folder(
     s3_store: S3Store, small_market: SynthMarket, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
