@@ -24,6 +24,7 @@ from typing import Final
 
 from fxstore.errors import FxStoreError
 from fxstore.fxcache import FxCacheManifest, read_manifest
+from fxstore.remote import drop_object, in_bucket, location, object_problem
 from fxstore.store import (
     MANIFEST,
     BarVersion,
@@ -65,8 +66,8 @@ class Problem:
     is_repaired: bool = False
 
     def format_line(self) -> str:
-        """``<path>: <what>; <action>.``"""
-        return f"{self.path}: {self.what}; {self.action}."
+        """``<path>: <what>; <action>.`` (in an s3:// store, the object's URL for its path)."""
+        return f"{location(self.path)}: {self.what}; {self.action}."
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +90,7 @@ class VerifyReport:
         """One line per problem, then the summary."""
         checked = (
             f"{self.n_series} bar series and {self.n_caches} fxcaches ({self.n_files} files) "
-            f"in {self.root}"
+            f"in {location(self.root)}"
         )
         if not self.problems:
             return [f"Verified {checked}: no problems."]
@@ -117,7 +118,14 @@ def _inside(path: Path, root: Path) -> bool:
 def _check_file(
     tally: _Tally, root: Path, path: Path, sha256: object, size: object, action: str
 ) -> bool:
-    """Check one listed file; True when it is what the manifest recorded."""
+    """Check one listed file; True when it is what the manifest recorded. In an s3:// store
+    the object in the bucket is checked, never the local copy (:func:`object_problem`)."""
+    if in_bucket(path):
+        problem = object_problem(path, sha256, size)
+        tally.n_files += 1
+        if problem is not None:
+            tally.add(path, problem, action)
+        return problem is None
     try:
         if not path.is_file():
             tally.add(path, "listed in its manifest but missing", action)
@@ -316,6 +324,9 @@ def _verify_cache(
     before = len(tally.problems)
     if _check_listed(tally, root, cache.path, entries, "*.arrow", redo) or not repair:
         return
+    for problem in tally.problems[before:]:  # the bucket's damaged objects make way
+        if problem.action == redo and in_bucket(problem.path):
+            drop_object(problem.path)
     is_repaired, action = _repair_cache(root, cache, intact)
     tally.problems[before:] = [
         replace(p, action=action, is_repaired=is_repaired) if p.action == redo else p

@@ -90,6 +90,11 @@ _AREAS_OF: Final = {
 }
 
 
+#: The commands that read only manifests (of an s3:// store only those are pulled; `verify`
+#: checks the objects in the bucket, and pulls everything only to --repair).
+_READS_MANIFESTS: Final = frozenset({"ls", "info", "rolls", "gc", "verify"})
+
+
 def remote_settings() -> tuple[str | None, Path | None]:
     """The ``--s3-endpoint`` and ``--cache-dir`` of the running command."""
     found = click.get_current_context().meta.get(REMOTE_META, (None, None))
@@ -116,8 +121,12 @@ def store_option(func: F) -> F:
 
         ctx = click.get_current_context()
         ctx.meta[REMOTE_META] = (s3_endpoint, cache_dir)
-        areas = _AREAS_OF.get(ctx.command.name or "", ("bars", "fxcache", "runs", "synth"))
-        with open_store(store_root, endpoint=s3_endpoint, cache_dir=cache_dir, areas=areas) as root:
+        name = ctx.command.name or ""
+        areas = _AREAS_OF.get(name, ("bars", "fxcache", "runs", "synth"))
+        lazy = name in _READS_MANIFESTS and not kw.get("repair")
+        with open_store(
+            store_root, endpoint=s3_endpoint, cache_dir=cache_dir, areas=areas, lazy=lazy
+        ) as root:
             return func(*args, store_root=root, **kw)
 
     options = (

@@ -24,10 +24,13 @@ __all__ = [
     "CommitConflictError",
     "commit",
     "default_cache_dir",
+    "drop_object",
     "fetch_inputs",
+    "in_bucket",
     "in_store",
     "is_url",
     "location",
+    "object_problem",
     "open_store",
     "store_options",
     "upload",
@@ -43,7 +46,9 @@ def _mirror_of(path: Path) -> tuple[Mirror, str] | None:
     """The open mirror holding `path` and the store-relative path of it; None when `path`
     is not in the mirror of an s3:// store."""
     for root, mirror in _MIRRORS.items():
-        if path == root or root in path.parents:
+        if path == root:
+            return mirror, ""
+        if root in path.parents:
             return mirror, path.relative_to(root).as_posix()
     return None
 
@@ -83,6 +88,46 @@ def upload(path: Path) -> None:
     found = _mirror_of(path)
     if found is not None:
         found[0].put_once(path)
+
+
+def in_bucket(path: Path) -> bool:
+    """Whether `path` lies in the mirror of an s3:// store (its bucket is the truth of it)."""
+    return _mirror_of(path) is not None
+
+
+def object_problem(path: Path, sha256: object, size: object) -> str | None:
+    """What is wrong with the object of the mirror's `path` in the bucket, against the
+    `sha256` and `size` (None: not recorded) its manifest records; None when it is intact.
+
+    The size comes from the bucket's listing; the digest from the SHA-256 S3 stored at upload
+    (a HEAD request), else from the object's bytes streamed (never from the local copy).
+    """
+    found = _mirror_of(path)
+    if found is None:
+        raise ValueError(f"{path} is not in the mirror of an s3:// store")
+    mirror, rel = found
+    info = mirror.listing.get(rel)
+    if info is None:
+        return "listed in its manifest but missing in the bucket"
+    if isinstance(size, int) and not isinstance(size, bool) and info.size != size:
+        return f"is {info.size} bytes in the bucket, its manifest says {size}"
+    stored = mirror.bucket.stored_sha256(rel) or mirror.bucket.read_sha256(rel)
+    if stored != sha256:
+        return "SHA-256 in the bucket differs from its manifest's (damaged or replaced)"
+    return None
+
+
+def drop_object(path: Path) -> None:
+    """Delete the object of the mirror's `path` from the bucket, and the local copy (a damaged
+    object, before what replaces it is written under its name)."""
+    found = _mirror_of(path)
+    if found is None:
+        raise ValueError(f"{path} is not in the mirror of an s3:// store")
+    mirror, rel = found
+    mirror.bucket.delete([rel])
+    mirror.listing.pop(rel, None)
+    with os_errors(path, "delete"):
+        path.unlink(missing_ok=True)
 
 
 def in_store(path: Path, size: int) -> bool:
@@ -132,6 +177,7 @@ def open_store(
     endpoint: str | None = None,
     cache_dir: Path | None = None,
     areas: tuple[str, ...] = AREAS,
+    lazy: bool = False,
 ) -> Iterator[Path]:
     """Yield the local root to run a command on for the store `store`.
 
@@ -139,7 +185,9 @@ def open_store(
     yielded root is the mirror under `cache_dir` (default :func:`default_cache_dir`), pulled
     first; when the body returns, what it committed there is pushed with conditional commits.
     An error in the body pushes nothing (a training run stopped on request pushes its run).
-    Only the store `areas` (``bars``, ``fxcache``, ``runs``, ``synth``) are pulled and pushed.
+    Only the store `areas` (``bars``, ``fxcache``, ``runs``, ``synth``, ``raw``) are pulled and
+    pushed; with `lazy` only their manifests are pulled (a command that reads no day file or
+    shard).
 
     Raises
     ------
@@ -161,7 +209,7 @@ def open_store(
     options += ("--s3-endpoint", endpoint) if endpoint else ()
     options += ("--cache-dir", str(cache_dir)) if cache_dir is not None else ()
     with mirror_lock(root):
-        mirror = Mirror(bucket, root, areas)
+        mirror = Mirror(bucket, root, areas, lazy=lazy)
         mirror.pull()
         _OPEN[root] = options
         _MIRRORS[root] = mirror

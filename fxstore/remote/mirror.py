@@ -7,7 +7,10 @@ folder (``--cache-dir``) so every file is downloaded once:
 1. **pull**: the committed manifests (a bar series' list of versions, an fxcache's
    manifest) are read with their ETags; every version manifest, day file and shard they list
    is downloaded unless the mirror already holds those bytes, and its SHA-256 is checked
-   against the manifest: a changed or damaged object is refused. A manifest the bucket no
+   against the manifest: a changed, damaged or missing object is left out of the mirror with
+   a warning (no copy of other bytes is kept), so everything else can still be read, and
+   ``fxstore verify`` reports it. Commands that read only manifests (``ls``, ``info``,
+   ``rolls``, ``gc``, ``verify``) pull only those (`lazy`). A manifest the bucket no
    longer holds (or never did) is removed from the mirror, so the mirror never calls
    committed what the bucket does not. ``runs/`` and ``synth/`` are copied as they are.
 2. the command runs on the mirror, exactly as on a local store (training memory-maps the
@@ -33,11 +36,12 @@ import json
 import logging
 import os
 import re
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
 
-from fxstore.errors import InvalidInputError, SchemaError, StoreAccessError
+from fxstore.errors import FxStoreWarning, InvalidInputError, SchemaError
 from fxstore.remote.s3 import CommitConflictError, ObjectInfo, S3Bucket, md5_hex
 from fxstore.store import (
     LOCK,
@@ -97,6 +101,10 @@ def mirror_lock(root: Path) -> Iterator[None]:
         yield
 
 
+class _DamagedError(Exception):
+    """A downloaded object does not hold the bytes its manifest records."""
+
+
 def _is_raw_record(parts: list[str]) -> bool:
     """Whether `parts` is a JSON file of the raw area pulled into a mirror: a purchase record
     (``raw/<DATASET>/.requests/``) or a fetched folder's manifest or Databento side file.
@@ -122,9 +130,12 @@ class Mirror:
 
     Only the store areas `areas` (of :data:`AREAS`) are pulled and pushed: what a command
     reads or writes (training needs no bars); the mirror keeps the others as they were.
+    With `lazy`, only the manifests are pulled: day files and shards stay in the bucket.
     """
 
-    def __init__(self, bucket: S3Bucket, root: Path, areas: tuple[str, ...] = AREAS) -> None:
+    def __init__(
+        self, bucket: S3Bucket, root: Path, areas: tuple[str, ...] = AREAS, *, lazy: bool = False
+    ) -> None:
         unknown = set(areas) - set(AREAS)
         if unknown:
             raise InvalidInputError(f"no store area {sorted(unknown)}; they are {AREAS}.")
@@ -134,6 +145,11 @@ class Mirror:
         #: Commit manifests as pulled: store-relative path → (bytes, ETag).
         self.pulled: dict[str, tuple[bytes, str]] = {}
         self.listing: dict[str, ObjectInfo] = {}
+        #: Only the manifests are pulled (a command that reads no day file nor shard: they
+        #: are checked in the bucket, or downloaded where read).
+        self.lazy = lazy
+        #: Objects left out of the mirror as damaged: store-relative path → why.
+        self.damaged: dict[str, str] = {}
 
     # --- pull ---------------------------------------------------------------------------
 
@@ -182,11 +198,13 @@ class Mirror:
         series = safe_local(self.root, rel).parent
         for version in list_bar_versions(series):
             where = version.manifest
-            changed = not trusted
+            changed: bool | None = not trusted
             if version.folder != series:  # a legacy series' manifest is the one just pulled
                 changed = self._fetch_verified(
                     where, version.manifest_sha256, manifest=series / MANIFEST, trusted=False
                 )
+            if changed is None or self.lazy:  # damaged; or only manifests are wanted
+                continue
             manifest = read_json(where)
             days = manifest.get("days")
             for day in days if isinstance(days, list) else []:
@@ -199,6 +217,8 @@ class Mirror:
         from fxstore.fxcache import ShardEntry
 
         where = safe_local(self.root, rel)
+        if self.lazy:
+            return
         shards = read_json(where).get("shards")
         for data in shards if isinstance(shards, list) else []:
             entry = ShardEntry.from_json(data, where)
@@ -208,9 +228,13 @@ class Mirror:
     def _rel(self, path: Path) -> str:
         return path.relative_to(self.root).as_posix()
 
-    def _fetch_verified(self, path: Path, sha256: str, *, manifest: Path, trusted: bool) -> bool:
+    def _fetch_verified(
+        self, path: Path, sha256: str, *, manifest: Path, trusted: bool
+    ) -> bool | None:
         """Download `path` unless the mirror holds the bytes of `sha256`; refuse other bytes.
-        Return whether it was downloaded.
+        Return whether it was downloaded; None when the bucket's object is missing or holds
+        other bytes (damaged): it is left out of the mirror, with a warning, so that what is
+        intact can still be read (``fxstore verify --repair`` rebuilds or drops it).
 
         A downloaded file gets the modification time of `manifest`, as in the local store's
         rule (:func:`fxstore.store.matches_manifest`): while `manifest` is `trusted` (the
@@ -227,20 +251,35 @@ class Mirror:
         rel = self._rel(path)
         url, listed_by = self.bucket.url.url(rel), self.bucket.url.url(self._rel(manifest))
         if rel not in self.listing:
-            raise StoreAccessError(
-                f"{url} is missing, though {listed_by} lists it: the store is damaged; re-run "
-                "the command that wrote it with --force."
-            )
-        with atomic_path(path) as tmp:
-            self.bucket.download(rel, tmp)
-            if file_sha256(tmp) != sha256:
-                raise InvalidInputError(
-                    f"{url}: the downloaded bytes do not match the SHA-256 that {listed_by} "
-                    "records (changed or damaged since it was committed); refused: re-run the "
-                    "command that wrote it with --force."
-                )
+            self._left_out(path, f"{url} is missing, though {listed_by} lists it")
+            return None
+        try:
+            with atomic_path(path) as tmp:
+                self.bucket.download(rel, tmp)
+                if file_sha256(tmp) != sha256:
+                    raise _DamagedError
+        except _DamagedError:
+            why = "its bytes do not match the SHA-256 that"
+            self._left_out(path, f"{url}: {why} {listed_by} records (changed or damaged)")
+            return None
         os.utime(path, ns=(stamp, stamp))
         return True
+
+    def _left_out(self, path: Path, why: str) -> None:
+        """Leave the damaged object of `path` out of the mirror (no copy of other bytes is
+        kept) and say so once."""
+        rel = self._rel(path)
+        with os_errors(path, "delete"):
+            path.unlink(missing_ok=True)
+        if rel not in self.damaged:
+            warnings.warn(
+                FxStoreWarning(
+                    f"{why}; left out, the rest is read: `fxstore verify --repair` (with this "
+                    "--store) rebuilds or drops it."
+                ),
+                stacklevel=2,
+            )
+        self.damaged[rel] = why
 
     def _pull_plain(self, rel: str, info: ObjectInfo) -> None:
         path = safe_local(self.root, rel)
@@ -278,6 +317,7 @@ class Mirror:
                 data = path.read_bytes()
             before = self.pulled.get(rel)
             if before is not None and before[0] == data:
+                written += self._restore_missing(path)
                 continue
             if rel.startswith("bars/"):
                 files = self._series_files(path, _version_shas(before[0] if before else b"{}"))
@@ -318,6 +358,38 @@ class Mirror:
             if version.folder != series:
                 files.append(version.manifest)
         return files
+
+    def _restore_missing(self, manifest: Path) -> int:
+        """Upload the files the committed `manifest` lists that the bucket lacks (a damaged
+        object deleted by ``verify --repair``) where the mirror holds their recorded bytes
+        (rebuilt); return the objects written."""
+        from fxstore.fxcache import ShardEntry
+
+        listed: list[tuple[Path, object]] = []
+        data = read_json(manifest)
+        if self._rel(manifest).startswith("fxcache/"):
+            shards = data.get("shards")
+            for entry in shards if isinstance(shards, list) else []:
+                shard = ShardEntry.from_json(entry, manifest)
+                listed.append((resolve_manifest_file(manifest, shard.file), shard.sha256))
+        else:
+            for version in list_bar_versions(manifest.parent):
+                if not version.manifest.is_file():
+                    continue
+                days = read_json(version.manifest).get("days")
+                for day in days if isinstance(days, list) else []:
+                    if isinstance(day, dict) and "file" in day:
+                        file = resolve_manifest_file(version.manifest, str(day["file"]))
+                        listed.append((file, day.get("sha256")))
+        written = 0
+        for path, sha256 in listed:
+            if self._rel(path) in self.listing or not path.is_file():
+                continue
+            with os_errors(path, "read"):
+                intact = file_sha256(path) == sha256
+            if intact:
+                written += self._put_immutable(path)
+        return written
 
     def _shard_files(self, manifest: Path) -> list[Path]:
         from fxstore.fxcache import ShardEntry
