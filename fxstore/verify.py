@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Final
 
 from fxstore.errors import FxStoreError
 from fxstore.fxcache import FxCacheManifest, read_manifest
-from fxstore.remote import drop_object, in_bucket, location, object_problem
+from fxstore.remote import drop_object, in_bucket, location, object_problem, restore_object
 from fxstore.store import (
     MANIFEST,
     BarVersion,
@@ -106,6 +106,8 @@ class VerifyReport:
 class _Tally:
     problems: list[Problem]
     n_files: int = 0
+    #: Files whose object in an s3:// store's bucket is damaged or missing.
+    bad_objects: set[Path] = field(default_factory=set)
 
     def add(self, path: Path, what: str, action: str) -> None:
         self.problems.append(Problem(path, what, action))
@@ -125,6 +127,7 @@ def _check_file(
         tally.n_files += 1
         if problem is not None:
             tally.add(path, problem, action)
+            tally.bad_objects.add(path)
         return problem is None
     try:
         if not path.is_file():
@@ -325,7 +328,7 @@ def _verify_cache(
     if _check_listed(tally, root, cache.path, entries, "*.arrow", redo) or not repair:
         return
     for problem in tally.problems[before:]:  # the bucket's damaged objects make way
-        if problem.action == redo and in_bucket(problem.path):
+        if problem.action == redo and problem.path in tally.bad_objects:
             drop_object(problem.path)
     is_repaired, action = _repair_cache(root, cache, intact)
     tally.problems[before:] = [
@@ -375,6 +378,13 @@ def verify_store(root: Path, symbol: str | None = None, *, repair: bool = False)
         for run in sorted(p for p in runs_dir(root).glob("*") if p.is_dir()):
             for folder in (run, *sorted(p for p in run.glob("fold*") if p.is_dir())):
                 _check_temps(tally, folder, repair=repair, has_lock=False)
+    if repair:  # a damaged object of an s3:// store, from the intact copy of its cache
+        tally.problems = [
+            replace(p, action="restored from the intact copy in the cache", is_repaired=True)
+            if not p.is_repaired and p.path in tally.bad_objects and restore_object(p.path)
+            else p
+            for p in tally.problems
+        ]
     for problem in tally.problems:
         logger.info("%s", problem.format_line())
     return VerifyReport(root, len(series), len(caches), tally.n_files, tuple(tally.problems))

@@ -91,7 +91,8 @@ _AREAS_OF: Final = {
 
 
 #: The commands that read only manifests (of an s3:// store only those are pulled; `verify`
-#: checks the objects in the bucket, and pulls everything only to --repair).
+#: checks the objects in the bucket, and pulls everything only to --repair; `fetch` too,
+#: unless it goes on to --ingest).
 _READS_MANIFESTS: Final = frozenset({"ls", "info", "rolls", "gc", "verify"})
 
 
@@ -123,7 +124,9 @@ def store_option(func: F) -> F:
         ctx.meta[REMOTE_META] = (s3_endpoint, cache_dir)
         name = ctx.command.name or ""
         areas = _AREAS_OF.get(name, ("bars", "fxcache", "runs", "synth"))
-        lazy = name in _READS_MANIFESTS and not kw.get("repair")
+        lazy = (name in _READS_MANIFESTS and not kw.get("repair")) or (
+            name == "fetch" and not kw.get("then_ingest")
+        )
         with open_store(
             store_root, endpoint=s3_endpoint, cache_dir=cache_dir, areas=areas, lazy=lazy
         ) as root:

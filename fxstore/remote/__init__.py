@@ -32,6 +32,7 @@ __all__ = [
     "location",
     "object_problem",
     "open_store",
+    "restore_object",
     "store_options",
     "upload",
 ]
@@ -128,6 +129,20 @@ def drop_object(path: Path) -> None:
     mirror.listing.pop(rel, None)
     with os_errors(path, "delete"):
         path.unlink(missing_ok=True)
+
+
+def restore_object(path: Path) -> bool:
+    """Write the mirror's copy of `path` over its damaged object in the bucket; return whether
+    there was one. A copy in a mirror pulled in full holds the bytes its manifest records
+    (the pull checks each file, or leaves it out)."""
+    found = _mirror_of(path)
+    if found is None or found[0].lazy or not path.is_file():
+        return False
+    mirror, rel = found
+    mirror.bucket.delete([rel])
+    mirror.listing.pop(rel, None)
+    mirror.put_once(path)
+    return True
 
 
 def in_store(path: Path, size: int) -> bool:

@@ -96,6 +96,23 @@ def test_a_damaged_day_file_blocks_no_command_and_ingest_force_builds_past_it(
     assert series["current"] == 2
 
 
+def test_verify_repair_restores_a_damaged_day_file_from_the_intact_cached_copy(
+    s3_store: S3Store, small_market: SynthMarket, tmp_path: Path
+) -> None:
+    build(small_market, *s3_store.cli)
+    (day,) = [k for k in bucket_files(s3_store) if k.endswith("/v0001/2024-03-05.parquet")]
+    good = _flip_a_byte(s3_store, day)
+
+    code, out = run_cli("verify", "--repair", *s3_store.cli)  # the cache that wrote it
+
+    assert code == 0, out
+    what = "SHA-256 in the bucket differs from its manifest's (damaged or replaced)"
+    assert f"{s3_store.url}/{day}: {what}; restored from the intact copy in the cache." in out
+    assert bucket_files(s3_store)[day] == good
+    code, again = run_cli("verify", *_fresh(s3_store, tmp_path / "other"))
+    assert code == 0 and "no problems" in again, again
+
+
 def test_listing_commands_read_only_manifests_from_the_bucket(
     s3_store: S3Store, small_market: SynthMarket, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
