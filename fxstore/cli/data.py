@@ -41,7 +41,7 @@ from fxstore.remote import fetch_inputs
 
 if TYPE_CHECKING:
     from fxstore.config import BarType, SplitMode
-    from fxstore.config.ingest import AdjustDirection, AdjustMethod, RollRule
+    from fxstore.config.ingest import AdjustDirection, AdjustMethod, RollOffsetUnit, RollRule
     from fxstore.ingest import IngestSummary, RollsReport, ScanReport
     from fxstore.synth import SynthSummary
 
@@ -279,6 +279,15 @@ def run_ingest(
     "deliverable GC, ZN, ...) to roll on.",
 )
 @click.option(
+    "--roll-offset-unit",
+    "offset_unit",
+    type=click.Choice(["trading", "calendar"]),
+    default=default_of(RollConfig, "offset_unit"),
+    show_default=True,
+    help="--roll-offset counts trading days, or calendar days (a roll day without a "
+    "session rolls on the next one).",
+)
+@click.option(
     "--roll-months",
     "months",
     default=None,
@@ -324,6 +333,7 @@ def ingest(
     multiplier: float | None,
     rule: RollRule | None,
     offset: int,
+    offset_unit: RollOffsetUnit,
     months: str | None,
     adjust: AdjustMethod,
     adjust_direction: AdjustDirection,
@@ -348,6 +358,7 @@ def ingest(
         RollConfig(),
         rule=rule,
         offset=offset,
+        offset_unit=offset_unit,
         months=parse_roll_months(months),
         adjust=adjust,
         direction=adjust_direction,

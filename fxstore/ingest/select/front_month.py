@@ -305,7 +305,10 @@ class FrontMonthSelector:
             if current is not None and contract < current:
                 continue
             anchor = calendar_anchor(self._master, self.root, contract, day)
-            roll_day = self._table.day_before(anchor.day, self.roll.offset)
+            if self.roll.offset_unit == "calendar":  # the first session on or after it
+                roll_day = anchor.day - dt.timedelta(days=self.roll.offset)
+            else:
+                roll_day = self._table.day_before(anchor.day, self.roll.offset)
             if roll_day > day:
                 self._facts = _Facts(
                     roll_day=roll_day, anchor=f"{anchor.kind} {anchor.day.isoformat()}"
@@ -316,7 +319,8 @@ class FrontMonthSelector:
         months = "" if self.roll.months is None else f" in months {self.roll.months}"
         raise NoFrontMonthError(
             f"No outright of root {self.root!r}{months} listed on {day} rolls after it with "
-            f"--roll calendar --roll-offset {self.roll.offset}; check --roll-offset and the "
+            f"--roll calendar --roll-offset {self.roll.offset} ({self.roll.offset_unit} days); "
+            "check --roll-offset and the "
             "input's dates."
         )
 

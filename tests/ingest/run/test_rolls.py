@@ -350,6 +350,11 @@ def test_rolls_cli_without_front_month_bars_is_one_error_line(tmp_path: Path) ->
             "Error: `--roll-offset` applies to `--roll calendar` only, was 2 with `--roll volume`.",
         ),
         (
+            ["--roll-offset-unit", "calendar"],
+            "Error: `--roll-offset-unit` applies to `--roll calendar` only, was 'calendar' "
+            "with `--roll volume`.",
+        ),
+        (
             ["--roll-months", "HMX9"],
             "Error: `--roll-months` must be distinct CME month codes (F G H J K M N Q U V X Z, "
             "e.g. GJMQVZ or G,J,M,Q,V,Z), was 'HMX9'.",
@@ -373,6 +378,22 @@ def test_ingest_roll_options_without_their_inputs_are_one_error_line(
     assert result.exit_code == 1
     assert result.output.splitlines() == [message]
     assert not (store / "bars").exists()
+
+
+def test_cli_calendar_rule_in_calendar_days_is_its_own_series_and_records_its_unit(
+    two_roll_market: SynthMarket, tmp_path: Path
+) -> None:
+    args = ["--roll", "calendar", "--roll-offset", "7", "--roll-offset-unit", "calendar", "-q"]
+    store = tmp_path / "store"
+
+    result = CliRunner().invoke(
+        cli, ["ingest", str(two_roll_market.folder), "--store", str(store), *args]
+    )
+
+    assert result.exit_code == 0, result.output
+    series = _series(store, "mbp10_front_month-cal7cd")
+    roll = _manifest(series)["config"]["roll"]  # type: ignore[index]
+    assert (roll["offset"], roll["offset_unit"]) == (7, "calendar")
 
 
 def test_calendar_rule_without_expiries_is_one_error_line(tmp_path: Path) -> None:
