@@ -81,3 +81,24 @@ def test_fetch_ingest_from_another_cache_reads_the_files_from_the_bucket(
     assert len(server.state.calls) == n_calls
     assert "Ingested 1 trading days" in second.stdout
     assert any(k.startswith("bars/ES.FUT/") for k in bucket_files(s3_store))
+
+
+def test_fetch_that_failed_after_buying_is_resumed_from_another_cache_without_buying(
+    run_fetch: FetchRun,  # noqa: F811
+    server: FakeDatabento,  # noqa: F811
+    s3_store: S3Store,
+    tmp_path: Path,
+) -> None:
+    server.state.cut_after[MBP_FILE] = (100, -1)
+    first = run_fetch("--yes", "--via", "batch", *_store(s3_store, tmp_path / "machine-1"))
+    assert first.exit_code == 1 and "Error: the download of" in first.output
+    records = [k for k in bucket_files(s3_store) if "/.requests/" in k]
+    assert len(records) == 1  # the purchase reached the bucket before the download failed
+    server.state.cut_after.clear()
+
+    second = run_fetch("--yes", "--via", "batch", *_store(s3_store, tmp_path / "machine-2"))
+
+    assert second.exit_code == 0, second.output
+    assert "paid" in second.stdout and "Buy it" not in second.output
+    assert server.state.calls_to("batch.submit_job") == 1
+    assert f"{JOB}/{MBP_FILE}" in "".join(bucket_files(s3_store))
