@@ -263,11 +263,27 @@ def run_ingest(
 @click.option(
     "--roll",
     "rule",
-    type=click.Choice(["volume", "open-interest", "calendar"]),
+    type=click.Choice(["volume", "open-interest", "calendar", "databento"]),
     default=None,
     help="Front-month rule: previous-day volume, open interest published before the "
-    "session (needs --statistics), or a calendar offset (--roll-offset) "
+    "session (needs --statistics), a calendar offset (--roll-offset), or Databento's "
+    "continuous symbology (--roll-symbology) "
     f"[default: {default_of(RollConfig, 'rule')}].",
+)
+@click.option(
+    "--roll-symbology",
+    "symbology",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="--roll databento: a saved symbology.resolve answer (stype_in continuous, e.g. "
+    "ES.c.0); each trading day takes the contract it maps the day's UTC date to.",
+)
+@click.option(
+    "--roll-continuous",
+    "databento_symbol",
+    default=None,
+    help="--roll databento: the continuous symbol of --roll-symbology to follow "
+    "[default: the only one in it].",
 )
 @click.option(
     "--roll-offset",
@@ -332,6 +348,8 @@ def ingest(
     definitions: tuple[Path, ...],
     multiplier: float | None,
     rule: RollRule | None,
+    symbology: Path | None,
+    databento_symbol: str | None,
     offset: int,
     offset_unit: RollOffsetUnit,
     months: str | None,
@@ -359,6 +377,7 @@ def ingest(
         rule=rule,
         offset=offset,
         offset_unit=offset_unit,
+        databento_symbol=databento_symbol,
         months=parse_roll_months(months),
         adjust=adjust,
         direction=adjust_direction,
@@ -378,6 +397,7 @@ def ingest(
         definitions=definitions,
         roll=roll,
         statistics=statistics,
+        symbology=symbology,
         force=force,
     )
     endpoint, cache_dir = remote_settings()

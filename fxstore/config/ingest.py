@@ -206,7 +206,7 @@ class InstrumentSelection:
 
 FRONT_MONTH: Final = InstrumentSelection("front-month")
 
-RollRule = Literal["volume", "open-interest", "calendar"]
+RollRule = Literal["volume", "open-interest", "calendar", "databento"]
 AdjustMethod = Literal["none", "difference", "ratio"]
 RollOffsetUnit = Literal["trading", "calendar"]
 AdjustDirection = Literal["backward", "forward"]
@@ -240,7 +240,9 @@ class RollConfig:
     """'volume': the outright with the highest traded volume on the previous trading day;
     'open-interest': the highest open interest published before the session opens (Databento
     ``statistics`` records, --statistics); 'calendar': `offset` trading days before the last
-    trading day, or before the first notice day of a deliverable product."""
+    trading day, or before the first notice day of a deliverable product; 'databento': the
+    contract a saved Databento ``symbology.resolve`` answer maps a continuous symbol
+    ("ES.c.0") to on each trading day's UTC date (--roll-symbology)."""
 
     offset: int = 0
     """Calendar rule only: days (of `offset_unit`) before the last trading day (or first
@@ -252,6 +254,10 @@ class RollConfig:
     calendar (the roll day is a trading day); 'calendar': calendar days, the next contract
     becoming the front on the first trading day on or after the anchor less `offset` days
     (a roll day on a weekend or holiday rolls on the next session)."""
+
+    databento_symbol: str | None = None
+    """Databento rule only: the continuous symbol of the --roll-symbology answer to follow
+    ("ES.c.0"); None: the only one it holds."""
 
     months: str | None = None
     """Contract months the series holds, as CME month codes in calendar order ("GJMQVZ" for
@@ -282,6 +288,11 @@ class RollConfig:
                 f"`--roll-offset-unit` applies to `--roll calendar` only, was "
                 f"{self.offset_unit!r} with `--roll {self.rule}`."
             )
+        if self.databento_symbol is not None and self.rule != "databento":
+            raise InvalidInputError(
+                f"`--roll-continuous` applies to `--roll databento` only, was "
+                f"{self.databento_symbol!r} with `--roll {self.rule}`."
+            )
         if self.offset and self.rule != "calendar":
             raise InvalidInputError(
                 f"`--roll-offset` applies to `--roll calendar` only, was {self.offset} with "
@@ -307,7 +318,13 @@ class RollConfig:
         if self.rule == "volume" and self.months is None:
             return ""
         unit = "cd" if self.offset_unit == "calendar" else ""
-        rule = {"volume": "-vol", "open-interest": "-oi", "calendar": f"-cal{self.offset}{unit}"}
+        followed = "" if self.databento_symbol is None else f"-{self.databento_symbol}"
+        rule = {
+            "volume": "-vol",
+            "open-interest": "-oi",
+            "calendar": f"-cal{self.offset}{unit}",
+            "databento": f"-db{followed}",
+        }
         return rule[self.rule] + ("" if self.months is None else f"-{self.months}")
 
     def to_json(self) -> dict[str, object]:
@@ -316,6 +333,8 @@ class RollConfig:
         out = asdict(self)
         if self.offset_unit == "trading":
             del out["offset_unit"]
+        if self.databento_symbol is None:
+            del out["databento_symbol"]
         return out
 
 
@@ -360,6 +379,10 @@ class IngestConfig:
     statistics: tuple[Path, ...] = ()
     """Databento ``statistics`` files (or folders of them): open interest for
     ``--roll open-interest`` (``--statistics``)."""
+
+    symbology: Path | None = None
+    """A saved answer of Databento's ``symbology.resolve`` (``stype_in="continuous"``):
+    the roll schedule of ``--roll databento`` (``--roll-symbology``)."""
 
     def __post_init__(self) -> None:
         validate_key(self.symbol, "symbol")
