@@ -127,8 +127,14 @@ def store_option(func: F) -> F:
         lazy = (name in _READS_MANIFESTS and not kw.get("repair")) or (
             name == "fetch" and not kw.get("then_ingest")
         )
+        symbol = kw.get("symbol") if name != "fetch" else None  # fetch's are Databento's
         with open_store(
-            store_root, endpoint=s3_endpoint, cache_dir=cache_dir, areas=areas, lazy=lazy
+            store_root,
+            endpoint=s3_endpoint,
+            cache_dir=cache_dir,
+            areas=areas,
+            lazy=lazy,
+            symbols=(symbol,) if isinstance(symbol, str) else None,
         ) as root:
             return func(*args, store_root=root, **kw)
 

@@ -193,6 +193,7 @@ def open_store(
     cache_dir: Path | None = None,
     areas: tuple[str, ...] = AREAS,
     lazy: bool = False,
+    symbols: tuple[str, ...] | None = None,
 ) -> Iterator[Path]:
     """Yield the local root to run a command on for the store `store`.
 
@@ -202,7 +203,7 @@ def open_store(
     An error in the body pushes nothing (a training run stopped on request pushes its run).
     Only the store `areas` (``bars``, ``fxcache``, ``runs``, ``synth``, ``raw``) are pulled and
     pushed; with `lazy` only their manifests are pulled (a command that reads no day file or
-    shard).
+    shard); with `symbols` only those symbols' folders of bars, fxcache and synth.
 
     Raises
     ------
@@ -224,7 +225,7 @@ def open_store(
     options += ("--s3-endpoint", endpoint) if endpoint else ()
     options += ("--cache-dir", str(cache_dir)) if cache_dir is not None else ()
     with mirror_lock(root):
-        mirror = Mirror(bucket, root, areas, lazy=lazy)
+        mirror = Mirror(bucket, root, areas, lazy=lazy, symbols=symbols)
         mirror.pull()
         _OPEN[root] = options
         _MIRRORS[root] = mirror

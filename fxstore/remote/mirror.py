@@ -62,6 +62,8 @@ logger = logging.getLogger(__name__)
 
 #: Store areas copied file by file (no manifest commits them).
 _PLAIN: Final = ("runs", "synth")
+#: Store areas whose first folder is a symbol.
+_BY_SYMBOL: Final = ("bars", "fxcache", "synth")
 #: Every area of a store a mirror may hold.
 AREAS: Final = ("bars", "fxcache", "runs", "synth", "raw")
 _TEMP_RE: Final = re.compile(r"\..+\.[A-Za-z0-9_]{8}\.tmp")
@@ -131,10 +133,17 @@ class Mirror:
     Only the store areas `areas` (of :data:`AREAS`) are pulled and pushed: what a command
     reads or writes (training needs no bars); the mirror keeps the others as they were.
     With `lazy`, only the manifests are pulled: day files and shards stay in the bucket.
+    With `symbols`, only those symbols' series, fxcaches and synthetic files.
     """
 
     def __init__(
-        self, bucket: S3Bucket, root: Path, areas: tuple[str, ...] = AREAS, *, lazy: bool = False
+        self,
+        bucket: S3Bucket,
+        root: Path,
+        areas: tuple[str, ...] = AREAS,
+        *,
+        lazy: bool = False,
+        symbols: tuple[str, ...] | None = None,
     ) -> None:
         unknown = set(areas) - set(AREAS)
         if unknown:
@@ -150,6 +159,9 @@ class Mirror:
         self.lazy = lazy
         #: Objects left out of the mirror as damaged: store-relative path → why.
         self.damaged: dict[str, str] = {}
+        #: Only these symbols' folders of the symbol areas (bars, fxcache, synth) are pulled
+        #: and pushed; None: every symbol.
+        self.symbols = symbols
 
     # --- pull ---------------------------------------------------------------------------
 
@@ -159,7 +171,7 @@ class Mirror:
         self.pulled = {}
         for rel in sorted(self.listing):
             parts = rel.split("/")
-            if parts[0] not in self.areas:
+            if not self._in_scope(parts):
                 continue
             if parts[0] in ("bars", "fxcache") and _is_commit(parts):
                 for key in parts[1:-1]:
@@ -292,11 +304,19 @@ class Mirror:
             self.bucket.download(rel, tmp)
         os.utime(path, ns=(info.mtime_ns, info.mtime_ns))
 
+    def _in_scope(self, parts: list[str]) -> bool:
+        """Whether the store-relative path `parts` is in the areas (and symbols) worked on."""
+        if parts[0] not in self.areas:
+            return False
+        if self.symbols is None or parts[0] not in _BY_SYMBOL:
+            return True
+        return len(parts) > 1 and parts[1] in self.symbols
+
     def _local_commits(self) -> list[Path]:
-        """The mirror's commit manifests in the areas it works on."""
+        """The mirror's commit manifests in the areas (and symbols) it works on."""
         found = [*self.root.glob(f"bars/*/*/*/{MANIFEST}")] if "bars" in self.areas else []
         found += [*self.root.glob(f"fxcache/*/*/{MANIFEST}")] if "fxcache" in self.areas else []
-        return sorted(p for p in found if p.is_file())
+        return sorted(p for p in found if p.is_file() and self._in_scope(self._rel(p).split("/")))
 
     # --- push ---------------------------------------------------------------------------
 
@@ -338,7 +358,12 @@ class Mirror:
             self.pulled[rel] = (data, etag)
         for area in (a for a in _PLAIN if a in self.areas):
             for path in sorted((self.root / area).rglob("*")):
-                if path.is_file() and path.name != LOCK and not _TEMP_RE.fullmatch(path.name):
+                if (
+                    path.is_file()
+                    and path.name != LOCK
+                    and not _TEMP_RE.fullmatch(path.name)
+                    and self._in_scope(self._rel(path).split("/"))
+                ):
                     written += self._put_plain(path)
         return written
 

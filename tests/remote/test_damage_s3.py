@@ -128,3 +128,22 @@ def test_listing_commands_read_only_manifests_from_the_bucket(
     assert code == 0, out
 
     assert [rel for rel in seen if rel.endswith((".parquet", ".arrow"))] == []
+
+
+def test_a_command_for_one_symbol_pulls_nothing_of_the_others(
+    s3_store: S3Store, small_market: SynthMarket, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    build(small_market, *s3_store.cli)
+    client = boto3.client("s3", endpoint_url=s3_store.endpoint)
+    for rel, body in bucket_files(s3_store).items():  # a second symbol: the same series
+        if rel.startswith("bars/ES.FUT/"):
+            key = "store/bars/NQ.FUT/" + rel.removeprefix("bars/ES.FUT/")
+            client.put_object(Bucket=s3_store.bucket, Key=key, Body=body)
+    seen = count_downloads(monkeypatch)
+
+    code, out = run_cli("precompute", "--symbol", "ES.FUT", *_fresh(s3_store, tmp_path / "a"))
+
+    assert code == 0, out
+    assert seen and not [rel for rel in seen if "NQ.FUT" in rel]
+    code, listed = run_cli("ls", *_fresh(s3_store, tmp_path / "b"))
+    assert code == 0 and "NQ.FUT" in listed and "ES.FUT" in listed, listed
