@@ -106,8 +106,8 @@ class VerifyReport:
 class _Tally:
     problems: list[Problem]
     n_files: int = 0
-    #: Files whose object in an s3:// store's bucket is damaged or missing.
-    bad_objects: set[Path] = field(default_factory=set)
+    #: Files whose object in an s3:// store's bucket is damaged or missing → their SHA-256.
+    bad_objects: dict[Path, object] = field(default_factory=dict)
 
     def add(self, path: Path, what: str, action: str) -> None:
         self.problems.append(Problem(path, what, action))
@@ -127,7 +127,7 @@ def _check_file(
         tally.n_files += 1
         if problem is not None:
             tally.add(path, problem, action)
-            tally.bad_objects.add(path)
+            tally.bad_objects[path] = sha256
         return problem is None
     try:
         if not path.is_file():
@@ -381,7 +381,9 @@ def verify_store(root: Path, symbol: str | None = None, *, repair: bool = False)
     if repair:  # a damaged object of an s3:// store, from the intact copy of its cache
         tally.problems = [
             replace(p, action="restored from the intact copy in the cache", is_repaired=True)
-            if not p.is_repaired and p.path in tally.bad_objects and restore_object(p.path)
+            if not p.is_repaired
+            and p.path in tally.bad_objects
+            and restore_object(p.path, tally.bad_objects[p.path])
             else p
             for p in tally.problems
         ]

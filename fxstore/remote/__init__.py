@@ -18,7 +18,7 @@ from pathlib import Path
 from fxstore.errors import RunInterruptedError, StoreAccessError
 from fxstore.remote.mirror import AREAS, Mirror, mirror_lock, mirror_name, safe_local
 from fxstore.remote.s3 import CommitConflictError, S3Bucket, StoreUrl, parse_url
-from fxstore.store import atomic_path, os_errors
+from fxstore.store import atomic_path, file_sha256, os_errors
 
 __all__ = [
     "CommitConflictError",
@@ -131,13 +131,15 @@ def drop_object(path: Path) -> None:
         path.unlink(missing_ok=True)
 
 
-def restore_object(path: Path) -> bool:
-    """Write the mirror's copy of `path` over its damaged object in the bucket; return whether
-    there was one. A copy in a mirror pulled in full holds the bytes its manifest records
-    (the pull checks each file, or leaves it out)."""
+def restore_object(path: Path, sha256: object) -> bool:
+    """Write the mirror's copy of `path` over its damaged object in the bucket when that copy
+    holds the bytes of `sha256` (what its manifest records); return whether it did."""
     found = _mirror_of(path)
-    if found is None or found[0].lazy or not path.is_file():
+    if found is None or not path.is_file():
         return False
+    with os_errors(path, "read"):
+        if file_sha256(path) != sha256:
+            return False
     mirror, rel = found
     mirror.bucket.delete([rel])
     mirror.listing.pop(rel, None)
