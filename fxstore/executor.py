@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import socket
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -252,6 +253,26 @@ def check_reachable(address: str, timeout_s: float) -> None:
         ) from err
 
 
+#: Ray's variable for how many times a driver tries a cluster's GCS (about 30 s each on
+#: a port that answers but is no GCS; 20 times by default).
+_GCS_ATTEMPTS_ENV: Final = "RAY_gcs_server_port_wait_time_s"
+
+
+@contextlib.contextmanager
+def _one_gcs_attempt(joining: bool) -> Iterator[None]:
+    """Within the block, a driver joining a cluster tries its GCS once (unless the user set
+    Ray's variable): an address that answers but is no Ray cluster fails in about 30 s,
+    not ten minutes."""
+    if not joining or _GCS_ATTEMPTS_ENV in os.environ:
+        yield
+        return
+    os.environ[_GCS_ATTEMPTS_ENV] = "1"
+    try:
+        yield
+    finally:
+        os.environ.pop(_GCS_ATTEMPTS_ENV, None)
+
+
 @contextlib.contextmanager
 def open_ray_pool(
     config: ExecutorConfig, workers: int | None, *, num_gpus: float = 0
@@ -284,7 +305,8 @@ def open_ray_pool(
         if config.address is not None:
             check_reachable(config.address, config.connect_timeout_s)
         try:
-            ray.init(address=config.address, **options)
+            with _one_gcs_attempt(config.address is not None):
+                ray.init(address=config.address, **options)
         except (ConnectionError, RuntimeError, ValueError) as err:
             where = config.address or "this machine"
             raise InvalidInputError(

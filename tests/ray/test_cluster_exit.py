@@ -86,6 +86,24 @@ def test_open_ray_pool_at_a_silent_address_gives_up_after_the_timeout() -> None:
     assert f"Ray cluster at {address}: cannot connect within 1.5 s" in str(err.value)
 
 
+def test_open_ray_pool_at_a_port_that_answers_but_is_no_ray_cluster_gives_up() -> None:
+    with socket.socket() as other:  # accepts connections, says nothing
+        other.bind(("127.0.0.1", 0))
+        other.listen(16)
+        address = f"127.0.0.1:{other.getsockname()[1]}"
+        start = time.monotonic()
+
+        with (
+            pytest.raises(InvalidInputError) as err,
+            open_ray_pool(ExecutorConfig("ray", address, connect_timeout_s=2), 1),
+        ):
+            pass
+
+    assert time.monotonic() - start < 120  # Ray alone tries for ten minutes and more
+    assert str(err.value).startswith(f"Ray cluster at {address}: could not start or join it")
+    assert "RAY_gcs_server_port_wait_time_s" not in os.environ
+
+
 def test_cli_ingest_ray_address_nothing_answers_is_one_error_line(
     two_roll_market: SynthMarket, tmp_path: Path
 ) -> None:
