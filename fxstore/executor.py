@@ -306,7 +306,9 @@ def open_ray_pool(
             check_reachable(config.address, config.connect_timeout_s)
         try:
             with _one_gcs_attempt(config.address is not None):
-                ray.init(address=config.address, **options)
+                # "local": a new instance, never one another program left running here
+                # (ray.init() alone would join the last cluster started on this machine)
+                ray.init(address=config.address or "local", **options)
         except (ConnectionError, RuntimeError, ValueError) as err:
             where = config.address or "this machine"
             raise InvalidInputError(

@@ -44,7 +44,7 @@ def _fill_backlog(where: tuple[str, int]) -> list[socket.socket]:
     fillers = []
     for _ in range(16):
         try:
-            fillers.append(socket.create_connection(where, timeout=0.5))
+            fillers.append(socket.create_connection(where, timeout=2))
         except TimeoutError:
             break
     return fillers
@@ -131,6 +131,18 @@ def test_cli_ray_timeout_must_be_positive(tmp_path: Path) -> None:
     )
 
 
+def test_open_ray_pool_without_an_address_starts_its_own_instance(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # ray.init() alone would join the cluster RAY_ADDRESS (or the last one started here) names
+    monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{_closed_port()}")
+
+    with open_ray_pool(ExecutorConfig("ray"), 1) as pool:
+        assert pool.map(abs, [-2, 3]) == [2, 3]
+
+    assert not ray.is_initialized()
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_local_ray_instance_goes_with_its_driver_killed_by_sigkill() -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
@@ -140,14 +152,14 @@ def test_local_ray_instance_goes_with_its_driver_killed_by_sigkill() -> None:
     assert driver.stdout is not None
     node_id = driver.stdout.readline().strip()
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         while not node_processes(node_id) and time.monotonic() < deadline:
             time.sleep(0.5)
         assert node_processes(node_id), "the raylet's agents never started"
 
         driver.send_signal(signal.SIGKILL)
         driver.wait()
-        deadline = time.monotonic() + 15  # Ray's own agents take over a minute
+        deadline = time.monotonic() + 30  # Ray's own agents take over a minute
         while node_processes(node_id) and time.monotonic() < deadline:
             time.sleep(0.5)
 
