@@ -291,8 +291,8 @@ def run_ingest(
     type=int,
     default=default_of(RollConfig, "offset"),
     show_default=True,
-    help="--roll calendar: trading days before the last trading day (first notice day of "
-    "deliverable GC, ZN, ...) to roll on.",
+    help="--roll calendar: days (--roll-offset-unit) before the last trading day (first "
+    "notice day of deliverable GC, ZN, ...) to roll on.",
 )
 @click.option(
     "--roll-offset-unit",
