@@ -35,12 +35,14 @@ def run_precompute(
     from dataclasses import asdict
 
     from fxstore.features.precompute import precompute as run
+    from fxstore.remote import commit, location
 
     summary = run(config, store_root)
+    commit(store_root)  # in an s3:// store: success is told once the bucket holds it
     if as_json:
-        echo_json(asdict(summary))
+        echo_json({**asdict(summary), "out_dir": location(summary.out_dir)})
     else:
-        click.echo(summary.format_text())
+        click.echo(summary.format_text(where=location(summary.out_dir)))
     return summary
 
 
@@ -76,6 +78,7 @@ def precompute(
     force: bool,
     executor_kind: str,
     ray_address: str | None,
+    ray_timeout: float,
     as_json: bool,
     store_root: Path,
 ) -> None:
@@ -93,7 +96,7 @@ def precompute(
     from fxstore.features.definitions import featureset_named
 
     config = override(
-        FeatureConfig(executor=executor_config(executor_kind, ray_address)),
+        FeatureConfig(executor=executor_config(executor_kind, ray_address, ray_timeout)),
         symbol=symbol,
         instrument_key=instrument_key,
         bar_key=bar_key,

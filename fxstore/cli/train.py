@@ -190,7 +190,7 @@ def run_backtest(
         echo_json(result.to_json())
     else:
         click.echo(result.format_table())
-        click.echo(f"Wrote {result.run_dir}")
+        click.echo(f"Wrote {_committed(result.run_dir, store_root)}")
         click.echo(f"its report: {report_command(result.run_dir.name, store_root)}")
     return result
 
@@ -297,9 +297,18 @@ def run_train(
         echo_json(result.to_json())
     else:
         click.echo(result.format_table())
-        click.echo(f"run folder: {result.run_dir}")
+        click.echo(f"run folder: {_committed(result.run_dir, store_root)}")
         click.echo(f"its report: {report_command(result.run_dir.name, store_root)}")
     return result
+
+
+def _committed(run_dir: Path, store_root: Path) -> str:
+    """The run folder `run_dir` as the store names it, once the store holds it (an s3://
+    store's bucket: pushed now, so that success is told after it)."""
+    from fxstore.remote import commit, location
+
+    commit(store_root)
+    return location(run_dir)
 
 
 def _after_abort(started: list[str], store_root: Path) -> str:
@@ -432,6 +441,7 @@ def train(
     resume: str | None,
     executor_kind: str,
     ray_address: str | None,
+    ray_timeout: float,
     n_gpus: int | None,
     as_json: bool,
     store_root: Path,
@@ -463,7 +473,7 @@ def train(
         )
     config = train_config(profile or DEFAULT_PROFILE, **settings)
     expected = config.profile if resume and profile is not None else None
-    runs_on = executor_config(executor_kind, ray_address)
+    runs_on = executor_config(executor_kind, ray_address, ray_timeout)
     gpus = _gpu_devices(n_gpus, config.device, executor_kind) if n_gpus is not None else ()
     run_train(
         config,
