@@ -45,6 +45,7 @@ from fxstore.store import (
     atomic_path,
     atomic_write_bytes,
     file_sha256,
+    is_fxcache_stage,
     list_bar_versions,
     os_errors,
     read_json,
@@ -244,7 +245,7 @@ class Mirror:
         """The mirror's commit manifests in the areas it works on."""
         found = [*self.root.glob(f"bars/*/*/*/{MANIFEST}")] if "bars" in self.areas else []
         found += [*self.root.glob(f"fxcache/*/*/{MANIFEST}")] if "fxcache" in self.areas else []
-        return sorted(p for p in found if p.is_file())
+        return sorted(p for p in found if p.is_file() and not is_fxcache_stage(p.parent))
 
     # --- push ---------------------------------------------------------------------------
 

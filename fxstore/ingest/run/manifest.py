@@ -31,13 +31,14 @@ from fxstore.ingest.select.transitions import build_transitions
 from fxstore.market.calendar import NS_PER_HOUR, Sessions
 from fxstore.market.plausible import plausible_range
 from fxstore.store import (
+    BarVersion,
     atomic_write_json,
     file_sha256,
     manifest_field,
     manifest_path,
     matches_manifest,
     os_errors,
-    read_json,
+    read_bar_manifest,
     resolve_manifest_file,
 )
 
@@ -95,12 +96,20 @@ def fingerprint(
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
-def up_to_date_manifest(out_dir: Path, fingerprint: str) -> Json | None:
-    path = manifest_path(out_dir)
+def up_to_date_manifest(version: BarVersion, fingerprint: str) -> Json | None:
+    """The manifest of committed `version` when it was built with `fingerprint`, its day
+    files unchanged; else None (the series is built again).
+
+    Raises
+    ------
+    SchemaError
+        The manifest is not the one its version committed (:func:`read_bar_manifest`).
+    """
+    path = version.manifest
     with os_errors(path, "read"):
         if not path.exists():
             return None
-    manifest = read_json(path)
+    manifest = read_bar_manifest(version)
     if manifest.get("fingerprint") != fingerprint:
         return None
     days = manifest.get("days", [])

@@ -348,7 +348,7 @@ def _up_to_date(series_dir: Path, fingerprint: str, started: float) -> IngestSum
     """The summary of the current version when it was built from the same inputs and config."""
     versions = list_bar_versions(series_dir)
     current = next((v for v in versions if v.is_current), None)
-    manifest = None if current is None else up_to_date_manifest(current.folder, fingerprint)
+    manifest = None if current is None else up_to_date_manifest(current, fingerprint)
     if current is None or manifest is None:
         return None
     return summary_from_manifest(current.folder, manifest, started)
