@@ -535,7 +535,7 @@ def _train_run(
     )
     if config.max_folds is not None:
         folds = folds[: config.max_folds]
-    spec = contract_spec(config.symbol, config.env)  # bad input fails before the run folder
+    spec = contract_spec(config.symbol, config.env, cache.contracts)  # before the run folder
     planted = load_oracle(root, config.symbol, config.signal_dir, cache)
     run = resumed if resumed is not None else RunFolder.create(root, "train")
     status = RunStatus(
@@ -558,7 +558,7 @@ def _train_run(
 
     with record_run(run.path, run.lock, status, discard=worthless) as recorder:
         if resumed is None:
-            run.write_config(config, sizes, cache)
+            run.write_config(config, sizes, cache, spec)
         if on_start is not None:
             on_start(run.run_id)
         return _train_folds(
@@ -685,7 +685,7 @@ def run_fold_task(task: FoldTask) -> dict[str, FoldResult]:
     goes to the driver's display: :func:`~fxstore.train.runs.fold_tasks.task_reporter`)."""
     config = task.config
     cache = open_cache(task.root, config.symbol, config.featureset, config.device)
-    spec = contract_spec(config.symbol, config.env)
+    spec = contract_spec(config.symbol, config.env, cache.contracts)
     planted = load_oracle(task.root, config.symbol, config.signal_dir, cache)
     run = RunFolder(task.run_path)  # the driver holds its lock
     return fold_results(

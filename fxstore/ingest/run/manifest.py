@@ -21,7 +21,7 @@ import numpy as np
 
 from fxstore import __version__
 from fxstore.config import IngestConfig
-from fxstore.errors import FxStoreWarning, SchemaError
+from fxstore.errors import FxStoreWarning, InvalidInputError, SchemaError
 from fxstore.ingest.bars.params import CLOSE_REASONS
 from fxstore.ingest.dbn.reader import DbnFile
 from fxstore.ingest.run.day_writer import DayWriter, Json
@@ -286,8 +286,12 @@ def contract_facts(plan: IngestPlan, entries: Sequence[Json]) -> Json:
 def _facts_json(plan: IngestPlan, symbol: str, day: dt.date) -> Json:
     lo, hi, range_source = plausible_range(symbol)
     plausible = {"plausible_px": [lo, hi], "plausible_px_source": range_source}
-    if plan.bars.multiplier is not None:
-        return {"multiplier": plan.bars.multiplier, "source": "option"} | plausible
+    if plan.bars.multiplier is not None:  # the option overrides the multiplier, no other fact
+        option = {"multiplier": plan.bars.multiplier, "multiplier_source": "option"}
+        try:
+            return plan.master.facts(symbol, day).to_json() | option | plausible
+        except InvalidInputError:  # a contract the master does not know: the option alone
+            return {"multiplier": plan.bars.multiplier, "source": "option"} | plausible
     multiplier, source, known = plan.master.resolve(symbol, day)
     if known is None:  # a spread fxstore cannot parse: its legs gave the multiplier
         return {"multiplier": multiplier, "source": source} | plausible
