@@ -87,3 +87,28 @@ def test_open_dbn_counts_and_names_a_record_whose_type_byte_changed(
 
     (stats,) = source.stats.files
     assert stats.skipped_rtypes == ((0x0B, 1),) and stats.n_records == n_read
+
+
+def test_ingest_of_a_plain_dbn_cut_on_a_record_boundary_warns_and_records_it(
+    two_roll_market: SynthMarket, tmp_path: Path
+) -> None:
+    import json
+
+    from fxstore.ingest.run.pipeline import ingest
+    from tests.faults.conftest import INGEST
+
+    folder = subset(two_roll_market, tmp_path / "in", n_days=4)
+    last = sorted(folder.glob("*.mbp-10.dbn.zst"))[-1]
+    with zstandard.ZstdDecompressor().stream_reader(last.read_bytes()) as reader:
+        data = reader.read()
+    start = 8 + int.from_bytes(data[4:8], "little")
+    n_kept = (len(data) - start) // 368 // 2  # half the day's records, whole ones
+    last.unlink()
+    last.with_suffix("").write_bytes(data[: start + n_kept * 368])
+
+    with pytest.warns(FxStoreWarning, match=r"records of 1 trading day\(s\) end well before"):
+        summary = ingest(INGEST, [folder], tmp_path / "s")
+
+    days = json.loads((summary.out_dir / "manifest.json").read_text())["days"]
+    early = [d["trading_day"] for d in days if "records_end_before_close_s" in d]
+    assert early == [days[-1]["trading_day"]]

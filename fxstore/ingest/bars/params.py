@@ -17,6 +17,7 @@ from fxstore.ingest.dbn.format import FIXED_PRICE_SCALE
 
 __all__ = [
     "CLOSE_REASONS",
+    "NO_PRICE_HI",
     "REASON_INTERVAL",
     "REASON_MAX_TRADES",
     "REASON_MIN_TRADES",
@@ -54,6 +55,10 @@ CLOSE_REASONS: Final = ("threshold", "min_trades", "max_trades", "warmup", "inte
 WEIGHT_ONE: Final = 0
 WEIGHT_SIZE: Final = 1
 WEIGHT_DOLLARS: Final = 2
+
+#: `BarParams.price_hi` of a run without a price range: no price is implausible, and the
+#: trades are not checked against the book either.
+NO_PRICE_HI: Final = 2**63 - 2
 
 
 class BarParams(NamedTuple):
@@ -136,7 +141,7 @@ def bar_params(
         alpha_bars=2.0 / (config.ewma_span_bars + 1.0),
         alpha_trades=2.0 / (config.ewma_span_trades + 1.0),
         price_lo=_fixed(price_range[0]) if price_range else -(2**63) + 1,
-        price_hi=_fixed(price_range[1]) if price_range else 2**63 - 2,
+        price_hi=_fixed(price_range[1]) if price_range else NO_PRICE_HI,
     )
 
 

@@ -107,6 +107,8 @@ class DayResult:
     #: instrument_id → price (DBN fixed point) of its last trade of the day; kept only when
     #: the run records roll transitions (``IngestPlan.records_transitions``).
     last_trade: dict[int, int] = field(default_factory=dict)
+    #: ts_recv of the day's last record (any instrument), ns UTC; -1 before any.
+    last_ts_recv: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -261,6 +263,7 @@ def _iter_days(
                 current = DayResult(day, symbols_listed(source.symbology, day, task.plan.sessions))
                 wanted = chooser(day, current.listed)
             _count_out_of_session(current, run, task.plan)
+            current.last_ts_recv = max(current.last_ts_recv, int(run["ts_recv"][-1]))
             if track_trades:  # the prices of a roll, as known when the next session opens
                 current.last_trade |= last_trade_by_instrument(run)
             counts = count_by_instrument(run)

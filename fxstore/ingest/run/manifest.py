@@ -22,6 +22,7 @@ import numpy as np
 from fxstore import __version__
 from fxstore.config import IngestConfig
 from fxstore.errors import FxStoreWarning, InvalidInputError, SchemaError
+from fxstore.ingest.bars.kernels import MAX_TRADE_FROM_MID, MAX_TRADE_QTY
 from fxstore.ingest.bars.params import CLOSE_REASONS
 from fxstore.ingest.dbn.reader import DbnFile
 from fxstore.ingest.run.day_writer import DayWriter, Json
@@ -47,6 +48,7 @@ __all__ = [
     "fingerprint",
     "summary_from_manifest",
     "up_to_date_manifest",
+    "warn_ended_early",
     "warn_if_target_missed",
     "warn_implausible",
     "warn_truncated",
@@ -335,10 +337,32 @@ def warn_implausible(plan: IngestPlan, entries: Sequence[Json]) -> None:
     warnings.warn(
         FxStoreWarning(
             f"{plan.symbol}: {n:,} book states or trades priced outside the plausible range "
-            f"of {', '.join(contracts[:3])} ([{lo:g}, {hi:g}] points, {source}) in {n_bars:,} "
-            f"bars on {len(days)} trading day(s), first {days[0]['trading_day']}: damaged "
-            "records or a wrong price scale; the bars count them in n_implausible_px (filter "
-            "them out, or check the inputs)."
+            f"of {', '.join(contracts[:3])} ([{lo:g}, {hi:g}] points, {source}), or trades "
+            f"more than {MAX_TRADE_FROM_MID:.0%} from the book's mid or of more than "
+            f"{MAX_TRADE_QTY:,} contracts, in {n_bars:,} bars on {len(days)} trading day(s), "
+            f"first {days[0]['trading_day']}: damaged records or a wrong price scale; the "
+            "bars count them in n_implausible_px (filter them out, or check the inputs)."
+        ),
+        stacklevel=2,
+    )
+
+
+def warn_ended_early(plan: IngestPlan, entries: Sequence[Json]) -> None:
+    """Warn about trading days whose records end well before the session closes."""
+    days = [e for e in entries if e.get("records_end_before_close_s") is not None]
+    if not days:
+        return
+    shown = ", ".join(
+        f"{e['trading_day']} ({int(e['records_end_before_close_s']) / 3600:.1f} h early)"
+        for e in days[:3]
+    ) + (" …" if len(days) > 3 else "")
+    warnings.warn(
+        FxStoreWarning(
+            f"{plan.symbol}: the records of {len(days)} trading day(s) end well before the "
+            f"session closes: {shown}; the inputs stop inside those sessions (a download cut "
+            "short on a record boundary, or files that end mid-session), so their bars are "
+            "of part of a session (the manifest's days say records_end_before_close_s). "
+            "Download the missing part and re-run with --force."
         ),
         stacklevel=2,
     )

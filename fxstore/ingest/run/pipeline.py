@@ -57,6 +57,7 @@ from fxstore.ingest.run.manifest import (
     IngestSummary,
     summary_from_manifest,
     up_to_date_manifest,
+    warn_ended_early,
     warn_if_target_missed,
     warn_implausible,
     write_manifest,
@@ -331,6 +332,7 @@ def ingest(
         commit_bar_version(series_dir, out_dir)
         warn_if_target_missed(plan, writer.entries)
         warn_implausible(plan, writer.entries)
+        warn_ended_early(plan, writer.entries)
         (out_dir / PROGRESS).unlink(missing_ok=True)
     n_bars = sum(int(str(e["n_bars"])) for e in writer.entries)
     n_days = sum(1 for e in writer.entries if int(str(e["n_bars"])) > 0)
