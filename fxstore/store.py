@@ -880,8 +880,7 @@ def find_bar_version(
             raise SymbolNotFoundError(f"{series}: no version {version}; it has {known}.")
         return found[0]
     if as_of_ns is not None:
-        # to the microsecond, as commit times are shown: `as_of` = a shown time finds it
-        found = [v for v in versions if v.committed_ns // 1000 <= as_of_ns // 1000]
+        found = [v for v in versions if _committed_by(v, as_of_ns)]
         if not found:
             raise SymbolNotFoundError(
                 f"{series}: no version was committed by the `as_of` time; it has {known}."
@@ -918,6 +917,13 @@ def read_bar_manifest(version: BarVersion) -> dict[str, object]:
             "`fxstore ingest --force` (`fxstore verify` lists what else differs)."
         )
     return _json_object(path, data)
+
+
+def _committed_by(version: BarVersion, as_of_ns: int) -> bool:
+    """Whether `version` was committed at or before `as_of_ns`; an `as_of` that is the commit
+    time as shown (to the microsecond, :attr:`BarVersion.committed_at`) counts as at it."""
+    shown_ns = version.committed_ns // 1000 * 1000
+    return version.committed_ns <= as_of_ns or (as_of_ns % 1000 == 0 and shown_ns == as_of_ns)
 
 
 def stage_bar_version(series: Path) -> Path:
@@ -1015,8 +1021,8 @@ def commit_bar_version(series: Path, folder: Path) -> BarVersion:
     number = versions[-1].version + 1 if versions else 1
     if folder != _version_dir(series, number):
         raise InvalidInputError(f"{folder} is not the next version of {series}; re-run ingest.")
-    now = time.time_ns()
-    committed_ns = max(now, versions[-1].committed_ns + 1) if versions else now
+    now = time.time_ns() // 1000 * 1000  # a whole microsecond: the time shown is the time
+    committed_ns = max(now, versions[-1].committed_ns + 1000) if versions else now
     new = BarVersion(number, committed_ns, file_sha256(folder / MANIFEST), folder, True)
     past = [dataclasses.replace(v, is_current=False) for v in versions]
     _write_series(series, [*past, new], number)
