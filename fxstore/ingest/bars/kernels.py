@@ -219,10 +219,13 @@ MAX_TRADE_QTY: Final = 1_000_000
 
 
 @njit_inline
-def is_implausible_trade(px: Int, qty: Int, prev: I64, has_book: bool) -> bool:
-    """Whether a trade's size, or its price against the last book (``prev[0, 0]`` bid,
-    ``prev[2, 0]`` ask, when `has_book` and both are defined), cannot be a real trade."""
+def is_implausible_trade(px: Int, qty: Int, prev: I64, has_book: bool, tick: Int) -> bool:
+    """Whether a trade's size, its price off the `tick` grid (fixed point; 0: not known),
+    or its price against the last book (``prev[0, 0]`` bid, ``prev[2, 0]`` ask, when
+    `has_book` and both are defined) cannot be a real trade."""
     if qty > MAX_TRADE_QTY:
+        return True
+    if tick > 0 and px % tick != 0:  # `and`, not `&`: no division by a zero tick
         return True
     bid, ask = prev[0, 0], prev[2, 0]
     if (not has_book) | (bid == UNDEF_PRICE) | (ask == UNDEF_PRICE) | (bid <= 0) | (ask <= 0):

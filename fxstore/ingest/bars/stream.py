@@ -302,7 +302,12 @@ def _update(chunk: Chunk, rows: I64, params: BarParams, state: State, acc: Acc, 
                 is_trade
                 & (
                     is_implausible(px, params.price_lo, params.price_hi)
-                    | (has_range & is_implausible_trade(px, qty, prev, st_i[SI_HAS_BOOK] != 0))
+                    | (
+                        has_range
+                        & is_implausible_trade(
+                            px, qty, prev, st_i[SI_HAS_BOOK] != 0, params.tick_fixed
+                        )
+                    )
                 )
             )
             if is_trade:

@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 
 from fxstore.config import InstrumentSelection
-from fxstore.errors import SchemaError
+from fxstore.errors import InvalidInputError, SchemaError
 from fxstore.ingest.bars.builder import BarBuilder
 from fxstore.ingest.dbn.merge import Mbp10Chunk
 from fxstore.ingest.dbn.reader import DbnSource, open_dbn
@@ -180,6 +180,10 @@ def _start_builder(day: DayResult, instrument_id: int, plan: IngestPlan) -> BarB
     open_ns, close_ns = plan.sessions.bounds(day.day)
     contract = day.listed.get(instrument_id, f"id{instrument_id}")
     lo, hi, _ = plausible_range(contract)
+    try:
+        tick: float | None = plan.master.facts(contract, day.day).tick_size
+    except InvalidInputError:  # a spread fxstore cannot parse and no definition names
+        tick = None
     return BarBuilder(
         plan.bars_for(contract, day.day),
         trading_day=day.day,
@@ -188,6 +192,7 @@ def _start_builder(day: DayResult, instrument_id: int, plan: IngestPlan) -> BarB
         session_open_ns=open_ns,
         session_close_ns=close_ns,
         price_range=(lo, hi),
+        tick_size=tick,
     )
 
 
