@@ -357,6 +357,8 @@ def _manifest(
             "bar_version": source.version,
             "manifest_sha256": source.manifest_sha256,
             "truncated_inputs": _truncated(source),
+            # the instrument master's facts the bars were built with: what PnL is booked at
+            "contracts": source.manifest.get("contracts", {}),
         },
         "bars_per_day": bars_per_day,
         "n_bars": frame.n_bars,

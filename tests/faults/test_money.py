@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -203,3 +204,15 @@ def test_contract_spec_of_the_bars_gives_way_to_an_explicit_option() -> None:
     spec = contract_spec("ES.FUT", EnvConfig(multiplier=5.0), contracts)
 
     assert (spec.multiplier, spec.tick_size, spec.source) == (5.0, 0.25, "option")
+
+
+def test_a_cache_without_its_bars_books_with_the_facts_it_recorded(
+    mes_priced: Path, tmp_path: Path
+) -> None:
+    """As on a machine that pulled only the fxcache of an s3:// store."""
+    root = tmp_path / "only_cache"
+    shutil.copytree(mes_priced / "fxcache", root / "fxcache")
+
+    cache = open_cache(root, "ES.FUT", None)
+
+    assert contract_spec("ES.FUT", None, cache.contracts).multiplier == 5.0

@@ -24,6 +24,7 @@ from fxstore.store import (
     bars_dir,
     file_sha256,
     find_bar_version,
+    list_bar_versions,
     manifest_field,
     manifest_path,
     read_bar_manifest,
@@ -111,8 +112,10 @@ def bar_contracts(
     root: Path, symbol: str, manifest: Mapping[str, object], where: Path
 ) -> dict[str, Mapping[str, object]] | None:
     """The contract facts of the bars an fxcache (its `manifest`, read from `where`) was
-    built from: the ``contracts`` of that bar version's manifest, checked against the SHA-256
-    the cache and the version's commit recorded. None when the cache names no bar series.
+    built from: those precompute copied into its ``source`` (so a machine holding only the
+    fxcache books right), else the ``contracts`` of that bar version's manifest, checked
+    against the SHA-256 the cache and the version's commit recorded. None when the cache
+    names no bar series. Warns when the series has other bars now.
 
     Raises
     ------
@@ -129,9 +132,9 @@ def bar_contracts(
     number = manifest_field(source, "bar_version", int, where)
     sha256 = manifest_field(source, "manifest_sha256", str, where)
     series = bars_dir(root, symbol, *keys)
-    version = find_bar_version(series, version=number)
-    current = find_bar_version(series)
-    if current.manifest_sha256 != sha256:
+    versions = list_bar_versions(series)  # none where only the fxcache was copied or pulled
+    current = next((v for v in versions if v.is_current), None)
+    if current is not None and current.manifest_sha256 != sha256:
         warnings.warn(
             FxStoreWarning(
                 f"{where.parent}: built from version {number} of {series}, which has other "
@@ -140,6 +143,10 @@ def bar_contracts(
             ),
             stacklevel=3,
         )
+    recorded = source.get("contracts")
+    if isinstance(recorded, dict) and all(isinstance(v, dict) for v in recorded.values()):
+        return recorded
+    version = find_bar_version(series, version=number)
     if version.manifest_sha256 != sha256:
         raise SchemaError(
             f"{where}: built from version {number} of {version.folder.parent} with manifest "
