@@ -151,7 +151,7 @@ class ShardEntry:
             for n, t in fields.items()
         ):
             raise SchemaError(f"{where}: a shard entry is malformed ({data!r}); {REDO}.")
-        resolve_manifest_file(where, data["file"])
+        resolve_manifest_file(where, data["file"], allow_links=True)  # the name; links on read
         return cls(**{n: data[n] for n in fields})
 
 

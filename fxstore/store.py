@@ -58,17 +58,21 @@ __all__ = [
     "atomic_write_bytes",
     "atomic_write_json",
     "atomic_write_stream",
+    "bar_day_entries",
     "bars_dir",
     "bars_relpath",
     "commit_bar_version",
+    "commit_fxcache",
     "create_run_dir",
     "delete_bar_versions",
     "discard_bar_stage",
+    "discard_fxcache_stage",
     "file_sha256",
     "find_bar_version",
     "fold_dir",
     "fsync_dir",
     "fxcache_dir",
+    "is_fxcache_stage",
     "key_lock",
     "list_bar_series",
     "list_bar_versions",
@@ -81,15 +85,18 @@ __all__ = [
     "manifest_path",
     "matches_manifest",
     "os_errors",
+    "read_bar_manifest",
     "read_json",
     "remove_stale_temps",
     "resolve_manifest_file",
     "run_dir",
     "runs_dir",
     "stage_bar_version",
+    "stage_fxcache",
     "store_access_error",
     "synth_dir",
     "validate_key",
+    "validate_path",
 ]
 
 logger = logging.getLogger(__name__)
@@ -150,6 +157,55 @@ def validate_key(value: str, param: str) -> str:
             f"({value[:20]}...)."
         )
     return value
+
+
+#: Longest name of one path component and of a whole path, in bytes, where the file system
+#: cannot be asked (Linux's NAME_MAX and PATH_MAX).
+_NAME_MAX: Final = 255
+_PATH_MAX: Final = 4096
+
+
+def _limit(path: Path, name: str, default: int) -> int:
+    """`os.pathconf` limit `name` of the deepest existing folder of `path`, else `default`."""
+    folder = next((p for p in (path, *path.parents) if _exists(p)), None)
+    if folder is None:
+        return default
+    try:
+        return os.pathconf(folder, name)
+    except (OSError, ValueError):
+        return default
+
+
+def _exists(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except OSError:
+        return False
+
+
+def validate_path(path: Path, what: str) -> Path:
+    """Return `path` if the file system can hold its name, else raise InvalidInputError.
+
+    Every component must fit the file system's name limit (255 bytes on Linux) and the
+    whole path its path limit, checked before anything is read or created, so a name the
+    system would refuse gives one line naming the component, not an OSError deep inside.
+    """
+    name_max = _limit(path, "PC_NAME_MAX", _NAME_MAX)
+    for part in path.parts:
+        size = len(os.fsencode(part))
+        if size > name_max:
+            raise InvalidInputError(
+                f"{what} {path}: the name {part[:20]}… is {size} bytes, more than the file "
+                f"system's {name_max}; use a shorter name."
+            )
+    size = len(os.fsencode(path.absolute()))
+    path_max = _limit(path, "PC_PATH_MAX", _PATH_MAX)
+    if size >= path_max:
+        raise InvalidInputError(
+            f"{what} {path}: the path is {size} bytes, more than the file system's "
+            f"{path_max - 1}; use a shorter path."
+        )
+    return path
 
 
 def store_access_error(err: OSError, path: Path, action: str) -> StoreAccessError:
@@ -284,6 +340,11 @@ def read_json(path: Path) -> dict[str, object]:
     """
     with os_errors(path, "read"):
         text = path.read_bytes()
+    return _json_object(path, text)
+
+
+def _json_object(path: Path, text: bytes) -> dict[str, object]:
+    """`text`, read from `path`, as a JSON object (errors as :func:`read_json`)."""
     try:
         obj = json.loads(text)
     except ValueError as err:
@@ -323,6 +384,53 @@ def manifest_field(data: Mapping[str, object], key: str, kind: type[_T], where: 
         )
     result: object = float(value) if isinstance(value, int | float) and kind is float else value
     return cast(_T, result)
+
+
+#: The fields of a bar manifest's day entry, and their JSON types ("file" and "sha256" only
+#: on a day with bars).
+_DAY_FIELDS: Final[dict[str, type]] = {
+    "trading_day": str,
+    "n_bars": int,
+    "n_records": int,
+    "n_kept": int,
+}
+_DAY_FILE_FIELDS: Final[dict[str, type]] = {"file": str, "sha256": str}
+
+
+def bar_day_entries(manifest: Mapping[str, object], where: Path) -> list[dict[str, object]]:
+    """The ``days`` of bar manifest `manifest` (read from `where`), each field checked.
+
+    Every entry is a JSON object with ``trading_day`` (a string), ``n_bars``, ``n_records``
+    and ``n_kept`` (whole numbers), and, for a day with bars, ``file`` and ``sha256``
+    (strings); trading days are distinct and in order.
+
+    Raises
+    ------
+    SchemaError
+        A field missing or of another type, an entry that is no object, a day listed twice or
+        out of order (the message names the file and the field).
+    """
+    days = manifest_field(manifest, "days", list, where)
+    entries: list[dict[str, object]] = []
+    for day in days:
+        if not isinstance(day, dict):
+            raise SchemaError(
+                f"{where}: every entry of `days` must be a JSON object, was {day!r}; the "
+                "manifest is damaged or was edited: re-run the command that wrote it with --force."
+            )
+        for name, kind in _DAY_FIELDS.items():
+            manifest_field(day, name, kind, where)
+        if "file" in day:
+            for name, kind in _DAY_FILE_FIELDS.items():
+                manifest_field(day, name, kind, where)
+        entries.append(day)
+    listed = [str(d["trading_day"]) for d in entries]
+    if listed != sorted(set(listed)):
+        raise SchemaError(
+            f"{where}: `days` must list each trading day once, in order; the manifest is "
+            "damaged or was edited: re-run the command that wrote it with --force."
+        )
+    return entries
 
 
 def file_sha256(path: Path, block: int = 1 << 20) -> str:
@@ -387,17 +495,19 @@ def manifest_path(folder: Path) -> Path:
     return folder / MANIFEST
 
 
-def resolve_manifest_file(manifest: Path, name: str) -> Path:
+def resolve_manifest_file(manifest: Path, name: str, *, allow_links: bool = False) -> Path:
     """The path of file `name`, read from `manifest`, inside the manifest's folder.
 
-    `name` is relative to the folder holding `manifest` (a shard or a day file). The check
-    is lexical: a symlink inside the folder is followed as it is.
+    `name` is relative to the folder holding `manifest` (a shard or a day file). The name is
+    checked lexically, and a file that is a symbolic link must lead inside the folder too
+    (a file replaced by a link elsewhere is not read); `allow_links` skips that check, for
+    ``fxstore verify``, which reports such a link itself.
 
     Raises
     ------
     SchemaError
         `name` is empty, absolute, or leads out of the folder (``../x.arrow``): the manifest
-        is damaged or was edited by hand.
+        is damaged or was edited by hand; or the file is a link out of the folder.
 
     Examples
     --------
@@ -416,7 +526,20 @@ def resolve_manifest_file(manifest: Path, name: str) -> Path:
             f"{manifest}: file entry {name!r} is not a file inside {manifest.parent}; refusing "
             "to read it (the manifest is damaged or was edited): re-run with --force."
         )
-    return manifest.parent / name
+    path = manifest.parent / name
+    if not allow_links and path.is_symlink() and not _inside(path, manifest.parent):
+        raise SchemaError(
+            f"{path}: a symbolic link to {os.path.realpath(path)}, outside {manifest.parent}; "
+            "refusing to read it (the store's files were replaced): remove the link and re-run "
+            "the command that wrote it with --force."
+        )
+    return path
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    """Whether `path`, its links followed, lies inside `folder` (its links followed too)."""
+    real, base = os.path.realpath(path), os.path.realpath(folder)
+    return real.startswith(base.rstrip(os.sep) + os.sep)
 
 
 def synth_dir(root: Path, symbol: str) -> Path:
@@ -447,17 +570,111 @@ def fxcache_dir(root: Path, symbol: str, key: str) -> Path:
 
 def list_fxcache_symbols(root: Path) -> list[str]:
     """Symbols with at least one complete fxcache (a folder holding its manifest), sorted."""
-    return sorted({p.parent.parent.name for p in (root / "fxcache").glob(f"*/*/{MANIFEST}")})
+    manifests = (root / "fxcache").glob(f"*/*/{MANIFEST}")
+    return sorted({p.parent.parent.name for p in manifests if not is_fxcache_stage(p.parent)})
 
 
 def list_fxcache_keys(root: Path, symbol: str) -> list[str]:
     """Feature-set hashes of `symbol` with a complete fxcache, most recently written first.
 
-    Ordered by the manifest's modification time (newest first), ties by name.
+    Ordered by the manifest's modification time (newest first), ties by name. A build's
+    staging folder (:func:`stage_fxcache`) is no cache.
     """
     base = root / "fxcache" / validate_key(symbol, "symbol")
-    manifests = sorted(base.glob(f"*/{MANIFEST}"), key=lambda p: (-p.stat().st_mtime_ns, p))
+    found = [p for p in base.glob(f"*/{MANIFEST}") if not is_fxcache_stage(p.parent)]
+    manifests = sorted(found, key=lambda p: (-p.stat().st_mtime_ns, p))
     return [p.parent.name for p in manifests]
+
+
+# --- an fxcache built beside the one it replaces ------------------------------------------------
+
+_STAGE: Final = ".build"
+_REPLACED: Final = ".old"
+#: renameat2's flag that swaps two paths atomically (Linux 3.15+), and "relative to the cwd".
+_RENAME_EXCHANGE: Final = 2
+_AT_FDCWD: Final = -100
+
+
+def is_fxcache_stage(folder: Path) -> bool:
+    """Whether `folder` is an fxcache build's staging or replaced folder (``.<key>.build``,
+    ``.<key>.old``), not a cache."""
+    return folder.name.startswith(".") and folder.name.endswith((_STAGE, _REPLACED))
+
+
+def _stage_names(folder: Path) -> tuple[Path, Path]:
+    return (
+        folder.with_name(f".{folder.name}{_STAGE}"),
+        folder.with_name(f".{folder.name}{_REPLACED}"),
+    )
+
+
+def stage_fxcache(folder: Path) -> Path:
+    """A fresh, empty folder beside fxcache `folder` for its next build (``.<key>.build``).
+
+    What a killed build left is removed first; a switch killed between its two renames (where
+    the file system cannot swap folders at once) is finished backwards, so `folder` holds the
+    cache it held before. Hold `folder`'s :func:`key_lock`.
+    """
+    stage, replaced = _stage_names(folder)
+    with os_errors(stage, "create"):
+        if replaced.is_dir() and not folder.exists():
+            os.rename(replaced, folder)  # the previous cache, whole
+        for leftover in (stage, replaced):
+            if leftover.exists():
+                shutil.rmtree(leftover)
+        stage.mkdir(parents=True)
+    return stage
+
+
+def discard_fxcache_stage(stage: Path) -> None:
+    """Delete a build's staging folder (the cache it was to replace stays as it was)."""
+    if not is_fxcache_stage(stage):
+        raise InvalidInputError(f"{stage} is no fxcache staging folder; not deleting it.")
+    with os_errors(stage, "delete"):
+        shutil.rmtree(stage, ignore_errors=True)
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap the folders `a` and `b` in one step (Linux renameat2); False where the system or
+    file system cannot."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    done = renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE)
+    if done == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP):
+        return False
+    raise OSError(code, os.strerror(code), str(b))
+
+
+def commit_fxcache(stage: Path, folder: Path) -> None:
+    """Make the finished build in `stage` (its manifest written last) fxcache `folder`.
+
+    A reader sees the old cache or the new one, never a mix nor none: the two folders are
+    swapped in one rename (Linux), then the old one is deleted. Where the file system cannot
+    swap, the old folder is renamed aside first, and :func:`stage_fxcache` puts it back if the
+    process dies between the two renames. Hold `folder`'s :func:`key_lock`: its lock file is
+    linked into the new folder first, so every process locks the same file after the switch.
+    """
+    _, replaced = _stage_names(folder)
+    with os_errors(folder, "replace"):
+        if (folder / LOCK).exists():
+            os.link(folder / LOCK, stage / LOCK)
+        if not folder.exists():
+            os.rename(stage, folder)
+        elif _exchange(stage, folder):
+            shutil.rmtree(stage)  # the old cache, now under the staging name
+        else:
+            os.rename(folder, replaced)
+            os.rename(stage, folder)
+            shutil.rmtree(replaced)
+    fsync_dir(folder.parent)
 
 
 def runs_dir(root: Path) -> Path:
@@ -560,7 +777,8 @@ class BarVersion:
     @property
     def committed_at(self) -> str:
         """The commit time as ISO 8601 UTC, to the microsecond."""
-        stamp = dt.datetime.fromtimestamp(self.committed_ns // 1000 / 1e6, dt.UTC)
+        epoch = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)  # exact: no float between
+        stamp = epoch + dt.timedelta(microseconds=self.committed_ns // 1000)
         return stamp.isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
@@ -650,6 +868,8 @@ def find_bar_version(
     """
     if version is not None and as_of_ns is not None:
         raise InvalidInputError("give `version` or `as_of`, not both.")
+    if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
+        raise InvalidInputError(f"`version` must be a whole number (1, 2, ...), was {version!r}.")
     versions = list_bar_versions(series)
     if not versions:
         raise SymbolNotFoundError(f"{series}: no committed bars; run `fxstore ingest` first.")
@@ -660,13 +880,50 @@ def find_bar_version(
             raise SymbolNotFoundError(f"{series}: no version {version}; it has {known}.")
         return found[0]
     if as_of_ns is not None:
-        found = [v for v in versions if v.committed_ns <= as_of_ns]
+        found = [v for v in versions if _committed_by(v, as_of_ns)]
         if not found:
             raise SymbolNotFoundError(
                 f"{series}: no version was committed by the `as_of` time; it has {known}."
             )
         return found[-1]
     return next(v for v in versions if v.is_current)
+
+
+def read_bar_manifest(version: BarVersion) -> dict[str, object]:
+    """The manifest of `version`, checked against the SHA-256 its commit recorded.
+
+    A manifest edited after its commit (a field changed, a day entry added) is refused: its
+    bytes are no longer those the series' list of versions names, so nothing it says is
+    trusted.
+
+    Raises
+    ------
+    StoreAccessError
+        The manifest cannot be read.
+    SchemaError
+        Its SHA-256 is not the committed one.
+    InvalidInputError
+        It is not a JSON object.
+    """
+    path = version.manifest
+    with os_errors(path, "read"):
+        data = path.read_bytes()
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != version.manifest_sha256:
+        raise SchemaError(
+            f"{path}: SHA-256 is {digest}, but version {version.version} was committed with "
+            f"{version.manifest_sha256} ({manifest_path(version.folder.parent)}): the manifest "
+            "was changed after its commit; refusing to trust it. Restore it, or re-run "
+            "`fxstore ingest --force` (`fxstore verify` lists what else differs)."
+        )
+    return _json_object(path, data)
+
+
+def _committed_by(version: BarVersion, as_of_ns: int) -> bool:
+    """Whether `version` was committed at or before `as_of_ns`; an `as_of` that is the commit
+    time as shown (to the microsecond, :attr:`BarVersion.committed_at`) counts as at it."""
+    shown_ns = version.committed_ns // 1000 * 1000
+    return version.committed_ns <= as_of_ns or (as_of_ns % 1000 == 0 and shown_ns == as_of_ns)
 
 
 def stage_bar_version(series: Path) -> Path:
@@ -764,8 +1021,8 @@ def commit_bar_version(series: Path, folder: Path) -> BarVersion:
     number = versions[-1].version + 1 if versions else 1
     if folder != _version_dir(series, number):
         raise InvalidInputError(f"{folder} is not the next version of {series}; re-run ingest.")
-    now = time.time_ns()
-    committed_ns = max(now, versions[-1].committed_ns + 1) if versions else now
+    now = time.time_ns() // 1000 * 1000  # a whole microsecond: the time shown is the time
+    committed_ns = max(now, versions[-1].committed_ns + 1000) if versions else now
     new = BarVersion(number, committed_ns, file_sha256(folder / MANIFEST), folder, True)
     past = [dataclasses.replace(v, is_current=False) for v in versions]
     _write_series(series, [*past, new], number)

@@ -22,17 +22,20 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Final
 
-from fxstore.errors import FxStoreError
+from fxstore.errors import FxStoreError, SymbolNotFoundError
 from fxstore.fxcache import FxCacheManifest, read_manifest
 from fxstore.remote import drop_object, in_bucket, location, object_problem, restore_object
 from fxstore.store import (
     MANIFEST,
     BarVersion,
+    bar_day_entries,
     bars_dir,
     file_sha256,
+    is_fxcache_stage,
     key_lock,
     list_bar_series,
     list_bar_versions,
+    list_fxcache_symbols,
     list_orphan_bar_folders,
     list_temps,
     manifest_path,
@@ -162,7 +165,7 @@ def _check_listed(
     ok, listed = True, set()
     for name, sha256, size in entries:
         try:
-            path = resolve_manifest_file(manifest, str(name))
+            path = resolve_manifest_file(manifest, str(name), allow_links=True)
         except FxStoreError as err:
             tally.add(manifest, str(err).split(": ", 1)[-1].rstrip("."), action)
             ok = False
@@ -242,6 +245,12 @@ def _verify_version(
     if not isinstance(data.get("days"), list):
         tally.add(version.manifest, "field `days` is missing or not a list", _REINGEST)
         return False
+    try:
+        bar_day_entries(data, version.manifest)
+    except FxStoreError as err:
+        why = str(err).split(": ", 1)[-1].split("; the manifest", 1)[0]
+        tally.add(version.manifest, why, _REINGEST)
+        committed = False
     entries = _bar_entries(data)
     listed = _check_listed(tally, root, version.manifest, entries, "*.parquet", _REINGEST)
     return committed and listed
@@ -254,7 +263,9 @@ def _iter_unfinished(root: Path, symbol: str | None) -> Iterator[tuple[Path, str
         if folder.is_dir() and not (folder / MANIFEST).exists():
             yield folder, "re-run the same `fxstore ingest` to finish it"
     for folder in sorted((root / "fxcache").glob(f"{sym}/*")):
-        if folder.is_dir() and not (folder / MANIFEST).exists():
+        if is_fxcache_stage(folder):
+            yield folder, "the next `fxstore precompute` of it removes it (the cache is whole)"
+        elif folder.is_dir() and not (folder / MANIFEST).exists():
             yield folder, "re-run the same `fxstore precompute` to finish it"
 
 
@@ -325,6 +336,11 @@ def _verify_cache(
     ]
 
 
+def _known_symbols(root: Path) -> list[str]:
+    """Symbols with bars or an fxcache."""
+    return sorted({s for s, _, _ in list_bar_series(root)} | set(list_fxcache_symbols(root)))
+
+
 def verify_store(root: Path, symbol: str | None = None, *, repair: bool = False) -> VerifyReport:
     """Check the store under `root` (only `symbol`'s series and caches when given).
 
@@ -347,6 +363,8 @@ def verify_store(root: Path, symbol: str | None = None, *, repair: bool = False)
     ------
     StoreAccessError
         A repair could not write (read-only store, no permission).
+    SymbolNotFoundError
+        `symbol` has neither bars nor an fxcache.
     """
     if symbol is not None:
         validate_key(symbol, "symbol")
@@ -356,7 +374,16 @@ def verify_store(root: Path, symbol: str | None = None, *, repair: bool = False)
     for sym, ik, bk in series:
         folder = bars_dir(root, sym, ik, bk)
         intact[folder] = _verify_series(tally, root, folder, repair=repair)
-    caches = sorted((root / "fxcache").glob(f"{symbol or '*'}/*/{MANIFEST}"))
+    caches = sorted(
+        p
+        for p in (root / "fxcache").glob(f"{symbol or '*'}/*/{MANIFEST}")
+        if not is_fxcache_stage(p.parent)
+    )
+    if symbol is not None and not series and not caches:
+        raise SymbolNotFoundError(
+            f"No bars or fxcache for symbol {symbol!r} in {root}; known: "
+            f"{', '.join(_known_symbols(root)) or 'none'}. Check the symbol (`fxstore ls`)."
+        )
     for manifest in caches:
         folder = manifest.parent
         _verify_cache(tally, root, folder, folder.parent.name, intact, repair)

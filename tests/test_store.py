@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import datetime as dt
 import os
 import shutil
 from pathlib import Path
@@ -293,3 +294,16 @@ def test_discard_bar_stage_refuses_a_committed_version(tmp_path: Path) -> None:
     with pytest.raises(InvalidInputError, match="is a committed version"):
         discard_bar_stage(folder)
     assert folder.is_dir()
+
+
+def test_find_bar_version_as_of_the_commit_time_shown_finds_it(tmp_path: Path) -> None:
+    series = tmp_path / "bars" / "ES.FUT" / "i" / "b"
+    _build(series, b"one")
+    (only,) = list_bar_versions(series)
+    shown = dt.datetime.fromisoformat(only.committed_at)
+    shown_ns = (
+        (shown - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)) // dt.timedelta(microseconds=1) * 1000
+    )
+
+    assert only.committed_ns % 1000 == 0  # committed on a whole microsecond
+    assert find_bar_version(series, as_of_ns=shown_ns).version == 1

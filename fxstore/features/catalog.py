@@ -19,7 +19,7 @@ from fxstore.store import (
     fxcache_dir,
     list_bar_series,
     manifest_field,
-    read_json,
+    read_bar_manifest,
 )
 
 __all__ = [
@@ -113,7 +113,7 @@ class StoreListing:
 def _bar_info(root: Path, symbol: str, instrument_key: str, bar_key: str) -> BarSeriesInfo:
     current = find_bar_version(bars_dir(root, symbol, instrument_key, bar_key))
     where = current.manifest
-    manifest = read_json(where)
+    manifest = read_bar_manifest(current)
     days = [d for d in manifest_field(manifest, "days", list, where) if isinstance(d, dict)]
     n_bars = [manifest_field(d, "n_bars", int, where) for d in days]
     with_bars = [

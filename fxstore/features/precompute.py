@@ -2,12 +2,15 @@
 
 Reads ``bars/<SYMBOL>/<instrument-key>/<bar-key>/`` (every day file checked against the bar
 manifest's SHA-256), computes the feature set (:func:`~fxstore.features.compute.compute_features`)
-and writes ``fxcache/<SYMBOL>/<featureset-hash>/`` (:mod:`fxstore.fxcache`): the old manifest is
-removed first, shards are written atomically, stale shards deleted, and the manifest written
-last, so a reader never sees old and new shards mixed. A lock file serialises two writers of
-one key. The key covers the feature set and the bar series (its keys and manifest checksum),
-so other bars never share a cache: a run whose bars, feature set and sharding are unchanged
-does nothing unless ``force``.
+and writes ``fxcache/<SYMBOL>/<featureset-hash>/`` (:mod:`fxstore.fxcache`): a build (a first
+one, or ``--force`` over a finished cache) writes its shards and, last, its manifest into a
+staging folder beside the cache, then switches the two folders atomically
+(:func:`fxstore.store.commit_fxcache`), so a reader sees the old cache or the new one, never a
+mix, and a build that fails (disk full, a damaged day file, a kill) leaves the old cache whole
+for the runs pinned to it. A lock file (carried into the new folder) serialises two writers.
+The key covers the feature set and the bar series (its keys and manifest checksum), so other
+bars never share a cache: a run whose bars, feature set and sharding are unchanged does
+nothing unless ``force``.
 """
 
 from __future__ import annotations
@@ -46,8 +49,11 @@ if TYPE_CHECKING:
     from fxstore.ingest import Transition
 from fxstore.store import (
     atomic_write_json,
+    bar_day_entries,
     bars_dir,
     bars_relpath,
+    commit_fxcache,
+    discard_fxcache_stage,
     file_sha256,
     find_bar_version,
     fxcache_dir,
@@ -57,8 +63,10 @@ from fxstore.store import (
     manifest_path,
     matches_manifest,
     os_errors,
+    read_bar_manifest,
     read_json,
     resolve_manifest_file,
+    stage_fxcache,
 )
 
 __all__ = ["BarSource", "PrecomputeSummary", "precompute", "read_bars", "resolve_bars"]
@@ -161,9 +169,15 @@ def resolve_bars(store_root: Path, config: FeatureConfig) -> BarSource:
     bar_key = config.bar_key or keys[0]
     folder = bars_dir(store_root, config.symbol, config.instrument_key, bar_key)
     version = find_bar_version(folder)  # the current version
-    manifest = read_json(version.manifest)
-    sha = file_sha256(version.manifest)
-    return BarSource(version.folder, config.instrument_key, bar_key, manifest, sha, version.version)
+    manifest = read_bar_manifest(version)  # checked against its commit: never an edited one
+    return BarSource(
+        version.folder,
+        config.instrument_key,
+        bar_key,
+        manifest,
+        version.manifest_sha256,
+        version.version,
+    )
 
 
 def contract_tick_size(manifest: Json, where: str) -> float:
@@ -210,14 +224,16 @@ def read_bars(source: BarSource, prices: str = "raw") -> pa.Table:
         A day file is missing or changed since ingest, or the series has no bars; adjusted
         prices asked of bars ingested without ``--adjust``.
     SchemaError
-        The bar manifest names a file outside the series folder.
+        The bar manifest names a file outside the series folder, or a field of a day entry
+        is missing or of another type.
     """
     adjust = _adjustment(source) if prices == "adjusted" else None
     tables = []
-    for day in source.manifest.get("days", []):
-        if not isinstance(day, dict) or "file" not in day:
+    where = manifest_path(source.folder)
+    for day in bar_day_entries(source.manifest, where):
+        if "file" not in day:
             continue  # a trading day without bars
-        path = resolve_manifest_file(manifest_path(source.folder), str(day["file"]))
+        path = resolve_manifest_file(where, str(day["file"]))
         if not path.is_file() or file_sha256(path) != day.get("sha256"):
             raise InvalidInputError(
                 f"{path}: missing or changed since ingest (SHA-256 differs from the bar "
@@ -343,6 +359,8 @@ def _manifest(
             "bar_version": source.version,
             "manifest_sha256": source.manifest_sha256,
             "truncated_inputs": _truncated(source),
+            # the instrument master's facts the bars were built with: what PnL is booked at
+            "contracts": source.manifest.get("contracts", {}),
         },
         "bars_per_day": bars_per_day,
         "n_bars": frame.n_bars,
@@ -414,20 +432,17 @@ def _summary(out_dir: Path, manifest: Json, started: float, up_to_date: bool) ->
     )
 
 
-def _write_shards(out_dir: Path, frame: FeatureFrame, config: FeatureConfig) -> list[ShardEntry]:
-    """Write every shard of `frame`, then delete shards of an earlier run that are not ours."""
+def _write_shards(
+    out_dir: Path, frame: FeatureFrame, config: FeatureConfig, key: str
+) -> list[ShardEntry]:
+    """Write every shard of `frame` into the (fresh, staging) folder `out_dir`."""
     table = frame.to_table()
-    made_by = {"stage": "precompute", "symbol": config.symbol, "featureset": out_dir.name}
+    made_by = {"stage": "precompute", "symbol": config.symbol, "featureset": key}
     metadata = {b"fxstore": json.dumps(made_by | {"version": __version__}).encode()}
-    entries = [
+    return [
         write_shard(out_dir / name, table.slice(lo, hi - lo), metadata)
         for name, lo, hi in split_shards(frame.trading_day, config.shard_by)
     ]
-    names = {e.file for e in entries}
-    for stale in out_dir.glob("*.arrow"):
-        if stale.name not in names:
-            stale.unlink()
-    return entries
 
 
 @dataclass(frozen=True, slots=True)
@@ -439,6 +454,7 @@ class CacheTask:
     featureset: FeatureSet
     source: BarSource
     key: str
+    #: Where the shards go: the staging folder beside the cache (:func:`stage_fxcache`).
     out_dir: Path
     calendar: str
 
@@ -451,7 +467,7 @@ def build_cache(task: CacheTask) -> Json:
     (in this process, or in a Ray task: the driver writes it)."""
     bars = read_bars(task.source, task.featureset.settings.prices)
     frame = compute_features(bars, task.featureset, calendar=task.calendar)
-    shards = _write_shards(task.out_dir, frame, task.config)
+    shards = _write_shards(task.out_dir, frame, task.config, task.key)
     extra = (_bars_per_day(bars), shards)
     return _manifest(task.config, task.featureset, task.source, frame, task.key, extra)
 
@@ -514,10 +530,15 @@ def precompute(config: FeatureConfig, store_root: Path) -> PrecomputeSummary:
         existing = None if config.force else _existing(out_dir, source, config)
         if existing is not None:  # another process finished it while we waited for the lock
             return _summary(out_dir, existing, started, up_to_date=True)
-        manifest_path(out_dir).unlink(missing_ok=True)  # incomplete until the new one is written
-        task = CacheTask(config, featureset, source, key, out_dir, _calendar(source, config))
-        manifest = _run_cache_task(task)
-        atomic_write_json(manifest_path(out_dir), manifest)
+        stage = stage_fxcache(out_dir)  # beside the cache: until the switch it stays whole
+        task = CacheTask(config, featureset, source, key, stage, _calendar(source, config))
+        try:
+            manifest = _run_cache_task(task)
+            atomic_write_json(manifest_path(stage), manifest)
+        except BaseException:
+            discard_fxcache_stage(stage)
+            raise
+        commit_fxcache(stage, out_dir)
     n_shards = len(manifest["shards"])
     logger.info("wrote %d rows in %d shards to %s", manifest["n_rows"], n_shards, out_dir)
     return _summary(out_dir, manifest, started, up_to_date=False)

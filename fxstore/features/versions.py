@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 from fxstore.errors import FxStoreError, InvalidInputError, SymbolNotFoundError
 from fxstore.store import (
     BarVersion,
+    bar_day_entries,
     bars_dir,
     delete_bar_versions,
     file_sha256,
@@ -39,6 +40,7 @@ from fxstore.store import (
     manifest_field,
     manifest_path,
     os_errors,
+    read_bar_manifest,
     read_json,
     resolve_manifest_file,
 )
@@ -199,7 +201,7 @@ def _cache_sources(root: Path, symbol: str) -> dict[tuple[str, str, str], list[s
 def _version_info(version: BarVersion, caches: Sequence[str]) -> VersionInfo:
     where = version.manifest
     try:
-        manifest = read_json(where)
+        manifest = read_bar_manifest(version)
         days = [d for d in manifest_field(manifest, "days", list, where) if isinstance(d, dict)]
         n_bars = [manifest_field(d, "n_bars", int, where) for d in days]
         with_bars = [str(d.get("trading_day")) for d, n in zip(days, n_bars, strict=True) if n]
@@ -282,11 +284,11 @@ def read_version(
     """
     first, last = _iso_day(start, "start"), _iso_day(end, "end")
     where = version.manifest
-    manifest = read_json(where)
+    manifest = read_bar_manifest(version)
     adjust = _adjustment(manifest)
     tables = []
-    for day in manifest_field(manifest, "days", list, where):
-        if not isinstance(day, dict) or "file" not in day:
+    for day in bar_day_entries(manifest, where):
+        if "file" not in day:
             continue  # a trading day without bars
         trading_day = manifest_field(day, "trading_day", str, where)
         if (first is not None and trading_day < first) or (last is not None and trading_day > last):

@@ -17,6 +17,7 @@ can say where a number came from.
 from __future__ import annotations
 
 import datetime as dt
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +43,7 @@ __all__ = [
     "InstrumentMaster",
     "RootSpec",
     "calendar_of_symbol",
+    "check_facts",
     "contract_expiry",
     "first_notice_day",
     "last_trading_day",
@@ -256,6 +258,61 @@ class ContractFacts:
         }
 
 
+#: A definition's multiplier or tick size more than this factor away from the built-in table's
+#: for its root is implausible (MES is ES / 10: still plausible; ES at $50,000 is not).
+_FACT_FACTOR: Final = 10.0
+#: Outer bounds for a root the table does not hold (6J's $12.5M a point is the largest listed).
+_MAX_MULTIPLIER: Final = 1e8
+_MAX_TICK: Final = 1e4
+
+
+def check_facts(facts: ContractFacts, on: dt.date | None = None) -> ContractFacts:
+    """Return the facts of a future's definition if they are plausible, else raise.
+
+    Plausible: a positive, finite multiplier and tick size, within a factor of 10 of the
+    built-in table's for the contract's root (within wide outer bounds for other roots),
+    and, when the contract has data on trading day `on`, an expiration not before it.
+    Facts of the built-in table and of non-futures (spreads leave the multiplier unset)
+    pass as they are.
+
+    Raises
+    ------
+    InvalidInputError
+        An implausible fact, naming the contract, the field and the value.
+    """
+    if facts.source != "definition" or facts.instrument_class != "F":
+        return facts
+    where = f"the definition of {facts.raw_symbol} (instrument id {facts.instrument_id})"
+    fix = (
+        "the definition record is damaged or of another product; pass correct ones with "
+        "--definitions PATH (or --multiplier to set the multiplier)"
+    )
+    spec = ROOTS.get(root_of_outright(facts.raw_symbol) or "")
+    root = spec.root if spec is not None else ""
+    checks = (
+        ("multiplier (unit_of_measure_qty)", facts.multiplier, spec and spec.multiplier),
+        ("tick size (min_price_increment)", facts.tick_size, spec and spec.tick_size),
+    )
+    bound = {checks[0][0]: _MAX_MULTIPLIER, checks[1][0]: _MAX_TICK}
+    for name, value, usual in checks:
+        if value is None or not math.isfinite(value) or value <= 0:
+            shown = "undefined" if value is None else f"{value:g}"
+            raise InvalidInputError(f"{where} gives {name} {shown}: it must be > 0; {fix}.")
+        if usual and not usual / _FACT_FACTOR <= value <= usual * _FACT_FACTOR:
+            raise InvalidInputError(
+                f"{where} gives {name} {value:g}, implausible for {root} (contract specs: "
+                f"{usual:g}; more than {_FACT_FACTOR:g}x away); {fix}."
+            )
+        if not usual and value > bound[name]:
+            raise InvalidInputError(f"{where} gives {name} {value:g}, implausibly large; {fix}.")
+    if on is not None and facts.expiration is not None and on > facts.expiration:
+        raise InvalidInputError(
+            f"{where} says it expired on {facts.expiration}, but the data has its records "
+            f"on trading day {on}; {fix}."
+        )
+    return facts
+
+
 def _ns_to_date(ns: int) -> dt.date | None:
     if ns in (_UNDEF_I64, _UNDEF_U64):
         return None
@@ -391,6 +448,19 @@ class InstrumentMaster:
             return multiplier, source, self.facts(raw_symbol, on)
         except InvalidInputError:
             return multiplier, source, None
+
+    @property
+    def definitions(self) -> tuple[ContractFacts, ...]:
+        """The facts of every instrument with a definition record."""
+        return tuple(self._by_symbol.values())
+
+    def definition(self, raw_symbol: str) -> ContractFacts | None:
+        """The facts of `raw_symbol`'s definition record, None when it has none."""
+        return self._by_symbol.get(raw_symbol)
+
+    def definitions_of(self, instrument_id: int) -> list[ContractFacts]:
+        """The definition facts of DBN instrument `instrument_id` (none, or one)."""
+        return [f for f in self._by_symbol.values() if f.instrument_id == instrument_id]
 
     @property
     def n_definitions(self) -> int:

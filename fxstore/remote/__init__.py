@@ -18,7 +18,7 @@ from pathlib import Path
 from fxstore.errors import RunInterruptedError, StoreAccessError
 from fxstore.remote.mirror import AREAS, Mirror, mirror_lock, mirror_name, safe_local
 from fxstore.remote.s3 import CommitConflictError, S3Bucket, StoreUrl, parse_url
-from fxstore.store import atomic_path, file_sha256, os_errors
+from fxstore.store import atomic_path, file_sha256, os_errors, validate_path
 
 __all__ = [
     "CommitConflictError",
@@ -216,7 +216,7 @@ def open_store(
     """
     local = _local_of(str(store))
     if local is not None:
-        yield local
+        yield validate_path(local, "--store")
         return
     url = parse_url(str(store))
     bucket = S3Bucket(url, endpoint)

@@ -49,6 +49,7 @@ from fxstore.store import (
     atomic_path,
     atomic_write_bytes,
     file_sha256,
+    is_fxcache_stage,
     list_bar_versions,
     os_errors,
     read_json,
@@ -316,7 +317,13 @@ class Mirror:
         """The mirror's commit manifests in the areas (and symbols) it works on."""
         found = [*self.root.glob(f"bars/*/*/*/{MANIFEST}")] if "bars" in self.areas else []
         found += [*self.root.glob(f"fxcache/*/*/{MANIFEST}")] if "fxcache" in self.areas else []
-        return sorted(p for p in found if p.is_file() and self._in_scope(self._rel(p).split("/")))
+        return sorted(
+            p
+            for p in found
+            if p.is_file()
+            and not is_fxcache_stage(p.parent)
+            and self._in_scope(self._rel(p).split("/"))
+        )
 
     # --- push ---------------------------------------------------------------------------
 

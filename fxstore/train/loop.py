@@ -222,10 +222,13 @@ def _train_run(
     )
     if config.max_folds is not None:
         folds = folds[: config.max_folds]
-    spec = contract_spec(config.symbol, config.env)  # bad input fails before the run folder
+    spec = contract_spec(config.symbol, config.env, cache.contracts)  # before the run folder
     planted = load_oracle(root, config.symbol, config.signal_dir, cache)
     # -- every fold not done yet: here, fold after fold, or as Ray tasks or on GPU workers
-    with recording_run(root, config, resumed, folds, sizes, cache, on_start) as (run, recorder):
+    with recording_run(root, config, resumed, folds, sizes, (cache, spec), on_start) as (
+        run,
+        recorder,
+    ):
         found: dict[int, dict[str, FoldResult] | None] = {
             f.index: run.read_fold(f, market.bars_per_day, config.capital, config.seed)
             for f in folds
@@ -307,7 +310,7 @@ def run_fold_task(task: FoldTask) -> dict[str, FoldResult]:
     goes to the driver's display: :func:`~fxstore.train.runs.fold_tasks.task_reporter`)."""
     config = task.config
     cache = open_cache(task.root, config.symbol, config.featureset, config.device)
-    spec = contract_spec(config.symbol, config.env)
+    spec = contract_spec(config.symbol, config.env, cache.contracts)
     planted = load_oracle(task.root, config.symbol, config.signal_dir, cache)
     run = RunFolder(task.run_path)  # the driver holds its lock
     return fold_results(

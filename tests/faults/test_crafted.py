@@ -16,6 +16,7 @@ from click.testing import CliRunner, Result
 from fxstore.cli import cli
 from fxstore.train.agent.checkpoint import load_checkpoint, save_checkpoint
 from tests.conftest import SynthMarket
+from tests.faults._edit import edit_and_recommit
 from tests.faults.test_kill import _kill
 
 _DAMAGED_MANIFEST = (
@@ -87,7 +88,7 @@ def test_cli_ingest_up_to_date_with_a_bad_day_entry_names_file_and_field(
     two_roll_market: SynthMarket, store_copy: Path, key: str, value: object, why: str
 ) -> None:
     path = _bar_manifest(store_copy)
-    _edit_json(path, _set_day(key, value))
+    edit_and_recommit(path, _set_day(key, value))
     args = ["ingest", str(two_roll_market.folder), "--store", str(store_copy)]
 
     line = _error_line(_run(*args, "--target-bars-per-day", "20", "--workers", "1", "-q"))
@@ -99,7 +100,7 @@ def test_cli_ls_lists_the_good_series_and_marks_the_damaged_one(store_copy: Path
     good = _bar_manifest(store_copy).parent.parent
     bad = good.with_name("dib-b99-00000000")
     shutil.copytree(good, bad)
-    _edit_json(bad / "v0001" / "manifest.json", _set_day("n_bars", "x"))
+    edit_and_recommit(bad / "v0001" / "manifest.json", _set_day("n_bars", "x"))
     _edit_json(_cache_manifest(store_copy), lambda m: m.update(n_rows="many"))
 
     result = _run("ls", "--store", str(store_copy))
@@ -156,8 +157,11 @@ def _resume(run: Path) -> str:
          "number, was missing"),
         (lambda a, m: a["env/t"].__setitem__(0, 10**9), "checkpoint 'env/t' must lie in "),
         (lambda a, m: a.pop("agent/params"), "agent state has no 'params'"),
+        (lambda a, m: a.__setitem__("agent/step", np.array(1.5)), "agent state 'step' must be "
+         "a whole number of updates >= 0, was 1.5"),
     ],
-    ids=["step-not-int", "act_counter-missing", "env-t-out-of-range", "params-missing"],
+    ids=["step-not-int", "act_counter-missing", "env-t-out-of-range", "params-missing",
+         "agent-step-fraction"],
 )  # fmt: skip
 def test_cli_train_resume_crafted_checkpoint_names_file_and_field(
     run_copy: Path,

@@ -214,31 +214,74 @@ def test_cli_ingest_symbol_of_300_characters_is_one_error_line(
     assert list(tmp_path.iterdir()) == []
 
 
+_LONG = "s" * 300
+_TOO_LONG = (
+    f"the name {'s' * 20}… is 300 bytes, more than the file system's 255; use a shorter name."
+)
+
+
 def test_cli_ingest_store_name_too_long_is_one_error_line(
     two_roll_market: SynthMarket, tmp_path: Path
 ) -> None:
-    store = tmp_path / ("s" * 300)
+    store = tmp_path / _LONG
 
     line = _error_line(_run("ingest", str(two_roll_market.folder), "--store", str(store), "-q"))
 
-    assert "(File name too long): the name is too long for the file system" in line
+    assert line == f"Error: --store {store}: {_TOO_LONG}"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["ingest", "IN"],
+        ["precompute"],
+        ["backtest"],
+        ["train"],
+        ["verify"],
+        ["ls"],
+        ["gc", "--keep", "1"],
+    ],
+)
+def test_cli_store_with_a_long_name_below_a_new_folder_creates_nothing(
+    two_roll_market: SynthMarket, tmp_path: Path, command: list[str]
+) -> None:
+    store = tmp_path / "ln2" / _LONG / "store"
+    args = [str(two_roll_market.folder) if a == "IN" else a for a in command]
+
+    line = _error_line(_run(*args, "--store", str(store)))
+
+    assert line == f"Error: --store {store}: {_TOO_LONG}"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_cli_ingest_input_with_a_long_name_is_one_error_line(
+    two_roll_market: SynthMarket, tmp_path: Path
+) -> None:
+    path = two_roll_market.folder / f"{_LONG}.dbn"
+
+    line = _error_line(_run("ingest", str(path), "--store", str(tmp_path / "store"), "-q"))
+
+    assert line == f"Error: input {path}: {_TOO_LONG.replace('300', '304')}"
+    assert list(tmp_path.iterdir()) == []
 
 
 # --- precompute, synth ------------------------------------------------------------------
 
 
-def test_cli_precompute_disk_full_leaves_no_manifest_and_no_temp_file(
+def test_cli_precompute_force_disk_full_keeps_the_old_cache_whole(
     store_copy: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     (cache,) = (store_copy / "fxcache" / "ES.FUT").iterdir()
-    fail_nth(monkeypatch, os, "fsync", 1, OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)))
+    before = {p.name: p.read_bytes() for p in cache.iterdir() if p.is_file()}
+    fail_nth(monkeypatch, os, "fsync", 2, OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)))
 
     line = _error_line(_run("precompute", "--store", str(store_copy), "--force"))
 
-    assert line.startswith(f"Error: cannot write {cache}/")
+    assert line.startswith(f"Error: cannot write {cache.with_name('.' + cache.name + '.build')}")
     assert "(No space left on device): free space on that disk" in line
-    assert not (cache / "manifest.json").exists()
-    assert _temps(cache) == []
+    assert {p.name: p.read_bytes() for p in cache.iterdir() if p.is_file()} == before
+    assert [p.name for p in cache.parent.iterdir()] == [cache.name]  # no staging folder left
+    assert _temps(cache.parent) == []
 
 
 def test_cli_precompute_up_to_date_on_a_read_only_store_succeeds(

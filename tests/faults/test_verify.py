@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 from fxstore.cli import cli
 from fxstore.verify import verify_store
+from tests.faults._edit import edit_and_recommit
 
 
 @pytest.fixture
@@ -218,12 +219,37 @@ def test_verify_unfinished_build_is_reported(store: Path) -> None:
 
 
 def test_verify_symbol_checks_only_that_symbol(store: Path) -> None:
+    shutil.copytree(store / "bars" / "ES.FUT", store / "bars" / "NQ.FUT")
     _flip_byte(_cache(store) / "2024-04.arrow")
 
     code, lines = _lines(store, "NQ.FUT")
 
     assert code == 0
-    assert lines == [f"Verified 0 bar series and 0 fxcaches (0 files) in {store}: no problems."]
+    assert len(lines) == 1
+    assert lines[0].startswith("Verified 1 bar series and 0 fxcaches (")
+    assert lines[0].endswith(f" in {store}: no problems.")
+
+
+def test_verify_unknown_symbol_is_one_error_line(store: Path) -> None:
+    code, lines = _lines(store, "NOPE.FUT")
+
+    assert code == 1
+    assert lines == [
+        f"Error: No bars or fxcache for symbol 'NOPE.FUT' in {store}; known: ES.FUT. Check the "
+        "symbol (`fxstore ls`)."
+    ]
+
+
+def test_verify_reports_a_day_entry_of_the_wrong_type_even_when_recommitted(store: Path) -> None:
+    manifest = _version(store) / "manifest.json"
+    edit_and_recommit(manifest, lambda m: m["days"][0].update(n_bars="x"))  # type: ignore[index]
+
+    (problem,) = verify_store(store).problems
+
+    assert (problem.path, problem.what) == (
+        manifest,
+        "field `n_bars` must be a whole number, was 'x'",
+    )
 
 
 def test_verify_reports_an_uncommitted_build_and_a_replaced_version_manifest(

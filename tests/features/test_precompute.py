@@ -25,6 +25,7 @@ from fxstore.features.precompute import (
     resolve_bars,
 )
 from fxstore.store import file_sha256, fxcache_dir, key_lock, manifest_path
+from tests.faults._edit import edit_and_recommit
 from tests.features.conftest import INGEST
 
 SMALL = FeatureSet(
@@ -170,9 +171,8 @@ def test_precompute_changed_bars_writes_a_new_key_and_keeps_the_old_cache(store:
     first = precompute(FeatureConfig(features=SMALL), store)
     old_bytes = {p.name: p.read_bytes() for p in first.out_dir.iterdir()}
     bars_manifest = resolve_bars(store, FeatureConfig()).folder / "manifest.json"
-    data = json.loads(bars_manifest.read_text())
-    data["days"] = data["days"][:-5]  # as if ingest had stopped five days earlier
-    bars_manifest.write_text(json.dumps(data))
+    # as if ingest had stopped five days earlier (and committed so)
+    edit_and_recommit(bars_manifest, lambda m: m.update(days=m["days"][:-5]))  # type: ignore[index]
 
     second = precompute(FeatureConfig(features=SMALL), store)
 
@@ -295,11 +295,10 @@ def test_precompute_of_bars_from_a_truncated_input_records_and_warns_everywhere(
     from fxstore.train.env.data import open_cache
 
     bars_manifest = next((store / "bars").rglob("v0001/manifest.json"))
-    data = json.loads(bars_manifest.read_text())
     cut = {"dropped_bytes": 268, "records_kept": 5_000, "last_trading_day": "2024-03-04"}
-    data["inputs"][3]["truncated"] = cut  # as ingest records a download that stopped short
-    bars_manifest.write_text(json.dumps(data))
-    name = data["inputs"][3]["name"]
+    # as ingest records a download that stopped short
+    edit_and_recommit(bars_manifest, lambda m: m["inputs"][3].update(truncated=cut))  # type: ignore[index]
+    name = json.loads(bars_manifest.read_text())["inputs"][3]["name"]
 
     with pytest.warns(FxStoreWarning, match=rf"1 truncated input file\(s\) \({name}\).*2024-03-04"):
         summary = precompute(FeatureConfig(), store)

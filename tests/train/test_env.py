@@ -102,7 +102,7 @@ def test_contract_spec_config_overrides_known_root() -> None:
 def test_contract_spec_unknown_root_with_config_values_uses_them() -> None:
     spec = contract_spec("XX.FUT", EnvConfig(multiplier=10.0, tick_size=0.5))
 
-    assert spec == ContractSpec("XX", 10.0, 0.5)
+    assert spec == ContractSpec("XX", 10.0, 0.5, "option")
 
 
 def test_contract_spec_unknown_root_raises_one_line_error() -> None:

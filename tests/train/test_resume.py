@@ -17,6 +17,7 @@ from fxstore.errors import InvalidInputError
 from fxstore.features.precompute import precompute, resolve_bars
 from fxstore.store import file_sha256
 from fxstore.train.loop import train
+from tests.faults._edit import commit_edited_version
 from tests.train._tiny import TINY
 
 #: One fold, one evaluation: a run to resume in a second or two.
@@ -81,9 +82,8 @@ def test_resume_after_other_bars_were_precomputed_keeps_the_run_on_its_own_cache
     root, run_dir = run
     old_key = _cache(root).name
     bars_manifest = resolve_bars(root, FeatureConfig()).folder / "manifest.json"
-    data = json.loads(bars_manifest.read_text())
-    data["days"] = data["days"][:-5]  # other bars under the same series keys
-    bars_manifest.write_text(json.dumps(data))
+    # other bars under the same series keys: a new version
+    commit_edited_version(bars_manifest, lambda m: m.update(days=m["days"][:-5]))  # type: ignore[index]
     assert precompute(FeatureConfig(), root).key != old_key
 
     resumed = train(QUICK, root, resume=run_dir.name)

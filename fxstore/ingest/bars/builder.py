@@ -159,6 +159,9 @@ class BarBuilder:
         The contract's plausible prices, points (:func:`~fxstore.market.plausible.
         plausible_range`): each bar counts its book states and trades outside them in
         ``n_implausible_px``. None: any price is plausible.
+    tick_size
+        The contract's tick, points: with `price_range`, each bar also counts there its
+        trades off the tick grid. None: not known.
 
     Raises
     ------
@@ -184,6 +187,7 @@ class BarBuilder:
         session_open_ns: int,
         session_close_ns: int,
         price_range: tuple[float, float] | None = None,
+        tick_size: float | None = None,
     ) -> None:
         _validate_session(session_open_ns, session_close_ns)
         if not contract:
@@ -198,6 +202,7 @@ class BarBuilder:
             session_open_ns=session_open_ns,
             session_close_ns=session_close_ns,
             price_range=price_range,
+            tick_size=tick_size,
         )
         self._where = "BarBuilder.update"
 
@@ -307,6 +312,7 @@ def build_bars(
     session_open_ns: int,
     session_close_ns: int,
     price_range: tuple[float, float] | None = None,
+    tick_size: float | None = None,
 ) -> pa.Table:
     """Build the bars of one instrument over one trading day.
 
@@ -328,8 +334,8 @@ def build_bars(
         The session bounds, int64 ns UTC (:func:`~fxstore.market.calendar.session_bounds_ns`):
         time bars are aligned to the open; imbalance bars aim at
         ``config.target_bars_per_day`` bars over the session's length.
-    price_range
-        The contract's plausible prices, points (see :class:`BarBuilder`).
+    price_range, tick_size
+        The contract's plausible prices and tick, points (see :class:`BarBuilder`).
 
     Returns
     -------
@@ -358,6 +364,7 @@ def build_bars(
         session_open_ns=session_open_ns,
         session_close_ns=session_close_ns,
         price_range=price_range,
+        tick_size=tick_size,
     )
     builder._where = "build_bars"
     builder.update(records)

@@ -51,8 +51,11 @@ class BarEngine:
         session_open_ns: int,
         session_close_ns: int,
         price_range: tuple[float, float] | None = None,
+        tick_size: float | None = None,
     ) -> None:
-        self._params = bar_params(config, int(session_open_ns), int(session_close_ns), price_range)
+        self._params = bar_params(
+            config, int(session_open_ns), int(session_close_ns), price_range, tick_size
+        )
         st_i = np.zeros(stream.N_SI, dtype=np.int64)
         st_i[stream.SI_LAST_TS] = np.iinfo(np.int64).min
         st_i[stream.SI_INSTRUMENT] = -1 if instrument_id is None else instrument_id

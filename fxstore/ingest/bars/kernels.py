@@ -211,6 +211,29 @@ def is_implausible(px: Int, lo: Int, hi: Int) -> bool:
     return bool((px != UNDEF_PRICE) & ((px < lo) | (px > hi)))
 
 
+#: A trade further than this share of the book's mid from it, or of more contracts than
+#: :data:`MAX_TRADE_QTY`, is no trade of a market (ten times ES's price, four billion
+#: contracts): a damaged record or a wrong scale. Real trades print inside or at the book.
+MAX_TRADE_FROM_MID: Final = 0.2
+MAX_TRADE_QTY: Final = 1_000_000
+
+
+@njit_inline
+def is_implausible_trade(px: Int, qty: Int, prev: I64, has_book: bool, tick: Int) -> bool:
+    """Whether a trade's size, its price off the `tick` grid (fixed point; 0: not known),
+    or its price against the last book (``prev[0, 0]`` bid, ``prev[2, 0]`` ask, when
+    `has_book` and both are defined) cannot be a real trade."""
+    if qty > MAX_TRADE_QTY:
+        return True
+    if tick > 0 and px % tick != 0:  # `and`, not `&`: no division by a zero tick
+        return True
+    bid, ask = prev[0, 0], prev[2, 0]
+    if (not has_book) | (bid == UNDEF_PRICE) | (ask == UNDEF_PRICE) | (bid <= 0) | (ask <= 0):
+        return False
+    mid = 0.5 * (float(bid) + float(ask))
+    return bool(abs(float(px) - mid) > MAX_TRADE_FROM_MID * mid)
+
+
 @njit_inline
 def set_book(q: I64, lw: U32, j: int, prev: I64) -> None:
     """Make F_LAST record `j`'s book the previous consistent state, counting nothing (a

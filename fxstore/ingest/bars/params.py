@@ -17,6 +17,7 @@ from fxstore.ingest.dbn.format import FIXED_PRICE_SCALE
 
 __all__ = [
     "CLOSE_REASONS",
+    "NO_PRICE_HI",
     "REASON_INTERVAL",
     "REASON_MAX_TRADES",
     "REASON_MIN_TRADES",
@@ -55,6 +56,10 @@ WEIGHT_ONE: Final = 0
 WEIGHT_SIZE: Final = 1
 WEIGHT_DOLLARS: Final = 2
 
+#: `BarParams.price_hi` of a run without a price range: no price is implausible, and the
+#: trades are not checked against the book either.
+NO_PRICE_HI: Final = 2**63 - 2
+
 
 class BarParams(NamedTuple):
     """One instrument-day's bar rule, fixed before its first record."""
@@ -83,6 +88,8 @@ class BarParams(NamedTuple):
     #: Plausible prices, fixed point: a book state or trade outside [lo, hi] is counted.
     price_lo: int
     price_hi: int
+    #: The contract's tick, fixed point: a trade off its grid is counted (0: not known).
+    tick_fixed: int = 0
 
 
 def _rule(config: BarConfig) -> tuple[int, int]:
@@ -104,9 +111,11 @@ def bar_params(
     session_open_ns: int,
     session_close_ns: int,
     price_range: tuple[float, float] | None = None,
+    tick_size: float | None = None,
 ) -> BarParams:
     """The kernels' parameters for one instrument-day of session [open, close) ns UTC, with
-    the contract's plausible prices (points; None: any price).
+    the contract's plausible prices (points; None: any price) and tick size (points; None:
+    not known, no trade is checked against a grid).
 
     Raises
     ------
@@ -136,7 +145,8 @@ def bar_params(
         alpha_bars=2.0 / (config.ewma_span_bars + 1.0),
         alpha_trades=2.0 / (config.ewma_span_trades + 1.0),
         price_lo=_fixed(price_range[0]) if price_range else -(2**63) + 1,
-        price_hi=_fixed(price_range[1]) if price_range else 2**63 - 2,
+        price_hi=_fixed(price_range[1]) if price_range else NO_PRICE_HI,
+        tick_fixed=_fixed(tick_size) if tick_size and tick_size > 0 else 0,
     )
 
 

@@ -71,6 +71,7 @@ from fxstore.ingest.bars.kernels import (
     add_trade,
     clear,
     is_implausible,
+    is_implausible_trade,
     next_bar_rules,
     set_book,
     sign_trade,
@@ -78,6 +79,7 @@ from fxstore.ingest.bars.kernels import (
     update_bar_stats,
 )
 from fxstore.ingest.bars.params import (
+    NO_PRICE_HI,
     REASON_INTERVAL,
     REASON_MAX_TRADES,
     REASON_MIN_TRADES,
@@ -272,6 +274,7 @@ def _update(chunk: Chunk, rows: I64, params: BarParams, state: State, acc: Acc, 
     (q, lw, b), (st_i, st_f, prev, _), (acc_i, acc_f) = chunk, state, acc
     rule = params.rule
     is_time, base, last_row = rule == RULE_TIME, st_i[SI_N_SEEN], -1
+    has_range = params.price_hi < NO_PRICE_HI
     for r in range(rows.shape[0]):
         j = rows[r]
         ts, flags, index = q[j, Q_TS_RECV], b[j, B_FLAGS], base + r
@@ -294,7 +297,19 @@ def _update(chunk: Chunk, rows: I64, params: BarParams, state: State, acc: Acc, 
         if b[j, B_ACTION] == ACTION_TRADE:
             is_trade, px, qty, sign, aggressor, weight = _read_trade(q, lw, b, j, st_i, params)
             signed = float(sign) * weight
-            bad_px = np.int64(is_trade & is_implausible(px, params.price_lo, params.price_hi))
+            # checked where the run gives a price range (the contract's facts are known)
+            bad_px = np.int64(
+                is_trade
+                & (
+                    is_implausible(px, params.price_lo, params.price_hi)
+                    | (
+                        has_range
+                        & is_implausible_trade(
+                            px, qty, prev, st_i[SI_HAS_BOOK] != 0, params.tick_fixed
+                        )
+                    )
+                )
+            )
             if is_trade:
                 add_trade(acc_i, acc_f, ACC_OPEN, px, qty, sign, aggressor, signed)
                 acc_i[ACC_OPEN, BI_IMPLAUSIBLE] += bad_px

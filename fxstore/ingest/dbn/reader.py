@@ -18,7 +18,7 @@ import dataclasses
 import logging
 import os
 import warnings
-from collections.abc import Generator, Iterator, Sequence
+from collections.abc import Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -36,10 +36,16 @@ from fxstore.ingest.dbn.file import (
     iter_file_records,
     open_dbn_file,
 )
-from fxstore.ingest.dbn.format import MBP10_DTYPE, DbnMetadata
+from fxstore.ingest.dbn.format import (
+    MBP10_DTYPE,
+    RTYPE_ERROR,
+    RTYPE_STATUS,
+    RTYPE_SYSTEM,
+    DbnMetadata,
+)
 from fxstore.ingest.dbn.merge import Mbp10Chunk, MergeInput, Piece, merge_in_ts_order
 from fxstore.ingest.dbn.symbology import Symbology, SymbolSpan
-from fxstore.store import file_sha256
+from fxstore.store import file_sha256, validate_path
 
 __all__ = [
     "DEFAULT_CHUNK_RECORDS",
@@ -168,6 +174,7 @@ def _expand_paths(paths: Path | Sequence[Path]) -> list[Path]:
         raise InvalidInputError("no input paths given; pass DBN files or a batch-download folder.")
     files: list[Path] = []
     for path in map(Path, paths):
+        validate_path(path, "input")
         if path.is_dir():
             try:
                 entries = sorted(path.iterdir())
@@ -260,6 +267,7 @@ def _iter_pieces(
             ),
             stacklevel=2,
         )
+    _warn_foreign_records(file.path, counters.skipped)
     logger.info(
         "read %s: %d MBP-10 records, %d kept, %d symbol mappings, %d other records skipped",
         file.path,
@@ -267,6 +275,28 @@ def _iter_pieces(
         counters.n_kept,
         counters.n_symbol_mappings,
         sum(counters.skipped.values()),
+    )
+
+
+#: Records an MBP-10 stream may carry besides its books and symbol mappings: the gateway's
+#: status, error and system messages (passed over: they are no market data).
+_CONTROL_RTYPES: Final = frozenset({RTYPE_STATUS, RTYPE_ERROR, RTYPE_SYSTEM})
+
+
+def _warn_foreign_records(path: Path, skipped: Mapping[int, int]) -> None:
+    """Warn about records of a type an MBP-10 file does not hold (a damaged type byte, or
+    another schema's records): passed over, so they are counted and said, not lost unseen."""
+    foreign = {rtype: n for rtype, n in sorted(skipped.items()) if rtype not in _CONTROL_RTYPES}
+    if not foreign:
+        return
+    kinds = ", ".join(f"{n:,} of rtype 0x{rtype:02X}" for rtype, n in foreign.items())
+    warnings.warn(
+        FxStoreWarning(
+            f"{path}: {sum(foreign.values()):,} records are not MBP-10 ({kinds}; MBP-10 is "
+            "0x0A): damaged record headers or another schema's records; they were passed "
+            "over, in no bar. Download the file again if it should hold MBP-10 only."
+        ),
+        stacklevel=3,
     )
 
 

@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 
 from fxstore.config import InstrumentSelection
-from fxstore.errors import SchemaError
+from fxstore.errors import InvalidInputError, SchemaError
 from fxstore.ingest.bars.builder import BarBuilder
 from fxstore.ingest.dbn.merge import Mbp10Chunk
 from fxstore.ingest.dbn.reader import DbnSource, open_dbn
@@ -107,6 +107,8 @@ class DayResult:
     #: instrument_id → price (DBN fixed point) of its last trade of the day; kept only when
     #: the run records roll transitions (``IngestPlan.records_transitions``).
     last_trade: dict[int, int] = field(default_factory=dict)
+    #: ts_recv of the day's last record (any instrument), ns UTC; -1 before any.
+    last_ts_recv: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,6 +180,10 @@ def _start_builder(day: DayResult, instrument_id: int, plan: IngestPlan) -> BarB
     open_ns, close_ns = plan.sessions.bounds(day.day)
     contract = day.listed.get(instrument_id, f"id{instrument_id}")
     lo, hi, _ = plausible_range(contract)
+    try:
+        tick: float | None = plan.master.facts(contract, day.day).tick_size
+    except InvalidInputError:  # a spread fxstore cannot parse and no definition names
+        tick = None
     return BarBuilder(
         plan.bars_for(contract, day.day),
         trading_day=day.day,
@@ -186,6 +192,7 @@ def _start_builder(day: DayResult, instrument_id: int, plan: IngestPlan) -> BarB
         session_open_ns=open_ns,
         session_close_ns=close_ns,
         price_range=(lo, hi),
+        tick_size=tick,
     )
 
 
@@ -261,6 +268,7 @@ def _iter_days(
                 current = DayResult(day, symbols_listed(source.symbology, day, task.plan.sessions))
                 wanted = chooser(day, current.listed)
             _count_out_of_session(current, run, task.plan)
+            current.last_ts_recv = max(current.last_ts_recv, int(run["ts_recv"][-1]))
             if track_trades:  # the prices of a roll, as known when the next session opens
                 current.last_trade |= last_trade_by_instrument(run)
             counts = count_by_instrument(run)

@@ -13,7 +13,7 @@ import datetime as dt
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from fxstore.ingest.dbn.format import FIXED_PRICE_SCALE
 from fxstore.ingest.run.day_builder import ALL_INSTRUMENTS, DayResult
@@ -29,7 +29,12 @@ from fxstore.ingest.select.front_month import FrontMonthSelector
 from fxstore.market.contracts import parse_outright
 from fxstore.store import fsync_dir, os_errors
 
-__all__ = ["DayWriter", "Json"]
+__all__ = ["ENDS_EARLY_NS", "DayWriter", "Json"]
+
+#: A day whose records stop this long before its session closes is one the inputs end
+#: inside (a download cut on a record boundary, files that stop mid-session): an hour of a
+#: futures book without a single update is no market.
+ENDS_EARLY_NS: Final = 3_600_000_000_000
 
 #: JSON data of manifests and progress files.
 Json = dict[str, Any]
@@ -100,6 +105,9 @@ class DayWriter:
         }
         if any(v for _, v in outside):
             entry["volume_out_of_session"] = sum(v for _, v in outside)
+        early_s = self._ends_early_s(day)
+        if early_s is not None:
+            entry["records_end_before_close_s"] = early_s
         if self.plan.records_transitions:
             entry["last_trade_px"] = self._outright_last_trades(day)
         if written is None:
@@ -108,6 +116,15 @@ class DayWriter:
             entry |= {"file": path.name, "sha256": written.sha256} | written.quality
         self.entries.append(entry)
         return entry
+
+    def _ends_early_s(self, day: DayResult) -> int | None:
+        """Seconds between the day's last record and its session close, when the records
+        stop well before it (:data:`ENDS_EARLY_NS`): inputs that end inside the session."""
+        if day.last_ts_recv < 0 or not self.plan.sessions.is_trading_day(day.day):
+            return None
+        _, close_ns = self.plan.sessions.bounds(day.day)
+        gap = close_ns - day.last_ts_recv
+        return gap // 1_000_000_000 if gap > ENDS_EARLY_NS else None
 
     def _outright_last_trades(self, day: DayResult) -> dict[str, float]:
         """Last trade price of each outright of the root that traded, by instrument id."""

@@ -21,7 +21,8 @@ import numpy as np
 
 from fxstore import __version__
 from fxstore.config import IngestConfig
-from fxstore.errors import FxStoreWarning, SchemaError
+from fxstore.errors import FxStoreWarning, InvalidInputError, SchemaError
+from fxstore.ingest.bars.kernels import MAX_TRADE_FROM_MID, MAX_TRADE_QTY
 from fxstore.ingest.bars.params import CLOSE_REASONS
 from fxstore.ingest.dbn.reader import DbnFile
 from fxstore.ingest.run.day_writer import DayWriter, Json
@@ -31,13 +32,14 @@ from fxstore.ingest.select.transitions import build_transitions
 from fxstore.market.calendar import NS_PER_HOUR, Sessions
 from fxstore.market.plausible import plausible_range
 from fxstore.store import (
+    BarVersion,
     atomic_write_json,
     file_sha256,
     manifest_field,
     manifest_path,
     matches_manifest,
     os_errors,
-    read_json,
+    read_bar_manifest,
     resolve_manifest_file,
 )
 
@@ -46,6 +48,7 @@ __all__ = [
     "fingerprint",
     "summary_from_manifest",
     "up_to_date_manifest",
+    "warn_ended_early",
     "warn_if_target_missed",
     "warn_implausible",
     "warn_truncated",
@@ -95,12 +98,20 @@ def fingerprint(
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
-def up_to_date_manifest(out_dir: Path, fingerprint: str) -> Json | None:
-    path = manifest_path(out_dir)
+def up_to_date_manifest(version: BarVersion, fingerprint: str) -> Json | None:
+    """The manifest of committed `version` when it was built with `fingerprint`, its day
+    files unchanged; else None (the series is built again).
+
+    Raises
+    ------
+    SchemaError
+        The manifest is not the one its version committed (:func:`read_bar_manifest`).
+    """
+    path = version.manifest
     with os_errors(path, "read"):
         if not path.exists():
             return None
-    manifest = read_json(path)
+    manifest = read_bar_manifest(version)
     if manifest.get("fingerprint") != fingerprint:
         return None
     days = manifest.get("days", [])
@@ -285,8 +296,12 @@ def contract_facts(plan: IngestPlan, entries: Sequence[Json]) -> Json:
 def _facts_json(plan: IngestPlan, symbol: str, day: dt.date) -> Json:
     lo, hi, range_source = plausible_range(symbol)
     plausible = {"plausible_px": [lo, hi], "plausible_px_source": range_source}
-    if plan.bars.multiplier is not None:
-        return {"multiplier": plan.bars.multiplier, "source": "option"} | plausible
+    if plan.bars.multiplier is not None:  # the option overrides the multiplier, no other fact
+        option = {"multiplier": plan.bars.multiplier, "multiplier_source": "option"}
+        try:
+            return plan.master.facts(symbol, day).to_json() | option | plausible
+        except InvalidInputError:  # a contract the master does not know: the option alone
+            return {"multiplier": plan.bars.multiplier, "source": "option"} | plausible
     multiplier, source, known = plan.master.resolve(symbol, day)
     if known is None:  # a spread fxstore cannot parse: its legs gave the multiplier
         return {"multiplier": multiplier, "source": source} | plausible
@@ -330,10 +345,32 @@ def warn_implausible(plan: IngestPlan, entries: Sequence[Json]) -> None:
     warnings.warn(
         FxStoreWarning(
             f"{plan.symbol}: {n:,} book states or trades priced outside the plausible range "
-            f"of {', '.join(contracts[:3])} ([{lo:g}, {hi:g}] points, {source}) in {n_bars:,} "
-            f"bars on {len(days)} trading day(s), first {days[0]['trading_day']}: damaged "
-            "records or a wrong price scale; the bars count them in n_implausible_px (filter "
-            "them out, or check the inputs)."
+            f"of {', '.join(contracts[:3])} ([{lo:g}, {hi:g}] points, {source}), or trades "
+            f"more than {MAX_TRADE_FROM_MID:.0%} from the book's mid or of more than "
+            f"{MAX_TRADE_QTY:,} contracts, in {n_bars:,} bars on {len(days)} trading day(s), "
+            f"first {days[0]['trading_day']}: damaged records or a wrong price scale; the "
+            "bars count them in n_implausible_px (filter them out, or check the inputs)."
+        ),
+        stacklevel=2,
+    )
+
+
+def warn_ended_early(plan: IngestPlan, entries: Sequence[Json]) -> None:
+    """Warn about trading days whose records end well before the session closes."""
+    days = [e for e in entries if e.get("records_end_before_close_s") is not None]
+    if not days:
+        return
+    shown = ", ".join(
+        f"{e['trading_day']} ({int(e['records_end_before_close_s']) / 3600:.1f} h early)"
+        for e in days[:3]
+    ) + (" …" if len(days) > 3 else "")
+    warnings.warn(
+        FxStoreWarning(
+            f"{plan.symbol}: the records of {len(days)} trading day(s) end well before the "
+            f"session closes: {shown}; the inputs stop inside those sessions (a download cut "
+            "short on a record boundary, or files that end mid-session), so their bars are "
+            "of part of a session (the manifest's days say records_end_before_close_s). "
+            "Download the missing part and re-run with --force."
         ),
         stacklevel=2,
     )

@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from fxstore.config import IngestConfig
-from fxstore.errors import SymbolNotFoundError
+from fxstore.errors import FxStoreError, StoreAccessError, SymbolNotFoundError
 from fxstore.executor import RayPool, TaskPool, open_ray_pool, require_ray
 from fxstore.ingest.dbn.reader import DbnFile, DbnSource, open_dbn
 from fxstore.ingest.run.day_builder import (
@@ -57,16 +57,21 @@ from fxstore.ingest.run.manifest import (
     IngestSummary,
     summary_from_manifest,
     up_to_date_manifest,
+    warn_ended_early,
     warn_if_target_missed,
     warn_implausible,
     write_manifest,
 )
 from fxstore.ingest.run.manifest import fingerprint as series_fingerprint
 from fxstore.ingest.run.plan import expand_definitions, plan_ingest
-from fxstore.ingest.run.pool import start_worker_server, worker_context
+from fxstore.ingest.run.pool import WarningsToParent, start_worker_server, worker_context
 from fxstore.ingest.run.progress import PROGRESS, ProgressLog, load_progress
 from fxstore.ingest.run.resplit import SPLIT_DIR, build_split_groups, can_split
-from fxstore.ingest.select.coverage import check_selection, describe_roots
+from fxstore.ingest.select.coverage import (
+    check_instrument_root,
+    check_selection,
+    describe_roots,
+)
 from fxstore.market.calendar import Sessions, sessions
 from fxstore.store import (
     LOCK,
@@ -194,10 +199,10 @@ def _run_groups(
 def _pool(ray_pool: RayPool | None, processes: int) -> Iterator[TaskPool]:
     """The Ray pool when there is one, else a local process pool for the block."""
     if ray_pool is not None:
-        yield ray_pool
+        yield WarningsToParent(ray_pool)
         return
     with worker_context().Pool(processes) as pool:
-        yield pool
+        yield WarningsToParent(pool)
 
 
 #: Split groups by trading day only when there are at least this many workers per group.
@@ -271,6 +276,7 @@ def ingest(
     definitions = [f.path for f in source.definitions] + expand_definitions(config.definitions)
     plan = plan_ingest(config, definitions)
     check_selection(plan.selection, plan.root, source.symbology, _describe_inputs(source))
+    check_instrument_root(plan.selection, plan.symbol, source.symbology, plan.master)
     series_dir = plan.out_dir(store_root)
     symbology = [config.symbology] if config.symbology is not None else []
     fingerprint = series_fingerprint(
@@ -309,26 +315,27 @@ def ingest(
                 plan=plan,
             )
             tasks.append((_group_key(group), task))
-        try:
-            # The workers' own scratch writes (fragments) too: their OSError names the folder.
-            with os_errors(out_dir, "write into"):
-                inputs, truncated, n_records, n_skipped, build_s = _build_all(
-                    config, source, writer, tasks, done, fingerprint, on_progress
+        with _stage_discarded_on_refusal(out_dir):
+            try:
+                # The workers' own scratch writes (fragments) too: their OSError names the folder.
+                with os_errors(out_dir, "write into"):
+                    inputs, truncated, n_records, n_skipped, build_s = _build_all(
+                        config, source, writer, tasks, done, fingerprint, on_progress
+                    )
+            finally:
+                _remove_scratch(out_dir)
+            if not any(int(e.get("n_kept", 0)) for e in writer.entries):
+                raise SymbolNotFoundError(
+                    f"{_describe_inputs(source)}: kept none of the {n_records:,} MBP-10 records "
+                    f"read for --instrument-mode {plan.selection} of {plan.symbol}; they list "
+                    f"{describe_roots(source.symbology)}. Check --symbol and --instrument-mode "
+                    "(`fxstore scan` shows what the files hold)."
                 )
-        finally:
-            _remove_scratch(out_dir)
-        if not any(int(e.get("n_kept", 0)) for e in writer.entries):
-            discard_bar_stage(out_dir)
-            raise SymbolNotFoundError(
-                f"{_describe_inputs(source)}: kept none of the {n_records:,} MBP-10 records read "
-                f"for --instrument-mode {plan.selection} of {plan.symbol}; they list "
-                f"{describe_roots(source.symbology)}. Check --symbol and --instrument-mode "
-                "(`fxstore scan` shows what the files hold)."
-            )
-        write_manifest(out_dir, writer, inputs, fingerprint, definitions, truncated)
+            write_manifest(out_dir, writer, inputs, fingerprint, definitions, truncated)
         commit_bar_version(series_dir, out_dir)
         warn_if_target_missed(plan, writer.entries)
         warn_implausible(plan, writer.entries)
+        warn_ended_early(plan, writer.entries)
         (out_dir / PROGRESS).unlink(missing_ok=True)
     n_bars = sum(int(str(e["n_bars"])) for e in writer.entries)
     n_days = sum(1 for e in writer.entries if int(str(e["n_bars"])) > 0)
@@ -351,7 +358,7 @@ def _up_to_date(series_dir: Path, fingerprint: str, started: float) -> IngestSum
     """The summary of the current version when it was built from the same inputs and config."""
     versions = list_bar_versions(series_dir)
     current = next((v for v in versions if v.is_current), None)
-    manifest = None if current is None else up_to_date_manifest(current.folder, fingerprint)
+    manifest = None if current is None else up_to_date_manifest(current, fingerprint)
     if current is None or manifest is None:
         return None
     return summary_from_manifest(current.folder, manifest, started)
@@ -376,6 +383,21 @@ def _new_folder_removed_on_error(out_dir: Path, store_root: Path) -> Iterator[No
             for folder in created:  # deepest first
                 with contextlib.suppress(OSError):
                     folder.rmdir()
+        raise
+
+
+@contextlib.contextmanager
+def _stage_discarded_on_refusal(out_dir: Path) -> Iterator[None]:
+    """Delete the uncommitted version `out_dir` when the build is refused (bad inputs, facts
+    or config: they must change to fix it, and a change starts the build afresh, so nothing
+    in it could be resumed). A kill, or a failure of the store itself (disk full, read-only:
+    StoreAccessError), keeps it, to resume once fixed."""
+    try:
+        yield
+    except FxStoreError as err:
+        if not isinstance(err, StoreAccessError):
+            with contextlib.suppress(FxStoreError):  # the refusal being raised says why
+                discard_bar_stage(out_dir)
         raise
 
 

@@ -22,8 +22,8 @@ from fxstore.ingest.select.continuous import DatabentoMapping, read_resolve_json
 from fxstore.ingest.select.front_month import FrontMonthSelector
 from fxstore.ingest.select.roll_rules import OpenInterest, read_open_interest
 from fxstore.market.calendar import DEFAULT_CALENDAR, Sessions, sessions
-from fxstore.market.contracts import root_of_parent
-from fxstore.market.master import InstrumentMaster, calendar_of_symbol, root_spec
+from fxstore.market.contracts import root_of_outright, root_of_parent
+from fxstore.market.master import InstrumentMaster, calendar_of_symbol, check_facts, root_spec
 from fxstore.store import bars_dir
 
 __all__ = ["IngestPlan", "expand_definitions", "plan_ingest"]
@@ -113,6 +113,9 @@ class IngestPlan:
             The master knows nothing of the contract (see
             :meth:`~fxstore.market.master.InstrumentMaster.multiplier`).
         """
+        defined = self.master.definition(raw_symbol)
+        if defined is not None:  # a definition's expiry must not precede its data
+            check_facts(defined, on=day)
         if self.bars.multiplier is not None:
             return self.bars
         multiplier, _ = self.master.multiplier(raw_symbol, day)
@@ -139,6 +142,7 @@ def plan_ingest(config: IngestConfig, definitions: Sequence[Path] = ()) -> Inges
     selection = config.instrument_mode
     root = root_of_parent(config.symbol) if selection.mode == "front-month" else None
     master = InstrumentMaster.from_files(definitions)
+    _check_definitions(config, master)
     if root is not None and config.bars.multiplier is None and not master.knows_root(root):
         root_spec(root)  # raises, naming --definitions
     calendar = calendar_of_symbol(config.symbol)
@@ -177,6 +181,19 @@ def _continuous(config: IngestConfig) -> DatabentoMapping | None:
             "(stype_in continuous, e.g. ES.c.0): pass it with --roll-symbology FILE."
         )
     return read_resolve_json(config.symbology, config.roll.databento_symbol)
+
+
+def _check_definitions(config: IngestConfig, master: InstrumentMaster) -> None:
+    """Refuse implausible facts (:func:`~fxstore.market.master.check_facts`) in the
+    definitions of the futures a run may keep: those of --symbol's root, and the instrument
+    of --instrument-mode id=N; before anything is written."""
+    selection = config.instrument_mode
+    root = config.symbol.removesuffix(".FUT") if config.symbol.endswith(".FUT") else None
+    for facts in master.definitions:
+        if (root is not None and root_of_outright(facts.raw_symbol) == root) or (
+            facts.instrument_id == selection.instrument_id
+        ):
+            check_facts(facts)
 
 
 def _open_interest(config: IngestConfig, files: Sequence[Path]) -> OpenInterest | None:

@@ -7,11 +7,53 @@ pipeline (numpy, numba, pyarrow: about a second); the server's own imports and w
 
 from __future__ import annotations
 
+import functools
 import multiprocessing
 import multiprocessing.context
 import multiprocessing.forkserver
+import warnings
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, TypeVar
 
-__all__ = ["start_worker_server", "worker_context"]
+if TYPE_CHECKING:
+    from fxstore.executor import TaskPool
+
+__all__ = ["WarningsToParent", "start_worker_server", "worker_context"]
+
+T = TypeVar("T")
+R = TypeVar("R")
+#: Warnings a task raised: (category, message), to raise again in the parent.
+Caught = list[tuple[type[Warning], str]]
+
+
+def _catching(fn: Callable[[T], R], item: T) -> tuple[R, Caught]:
+    """Run ``fn(item)`` in a worker, keeping the warnings it raises for the parent."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = fn(item)
+    return result, [(w.category, str(w.message)) for w in caught]
+
+
+def _raise_again(result: tuple[R, Caught]) -> R:
+    for category, message in result[1]:
+        warnings.warn(category(message), stacklevel=3)
+    return result[0]
+
+
+class WarningsToParent:
+    """A task pool whose tasks' warnings are raised again in this process, as each result
+    arrives: a worker's stderr would print them raw (with its source line), past the
+    command's own display of warnings."""
+
+    def __init__(self, pool: TaskPool) -> None:
+        self._pool = pool
+
+    def imap(self, fn: Callable[[T], R], items: Iterable[T], /) -> Iterator[R]:
+        for result in self._pool.imap(functools.partial(_catching, fn), items):
+            yield _raise_again(result)
+
+    def map(self, fn: Callable[[T], R], items: Iterable[T], /) -> list[R]:
+        return list(self.imap(fn, items))
 
 
 def worker_context() -> multiprocessing.context.BaseContext:

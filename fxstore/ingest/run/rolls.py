@@ -29,7 +29,7 @@ from fxstore.ingest.select.transitions import (
 )
 from fxstore.market.calendar import sessions
 from fxstore.market.master import calendar_of_symbol
-from fxstore.store import bars_dir, find_bar_version, list_bar_series, read_json
+from fxstore.store import bars_dir, find_bar_version, list_bar_series, read_bar_manifest
 
 __all__ = ["TRANSITION_COLUMNS", "RollsReport", "read_rolls"]
 
@@ -192,7 +192,7 @@ def read_rolls(
     else:
         folder = bars_dir(store_root, symbol, instrument_key or "mbp10_front_month", bar_key)
     version = find_bar_version(folder)
-    manifest: dict[str, Any] = dict(read_json(version.manifest))
+    manifest: dict[str, Any] = dict(read_bar_manifest(version))
     roll = roll_of_manifest(manifest)
     report = RollsReport(
         symbol=symbol,

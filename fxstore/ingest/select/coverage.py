@@ -11,11 +11,12 @@ import datetime as dt
 from typing import Final
 
 from fxstore.config import InstrumentSelection
-from fxstore.errors import SymbolNotFoundError
+from fxstore.errors import InvalidInputError, SymbolNotFoundError
 from fxstore.ingest.dbn.symbology import Symbology
 from fxstore.market.contracts import parse_outright, root_of_outright
+from fxstore.market.master import InstrumentMaster
 
-__all__ = ["check_selection", "describe_roots"]
+__all__ = ["check_instrument_root", "check_selection", "describe_roots"]
 
 #: Instruments named in a message before "…".
 _SHOWN: Final = 6
@@ -98,3 +99,46 @@ def check_selection(
             f"No outright of root {root!r} in {where}; they list {describe_roots(symbology)}: "
             f"{fix}."
         )
+
+
+def _root_of_instrument(symbol: str) -> str | None:
+    """The root of an outright, or of a spread's first leg ("ESH4-ESM4" → ES); else None."""
+    return root_of_outright(symbol.split("-", 1)[0].split(":", 1)[0])
+
+
+def check_instrument_root(
+    selection: InstrumentSelection,
+    symbol: str,
+    symbology: Symbology,
+    master: InstrumentMaster,
+) -> None:
+    """Refuse ``--instrument-mode id=N`` for an instrument of another root than `symbol`'s.
+
+    The bars are stored (and their PnL booked) under `symbol`: MES.FUT over an ES
+    instrument would book ES at MES's $5 a point. The instrument's symbols in the inputs'
+    symbology and its definition record (where there is one) must be of `symbol`'s root
+    ("MES" of "MES.FUT"). A store key that is no parent symbol (ROOT.FUT) is not checked.
+
+    Raises
+    ------
+    InvalidInputError
+        A symbol or definition of the instrument belongs to another root.
+    """
+    if selection.mode != "id" or not symbol.endswith(".FUT"):
+        return
+    root = symbol.removesuffix(".FUT")
+    instrument_id = selection.instrument_id
+    named = (
+        [(s.symbol, "symbology") for s in symbology.spans(instrument_id or 0)]
+        if (instrument_id in symbology)
+        else []
+    )
+    named += [(f.raw_symbol, "definition") for f in master.definitions_of(instrument_id or 0)]
+    for raw, where in named:
+        found = _root_of_instrument(raw)
+        if found is not None and found != root:
+            raise InvalidInputError(
+                f"--instrument-mode id={instrument_id} is {raw} (its {where}), of root "
+                f"{found!r}, not of --symbol {symbol} (root {root!r}): its bars would be "
+                f"stored and booked as {root}'s; pass --symbol {found}.FUT."
+            )

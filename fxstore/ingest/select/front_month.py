@@ -401,6 +401,15 @@ def select_front_month(
         if selector.start_day(day, symbols_by_day.get(day, {})) is not None:
             selector.end_day({i: v for i, (_, v) in activity.on(day).items()})
     if not selector.schedule:
+        days = activity.days
+        if days and not any(symbols_by_day.get(day) for day in days):
+            shown = ", ".join(d.isoformat() for d in days[:3]) + (" …" if len(days) > 3 else "")
+            raise NoFrontMonthError(
+                f"No instrument of the input is listed on the trading days its records fall "
+                f"on ({shown}): the records lie outside the symbology's dates (data of a "
+                "weekend or holiday, when no session trades, or files of other dates); check "
+                "the files' dates."
+            )
         raise NoFrontMonthError(
             f"No outright of root {root!r} in the input: no symbol is {root} + month code + "
             f"year (e.g. {root}H4); check --symbol."

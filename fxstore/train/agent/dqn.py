@@ -631,9 +631,14 @@ class Agent:
                 f"agent state 'shape' (n_obs, n_actions, hidden, layers, n_atoms) is "
                 f"{list(np.asarray(state['shape']))}, this agent is {list(self._shape())}."
             )
+        step = np.asarray(state["step"])
+        if step.dtype.kind not in "iu" or int(step) < 0:  # 1.5 would resume as 1
+            raise InvalidInputError(
+                f"agent state 'step' must be a whole number of updates >= 0, was {step.item()!r}."
+            )
         for key, buf in zip(_STATE_KEYS, self._buffers(), strict=True):
             buf[...] = self.xp.asarray(state[key], dtype=buf.dtype)
-        self.step = int(np.asarray(state["step"]))
+        self.step = int(step)
         self._progress[0:2] = self.xp.asarray([self.step, 0], dtype=self.xp.float64)
 
     def _unpadded_to_stored(

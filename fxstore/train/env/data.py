@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -17,15 +18,23 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from fxstore.errors import FxStoreWarning, InvalidInputError
+from fxstore.errors import FxStoreWarning, InvalidInputError, SchemaError
 from fxstore.fxcache import REDO, describe_truncated, truncated_inputs
-from fxstore.store import file_sha256, manifest_path
+from fxstore.store import (
+    bars_dir,
+    file_sha256,
+    find_bar_version,
+    list_bar_versions,
+    manifest_field,
+    manifest_path,
+    read_bar_manifest,
+)
 
 if TYPE_CHECKING:
     from fxstore.train.env.loader import DeviceName
     from fxstore.train.env.market import Market
 
-__all__ = ["CachedMarket", "open_cache"]
+__all__ = ["CachedMarket", "bar_contracts", "open_cache"]
 
 logger = logging.getLogger(__name__)
 
@@ -42,6 +51,10 @@ class CachedMarket:
     """Longest target horizon in bars: the least gap between walk-forward slices."""
     ts_close: npt.NDArray[np.int64]
     """int64 ``(n_rows,)`` on the host: each row's bar close, ns UTC (for the oracle)."""
+    contracts: Mapping[str, Mapping[str, object]] | None = None
+    """The facts of the bars' contracts (raw symbol -> multiplier, tick size, ... as ingest
+    used them), from the bar manifest the cache was built from; None for a cache that names
+    no bar series (:func:`~fxstore.train.env.market.contract_spec` then uses the table)."""
 
     def to_json(self, symbol: str) -> dict[str, object]:
         """The facts for a run's ``config.json``."""
@@ -86,5 +99,63 @@ def open_cache(
             f"max_target_horizon_bars; {REDO}."
         )
     return CachedMarket(
-        market, key, file_sha256(manifest_path(folder)), horizon, ts_close.astype(np.int64)
+        market,
+        key,
+        file_sha256(manifest_path(folder)),
+        horizon,
+        ts_close.astype(np.int64),
+        bar_contracts(root, symbol, manifest, manifest_path(folder)),
     )
+
+
+def bar_contracts(
+    root: Path, symbol: str, manifest: Mapping[str, object], where: Path
+) -> dict[str, Mapping[str, object]] | None:
+    """The contract facts of the bars an fxcache (its `manifest`, read from `where`) was
+    built from: those precompute copied into its ``source`` (so a machine holding only the
+    fxcache books right), else the ``contracts`` of that bar version's manifest, checked
+    against the SHA-256 the cache and the version's commit recorded. None when the cache
+    names no bar series. Warns when the series has other bars now.
+
+    Raises
+    ------
+    SymbolNotFoundError
+        The bar version is gone.
+    SchemaError
+        The version holds other bars than the cache was built from, its manifest was edited
+        after its commit, or it has no ``contracts``.
+    """
+    source = manifest.get("source")
+    if not isinstance(source, Mapping) or "bar_version" not in source:
+        return None
+    keys = [manifest_field(source, k, str, where) for k in ("instrument_key", "bar_key")]
+    number = manifest_field(source, "bar_version", int, where)
+    sha256 = manifest_field(source, "manifest_sha256", str, where)
+    series = bars_dir(root, symbol, *keys)
+    versions = list_bar_versions(series)  # none where only the fxcache was copied or pulled
+    current = next((v for v in versions if v.is_current), None)
+    if current is not None and current.manifest_sha256 != sha256:
+        warnings.warn(
+            FxStoreWarning(
+                f"{where.parent}: built from version {number} of {series}, which has other "
+                f"bars now (version {current.version}, ingested since): this trades the older "
+                "bars; run `fxstore precompute` to trade the current ones."
+            ),
+            stacklevel=3,
+        )
+    recorded = source.get("contracts")
+    if isinstance(recorded, dict) and all(isinstance(v, dict) for v in recorded.values()):
+        return recorded
+    version = find_bar_version(series, version=number)
+    if version.manifest_sha256 != sha256:
+        raise SchemaError(
+            f"{where}: built from version {number} of {version.folder.parent} with manifest "
+            f"SHA-256 {sha256}, but that version is now {version.manifest_sha256}; {REDO}."
+        )
+    contracts = read_bar_manifest(version).get("contracts")
+    if not isinstance(contracts, dict) or not all(isinstance(v, dict) for v in contracts.values()):
+        raise SchemaError(
+            f"{version.manifest}: field `contracts` must map each contract to its facts; the "
+            "manifest is damaged or was edited: re-run `fxstore ingest --force`."
+        )
+    return contracts

@@ -26,6 +26,7 @@ for bit (tested against numpy).
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, NamedTuple, TypeAlias
@@ -70,27 +71,56 @@ class ContractSpec:
     """Dollars per index point."""
     tick_size: float
     """Minimum price increment, index points."""
+    source: str = "builtin"
+    """Where the multiplier came from: 'bars' (the instrument master's facts the bars were
+    built with), 'option' (the run's --multiplier) or 'builtin' (fxstore's table of roots,
+    for a cache that names no bar series)."""
+    contracts: tuple[str, ...] = ()
+    """The contracts of the bars whose facts were used (raw symbols), when from the bars."""
 
     @property
     def tick_value(self) -> float:
         """Dollars per tick of one contract."""
         return self.multiplier * self.tick_size
 
+    def to_json(self) -> dict[str, object]:
+        """The spec as a run's ``config.json`` records it."""
+        return {
+            "root": self.root,
+            "multiplier": self.multiplier,
+            "tick_size": self.tick_size,
+            "source": self.source,
+            "contracts": list(self.contracts),
+        }
 
-def contract_spec(symbol: str, config: EnvConfig | None = None) -> ContractSpec:
+
+def contract_spec(
+    symbol: str,
+    config: EnvConfig | None = None,
+    contracts: Mapping[str, Mapping[str, object]] | None = None,
+) -> ContractSpec:
     """The contract spec of store symbol `symbol` ("ES.FUT" -> ES), overridden by `config`.
 
-    The multiplier and tick size come from the instrument master's table of CME roots
-    (:data:`fxstore.market.master.ROOTS`), the same one ingest uses.
+    Parameters
+    ----------
+    contracts
+        The facts of every contract of the bars (raw symbol -> the ``contracts`` entry of
+        the bar manifest: the instrument master's multiplier and tick size as ingest used
+        them). The spec is theirs; outrights decide where there are any, and they must agree
+        (one multiplier books a whole series). None (a cache that names no bar series):
+        the instrument master's table of CME roots (:data:`fxstore.market.master.ROOTS`).
 
     Raises
     ------
     InvalidInputError
-        The root has no known spec and `config` does not give both multiplier and tick size.
+        No fact gives a multiplier or tick size and `config` does not either; the contracts
+        of the bars disagree.
     """
     root = symbol.split(".", 1)[0]
     multiplier = config.multiplier if config is not None else None
     tick_size = config.tick_size if config is not None else None
+    if contracts is not None:
+        return _spec_of_contracts(symbol, root, contracts, multiplier, tick_size)
     known = ROOTS.get(root)
     if known is None and (multiplier is None or tick_size is None):
         raise InvalidInputError(
@@ -101,7 +131,52 @@ def contract_spec(symbol: str, config: EnvConfig | None = None) -> ContractSpec:
         root,
         float(multiplier if multiplier is not None else known.multiplier),  # type: ignore[union-attr]
         float(tick_size if tick_size is not None else known.tick_size),  # type: ignore[union-attr]
+        "option" if multiplier is not None else "builtin",
     )
+
+
+def _fact(
+    symbol: str, contracts: Mapping[str, Mapping[str, object]], name: str, given: float | None
+) -> float | None:
+    """The one value of fact `name` over `contracts` (None: none gives it), or `given`."""
+    if given is not None:
+        return float(given)
+    values = {
+        raw: float(value)
+        for raw, facts in contracts.items()
+        if isinstance(value := facts.get(name), int | float) and not isinstance(value, bool)
+    }
+    if len(set(values.values())) > 1:
+        shown = ", ".join(f"{raw} {v:g}" for raw, v in sorted(values.items())[:4])
+        raise InvalidInputError(
+            f"the bars of {symbol!r} hold contracts of different {name} ({shown}): one "
+            f"{name} books a whole series; ingest them as separate series, or pass "
+            f"--{name.replace('_', '-')} to book every contract at one value."
+        )
+    return next(iter(values.values()), None)
+
+
+def _spec_of_contracts(
+    symbol: str,
+    root: str,
+    contracts: Mapping[str, Mapping[str, object]],
+    multiplier: float | None,
+    tick_size: float | None,
+) -> ContractSpec:
+    outrights = {k: v for k, v in contracts.items() if v.get("instrument_class") == "F"}
+    used = outrights or contracts
+    found_multiplier = _fact(symbol, used, "multiplier", multiplier)
+    found_tick = _fact(symbol, used, "tick_size", tick_size)
+    if found_tick is None and root in ROOTS:  # bars of --multiplier before it kept the tick
+        found_tick = ROOTS[root].tick_size
+    if found_multiplier is None or found_tick is None:
+        missing = "multiplier" if found_multiplier is None else "tick size"
+        raise InvalidInputError(
+            f"the bars of {symbol!r} record no {missing} for their contracts "
+            f"({', '.join(sorted(used)) or 'none'}); pass --multiplier and --tick-size."
+        )
+    source = "option" if multiplier is not None else "bars"
+    return ContractSpec(root, found_multiplier, found_tick, source, tuple(sorted(used)))
 
 
 @dataclass(frozen=True, slots=True)

@@ -95,7 +95,7 @@ def run_backtest(
     folds = make_folds(
         cache.market.trading_day, config.walkforward, max_target_horizon_bars=cache.horizon
     )
-    spec = contract_spec(config.symbol, config.env)  # an unknown root fails before the folder
+    spec = contract_spec(config.symbol, config.env, cache.contracts)  # fails before the folder
     planted = load_oracle(root, config.symbol, config.signal_dir, cache)
     folder = create_run_dir(root, "backtest")
     lock = RunLock(folder)
@@ -123,11 +123,7 @@ def _backtest_into(
         {
             "kind": "backtest",
             "config": config.to_json(),
-            "contract": {
-                "root": spec.root,
-                "multiplier": spec.multiplier,
-                "tick_size": spec.tick_size,
-            },
+            "contract": spec.to_json(),
             "fxstore_version": __version__,
             "fxcache": cache.to_json(config.symbol),
         },

@@ -43,6 +43,7 @@ from fxstore.store import (
     remove_stale_temps,
 )
 from fxstore.train.env.data import CachedMarket
+from fxstore.train.env.market import ContractSpec
 from fxstore.train.evaluate.results import FoldResult, fold_result
 from fxstore.train.evaluate.walkforward import Fold
 from fxstore.train.runs.plots import plot_equity
@@ -194,9 +195,14 @@ class RunFolder:
         return self.fold_dir(index) / name
 
     def write_config(
-        self, config: TrainConfig, sizes: Mapping[str, int], cache: CachedMarket
+        self,
+        config: TrainConfig,
+        sizes: Mapping[str, int],
+        cache: CachedMarket,
+        spec: ContractSpec,
     ) -> None:
-        """Write ``config.json``; if that fails, the (still empty) run folder is removed."""
+        """Write ``config.json`` (with the contract spec its PnL is booked at); if that
+        fails, the (still empty) run folder is removed."""
         try:
             atomic_write_json(
                 self.path / _CONFIG,
@@ -205,6 +211,7 @@ class RunFolder:
                     "config": config.to_json(),
                     "resolved": dict(sizes),
                     "fxcache": cache.to_json(config.symbol),
+                    "contract": spec.to_json(),
                     **run_inputs(config, cache),
                 },
             )

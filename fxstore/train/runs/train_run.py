@@ -22,7 +22,7 @@ from fxstore.config import TrainConfig
 from fxstore.errors import RunInterruptedError
 from fxstore.store import atomic_write_json, fold_dir
 from fxstore.train.env.data import CachedMarket
-from fxstore.train.env.market import Market
+from fxstore.train.env.market import ContractSpec, Market
 from fxstore.train.evaluate.references import available
 from fxstore.train.evaluate.references.oracle import PlantedSignal
 from fxstore.train.evaluate.results import (
@@ -59,11 +59,12 @@ def recording_run(
     resumed: RunFolder | None,
     folds: Sequence[Fold],
     sizes: Mapping[str, int],
-    cache: CachedMarket,
+    read: tuple[CachedMarket, ContractSpec],
     on_start: Callable[[str], None] | None,
 ) -> Iterator[tuple[RunFolder, StatusRecorder]]:
-    """The run's folder (`resumed`, or a new one with its ``config.json``) and its status
-    recorder, for the ``with`` block that trains it.
+    """The run's folder (`resumed`, or a new one with its ``config.json``: the settings, the
+    cache read and the contract facts its PnL is booked at, `read`) and its status recorder,
+    for the ``with`` block that trains it.
 
     A new run that ends, however, with nothing to resume (no finished fold and no
     checkpoint) leaves no folder; any other ends with ``status.json`` saying how."""
@@ -86,7 +87,7 @@ def recording_run(
 
     with record_run(run.path, run.lock, status, discard=worthless) as recorder:
         if resumed is None:
-            run.write_config(config, sizes, cache)
+            run.write_config(config, sizes, *read)
         if on_start is not None:
             on_start(run.run_id)
         yield run, recorder

@@ -1050,3 +1050,50 @@ def test_build_bars_counts_book_states_and_trades_outside_the_plausible_range() 
     # bar 1: the book at record 4 and the trade at 5.58e9
     assert _column(flagged, "n_implausible_px") == [0, 2]
     assert flagged.drop(["n_implausible_px"]).equals(plain.drop(["n_implausible_px"]))
+
+
+def test_build_bars_counts_trades_off_the_tick_grid() -> None:
+    config = BarConfig("tick", threshold=3, multiplier=50.0)
+    first = [quote(0), trade(1, "B", 5000.0), trade(2, "A", 4999.75), trade(3, "B", 5000.0)]
+    second = [quote(4), trade(5, "B", 5000.1), trade(6, "A", 4999.75), trade(7, "B", 5000.0)]
+    records = make_records([*first, *second])
+    kwargs = {"trading_day": DAY, "contract": "ESH4", "session_open_ns": OPEN}
+
+    on_grid = build_bars(
+        records, config, **kwargs, session_close_ns=CLOSE, price_range=(100.0, 100_000.0)
+    )
+    checked = build_bars(
+        records,
+        config,
+        **kwargs,
+        session_close_ns=CLOSE,
+        price_range=(100.0, 100_000.0),
+        tick_size=0.25,
+    )
+
+    assert _column(on_grid, "n_implausible_px") == [0, 0]  # no tick: no grid
+    assert _column(checked, "n_implausible_px") == [0, 1]
+
+
+def test_build_bars_counts_trades_far_from_the_book_or_of_an_absurd_size() -> None:
+    config = BarConfig("tick", threshold=3, multiplier=50.0)
+    first = [quote(0), trade(1, "B", 5000.0), trade(2, "A", 4999.75), trade(3, "B", 5000.0)]
+    second = [
+        quote(4),
+        trade(5, "B", 48_100.0),  # ten times ES, inside the root's wide plausible range
+        trade(6, "A", 4999.75, size=4_000_000_000),
+        trade(7, "B", 5000.25),  # at the book: a trade
+    ]
+    records = make_records([*first, *second])
+
+    flagged = build_bars(
+        records,
+        config,
+        trading_day=DAY,
+        contract="ESH4",
+        session_open_ns=OPEN,
+        session_close_ns=CLOSE,
+        price_range=(100.0, 100_000.0),
+    )
+
+    assert _column(flagged, "n_implausible_px") == [0, 2]

@@ -64,12 +64,13 @@ def test_ingest_multiplier_option_overrides_the_master(mes_market: Path, tmp_pat
     summary = ingest(config, [mes_market], tmp_path)
 
     manifest = json.loads((summary.out_dir / "manifest.json").read_text())
-    assert manifest["contracts"]["MESH4"] == {
-        "multiplier": 50.0,
-        "source": "option",
-        "plausible_px": [100.0, 100_000.0],
-        "plausible_px_source": "builtin",
-    }
+    facts = manifest["contracts"]["MESH4"]  # the option overrides the multiplier, nothing else
+    assert (facts["multiplier"], facts["multiplier_source"]) == (50.0, "option")
+    assert (facts["tick_size"], facts["source"], facts["expiration"]) == (
+        0.25,
+        "definition",
+        "2024-03-15",
+    )
 
 
 def test_ingest_definition_files_are_read_and_recorded(mes_market: Path, tmp_path: Path) -> None:

@@ -120,8 +120,9 @@ def test_warn_implausible_names_the_count_range_bars_and_first_day() -> None:
 
     (message,) = [str(w.message) for w in caught]
     assert message.startswith("ES.FUT: 3 book states or trades priced outside the plausible")
-    assert "[100, 100000] points, builtin) in 2 bars on 1 trading day(s), first 2024-01-03" in (
-        message
+    assert (
+        "[100, 100000] points, builtin), or trades more than 20% from the book's mid or of more "
+        "than 1,000,000 contracts, in 2 bars on 1 trading day(s), first 2024-01-03" in message
     )
     with warnings.catch_warnings():
         warnings.simplefilter("error")

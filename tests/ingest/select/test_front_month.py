@@ -149,3 +149,17 @@ def test_activity_counter_counts_records_and_traded_volume_per_day() -> None:
 
     assert activity.on(dt.date(2024, 3, 11)) == {1: (2, 3)}
     assert activity.on(dt.date(2024, 3, 12)) == {1: (2, 4), 2: (2, 5)}
+
+
+def test_select_front_month_records_on_days_no_symbol_is_listed_says_so() -> None:
+    monday = dt.date(2024, 3, 4)  # Saturday records count towards Monday's trading day
+    rows = [(monday, 1, 50)]
+
+    with pytest.raises(NoFrontMonthError) as info:
+        select_front_month(_activity(rows), {dt.date(2024, 3, 2): {1: "ESH4"}}, "ES")
+
+    assert str(info.value) == (
+        "No instrument of the input is listed on the trading days its records fall on "
+        "(2024-03-04): the records lie outside the symbology's dates (data of a weekend or "
+        "holiday, when no session trades, or files of other dates); check the files' dates."
+    )

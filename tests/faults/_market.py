@@ -1,0 +1,54 @@
+"""Small inputs cut from the two-roll market: a few trading days, and definition records with
+crafted facts (what a damaged or foreign definitions file says)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import databento_dbn as dbn
+import zstandard
+
+from tests.conftest import SynthMarket
+
+#: Trading days of the subsets: enough for one walk-forward fold of 20 + 10 days.
+N_DAYS = 32
+
+
+def day_files(market: SynthMarket, n_days: int = N_DAYS) -> list[Path]:
+    """The first `n_days` MBP-10 files of `market`."""
+    return sorted(market.folder.glob("*.mbp-10.dbn.zst"))[:n_days]
+
+
+def definition_records(market: SynthMarket) -> tuple[dbn.Metadata, list[dbn.InstrumentDefMsg]]:
+    """The metadata and records of the market's definition file."""
+    (path,) = market.folder.glob("*.definition.dbn.zst")
+    with zstandard.ZstdDecompressor().stream_reader(path.read_bytes()) as reader:
+        data = reader.read()
+    decoder = dbn.DBNDecoder()
+    decoder.write(data)
+    meta, *records = decoder.decode()
+    assert isinstance(meta, dbn.Metadata)
+    return meta, [r for r in records if isinstance(r, dbn.InstrumentDefMsg)]
+
+
+def expiration_ns(day: dt.date) -> int:
+    """A definition's expiration at 08:30 Chicago (14:30 UTC in winter) of `day`."""
+    return int(dt.datetime(day.year, day.month, day.day, 14, 30, tzinfo=dt.UTC).timestamp()) * 10**9
+
+
+def subset(market: SynthMarket, out: Path, n_days: int = N_DAYS, **futures: int) -> Path:
+    """A folder with links to the first `n_days` files of `market` and its definition file,
+    each future's record with the fields `futures` set (raw DBN values: prices in 1e-9)."""
+    out.mkdir(parents=True)
+    for path in day_files(market, n_days):
+        (out / path.name).symlink_to(path)
+    meta, records = definition_records(market)
+    for record in records:
+        if str(record.instrument_class) == "F":
+            for name, value in futures.items():
+                setattr(record, name, value)
+    data = meta.encode() + b"".join(bytes(r) for r in records)
+    name = "glbx-mdp3-defs.definition.dbn.zst"
+    (out / name).write_bytes(zstandard.ZstdCompressor().compress(data))
+    return out
