@@ -212,3 +212,36 @@ def test_docs_walk_through_on_the_demo_store(demo_home: Path, tmp_path: Path) ->
     python_blocks = [block for page in doc_pages() for block in _blocks(page.read_text(), "python")]
 
     _walk_through(demo_home, tmp_path, docs_commands(), python_blocks)
+
+
+@pytest.mark.slow
+def test_readme_feature_set_example_builds_trains_and_is_listed(
+    demo_home: Path, tmp_path: Path
+) -> None:
+    text = README.read_text()
+    section = text[text.index("## Your own features") :]
+    (toml,) = _blocks(section[: section.index("\n## ", 1)], "toml")
+    (commands,) = _blocks(section[: section.index("\n## ", 1)], "sh")
+    name = toml.splitlines()[0].removeprefix("# ").strip()
+    env = _user_env(tmp_path / "bin")
+    home = tmp_path / "home"
+    shutil.copytree(demo_home, home, copy_function=os.link)
+    (home / name).write_text(toml)
+
+    key = ""
+    for command in _commands([commands]):
+        if "KEY" in command:
+            command = command.replace("KEY", key)
+        if command.startswith("fxstore train"):
+            command += f" {CI_TRAIN_SIZES}"
+        result = _shell(command, home, env)
+        assert result.returncode == 0, f"{command}\n{result.stdout}\n{result.stderr}"
+        if command.startswith("fxstore precompute"):
+            assert result.stdout.startswith("Precomputed 4 features and 3 targets"), result.stdout
+            found = re.search(r"fxcache/ES\.FUT/([0-9a-f]{16})", result.stdout)
+            assert found is not None, result.stdout
+            key = found.group(1)
+        if command.startswith("fxstore ls"):
+            assert key in result.stdout
+        if command.startswith("fxstore features show"):
+            assert 'expr = "rolling_zscore(trade_imb, 64)"' in result.stdout

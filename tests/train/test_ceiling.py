@@ -130,7 +130,7 @@ def test_ceiling_is_left_out_without_a_planted_signal() -> None:
     )
 
     assert [r.policy for r in results] == ["flat"]
-    assert available(("flat", "linear", "ceiling", "oracle"), False) == ("flat", "linear")
+    assert available(("flat", "linear", "ceiling", "oracle"), False, ()) == ("flat", "linear")
 
 
 def test_reference_notes_say_why_the_ceiling_is_absent_on_real_data() -> None:
@@ -179,3 +179,20 @@ def test_baseline_positions_refuse_the_planted_signal_references() -> None:
 
     with pytest.raises(InvalidInputError, match="'ceiling' trades the planted signal"):
         baseline_positions("ceiling", market, 0, 10, ENV, seed=0)
+
+
+def test_ofi_sign_is_left_out_with_a_note_when_the_set_has_no_ofi_all() -> None:
+    from fxstore.train.evaluate.references import feature_notes
+
+    market, signal = _signal_market()  # features f_0, f_1, f_2: no f_ofi_all
+
+    results = baseline_results(
+        market, FOLD, ["flat", "ofi-sign"], ENV, ES, capital=1.0, seed=0, planted=signal
+    )
+
+    assert [r.policy for r in results] == ["flat"]
+    assert available(("flat", "ofi-sign"), True, market.feature_names) == ("flat",)
+    assert feature_notes(("flat", "ofi-sign"), market.feature_names) == (
+        "ofi-sign: absent: the fxcache's feature set has no 'f_ofi_all' (add it to the set to "
+        "trade it)",
+    )

@@ -21,7 +21,7 @@ from fxstore.store import atomic_write_json, create_run_dir, fold_dir
 from fxstore.train.env.data import CachedMarket, open_cache
 from fxstore.train.env.market import ContractSpec, contract_spec
 from fxstore.train.evaluate.metrics import BacktestMetrics
-from fxstore.train.evaluate.references import available
+from fxstore.train.evaluate.references import available, feature_notes
 from fxstore.train.evaluate.references.oracle import PlantedSignal
 from fxstore.train.evaluate.results import (
     BacktestResult,
@@ -150,11 +150,14 @@ def _backtest_into(
         run_dir=folder,
         symbol=config.symbol,
         fxcache_key=cache.key,
-        policies=available(config.policies, planted.values is not None),
+        policies=available(config.policies, planted.values is not None, market.feature_names),
         folds=tuple(results),
         totals=totals,
         significance=() if best is None else (best,),
-        notes=reference_notes(planted, config.policies, totals),
+        notes=(
+            *reference_notes(planted, config.policies, totals),
+            *feature_notes(config.policies, market.feature_names),
+        ),
     )
     atomic_write_json(folder / "metrics.json", result.to_json())
     if config.plots:

@@ -23,7 +23,7 @@ from fxstore.errors import RunInterruptedError
 from fxstore.store import atomic_write_json, fold_dir
 from fxstore.train.env.data import CachedMarket
 from fxstore.train.env.market import ContractSpec, Market
-from fxstore.train.evaluate.references import available
+from fxstore.train.evaluate.references import available, feature_notes
 from fxstore.train.evaluate.references.oracle import PlantedSignal
 from fxstore.train.evaluate.results import (
     BacktestResult,
@@ -130,7 +130,7 @@ def write_run_result(
     """Pool every fold's test window into the run's totals; write ``metrics.json`` and
     ``equity_all.png``; mark the run complete with the agent's headline."""
     totals = policy_totals(results, market, capital=config.capital, seed=config.seed)
-    shown = available(config.baselines, planted.values is not None)
+    shown = available(config.baselines, planted.values is not None, market.feature_names)
     result = BacktestResult(
         run_dir=run.path,
         symbol=config.symbol,
@@ -141,6 +141,7 @@ def write_run_result(
         significance=(_agent_significance(results, run, folds, config),),
         notes=(
             *reference_notes(planted, config.baselines, totals),
+            *feature_notes(config.baselines, market.feature_names),
             *seed_notes(totals, agent_policies(config.seeds)),
         ),
     )

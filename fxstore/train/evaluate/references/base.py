@@ -52,6 +52,11 @@ class Reference(Protocol):
         """Whether it trades the planted signal (absent on real data)."""
         ...
 
+    @property
+    def needs_feature(self) -> str | None:
+        """The feature column it reads by name (absent from a set without it), if any."""
+        ...
+
     def positions(self, inputs: ReferenceInputs) -> ReferencePositions | None:
         """The positions on `inputs.fold`, or None when this market cannot have them."""
         ...

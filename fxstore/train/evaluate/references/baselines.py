@@ -104,12 +104,18 @@ class _Baseline:
 
     name: str
     needs_planted: bool = False
+    needs_feature: str | None = None
 
-    def positions(self, inputs: ReferenceInputs) -> ReferencePositions:
+    def positions(self, inputs: ReferenceInputs) -> ReferencePositions | None:
+        if self.needs_feature is not None and self.needs_feature not in inputs.market.feature_names:
+            return None
         test = baseline_positions(
             self.name, inputs.market, *inputs.fold.test, inputs.env, seed=inputs.seed
         )
         return ReferencePositions(test)
 
 
-BASELINE_REFERENCES: Final = tuple(_Baseline(n) for n in ("flat", "long", "random", "ofi-sign"))
+BASELINE_REFERENCES: Final = (
+    *(_Baseline(n) for n in ("flat", "long", "random")),
+    _Baseline("ofi-sign", needs_feature="f_ofi_all"),
+)

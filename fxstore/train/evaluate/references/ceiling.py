@@ -86,6 +86,7 @@ class _Ceiling:
 
     name: str = "ceiling"
     needs_planted: bool = True
+    needs_feature: str | None = None
 
     def positions(self, inputs: ReferenceInputs) -> ReferencePositions | None:
         if inputs.planted is None:

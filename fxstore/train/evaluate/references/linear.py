@@ -227,6 +227,7 @@ class _Linear:
 
     name: str = "linear"
     needs_planted: bool = False
+    needs_feature: str | None = None
 
     def positions(self, inputs: ReferenceInputs) -> ReferencePositions:
         model = fit_linear(

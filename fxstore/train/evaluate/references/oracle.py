@@ -154,6 +154,7 @@ class _Oracle:
 
     name: str = "oracle"
     needs_planted: bool = True
+    needs_feature: str | None = None
 
     def positions(self, inputs: ReferenceInputs) -> ReferencePositions | None:
         if inputs.planted is None:
