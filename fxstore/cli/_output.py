@@ -6,7 +6,7 @@ import json
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import click
 
@@ -19,6 +19,21 @@ if TYPE_CHECKING:
 def echo_json(obj: object) -> None:
     """Print `obj` as indented JSON (dates, paths and other values as their str)."""
     click.echo(json.dumps(obj, indent=2, default=str))
+
+
+class Report(Protocol):
+    """A result a command prints: as text, or as JSON with --json."""
+
+    def format_text(self) -> str: ...
+    def to_json(self) -> dict[str, object]: ...
+
+
+def echo_report(report: Report, as_json: bool) -> None:
+    """Print `report` as JSON (--json) or as its text."""
+    if as_json:
+        echo_json(report.to_json())
+    else:
+        click.echo(report.format_text())
 
 
 class Progress:

@@ -79,12 +79,22 @@ def run_synth(config: SynthConfig, out_dir: Path, quiet: bool) -> SynthSummary:
     with progress("synth", quiet) as bar, os_errors(out_dir, "write into"):
         bar.start(len(trading_days_between(config.start, config.end)))
         summary = generate_market(config, out_dir, on_progress=bar.advance)
-    click.echo(
-        f"Wrote {len(summary.files)} DBN files ({summary.n_records:,} records, "
-        f"{len(summary.trading_days)} trading days) to {out_dir} in {summary.elapsed_s:.1f} s",
-        err=True,
-    )
+    click.echo(synth_line(summary, out_dir), err=True)
     return summary
+
+
+def synth_line(summary: SynthSummary, out_dir: Path) -> str:
+    """What synth did, in one line: files written, or left as they were."""
+    days = len(summary.trading_days)
+    what = f"{len(summary.files)} DBN files ({summary.n_records:,} records, {days} trading days)"
+    if summary.is_up_to_date:
+        return (
+            f"Up to date: {what} in {out_dir}, written before with the same options; "
+            "left as they are."
+        )
+    kept = summary.days_kept
+    resumed = f" ({kept} of the days were there already: left as they are)" if kept else ""
+    return f"Wrote {what} to {out_dir} in {summary.elapsed_s:.1f} s{resumed}"
 
 
 @command()

@@ -182,6 +182,7 @@ def run_backtest(
     from fxstore.train.runs.backtest import run_backtest as run
     from fxstore.train.runs.status import report_command
 
+    say_cache(store_root, config.symbol, config.featureset)
     with progress("backtest", quiet) as bar:
         result = run(config, store_root, on_progress=fold_progress(bar))
     if as_json:
@@ -191,6 +192,15 @@ def run_backtest(
         click.echo(f"Wrote {result.run_dir}")
         click.echo(f"its report: {report_command(result.run_dir.name, store_root)}")
     return result
+
+
+def say_cache(store_root: Path, symbol: str, featureset: str | None) -> None:
+    """Say on stderr which fxcache a run without --featureset reads, and why that one."""
+    from fxstore.fxcache import choose_folder
+
+    if featureset is None:
+        choice = choose_folder(store_root, symbol)
+        click.echo(f"fxcache {symbol}/{choice.key}: {choice.reason}", err=True)
 
 
 class TrainSettings(TypedDict, total=False):
@@ -272,6 +282,8 @@ def run_train(
         started.append(run_id)
         click.echo(f"run {run_id}; to resume it: {resume_command(run_id, store_root)}", err=True)
 
+    if resume is None:
+        say_cache(store_root, config.symbol, config.featureset)
     try:
         with _stop_on_signals(stop), training_display(quiet) as show:
             result = run(

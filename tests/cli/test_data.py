@@ -102,6 +102,20 @@ def test_synth_then_ingest_twice_reports_up_to_date(tmp_path: Path) -> None:
     assert second.exit_code == 0 and second.output.startswith("Up to date:")
 
 
+def test_synth_twice_says_the_files_are_left_as_they_are(tmp_path: Path) -> None:
+    args = ["synth", str(tmp_path), "--start", "2024-03-04", "--end", "2024-03-05", "-q"]
+    args += ["--events-per-day", "2000"]
+    first = CliRunner().invoke(cli, args, catch_exceptions=False)
+
+    second = CliRunner().invoke(cli, args, catch_exceptions=False)
+
+    assert first.output.startswith("Wrote 2 DBN files (4,096 records, 2 trading days) to ")
+    assert second.output == (
+        f"Up to date: 2 DBN files (4,096 records, 2 trading days) in {tmp_path}, "
+        "written before with the same options; left as they are.\n"
+    )
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

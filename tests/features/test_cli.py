@@ -154,6 +154,11 @@ def test_gc_lists_by_default_and_keeps_the_current_version(store: Path) -> None:
             "Error: `--older-than` must be an ISO date or time (2024-06-01, 2024-06-01T12:00Z) "
             "or an age (30d, 12h), was 'soon'.",
         ),
+        (
+            ["--caches", "--keep", "2"],
+            "Error: --caches prunes fxcaches by what reads them: drop --keep and --older-than "
+            "(they choose bar versions).",
+        ),
     ],
 )
 def test_gc_bad_rule_is_one_error_line(store: Path, args: list[str], line: str) -> None:
