@@ -6,7 +6,7 @@ import json
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 import click
 
@@ -14,6 +14,11 @@ if TYPE_CHECKING:
     from click._termui_impl import ProgressBar
 
     from fxstore.train.loop import Progress as TrainProgress
+
+
+#: How a step prints its result: as text, as JSON (--json), or not at all (a step of a
+#: command that prints one result for all its steps, as ``demo --json`` does).
+Output = Literal["text", "json", "none"]
 
 
 def echo_json(obj: object) -> None:

@@ -19,7 +19,7 @@ from fxstore.cli._options import (
     store_option,
     symbol_option,
 )
-from fxstore.cli._output import echo_json, echo_report
+from fxstore.cli._output import Output, echo_json, echo_report
 from fxstore.config import FeatureConfig
 from fxstore.errors import InvalidInputError
 
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 
 def run_precompute(
-    config: FeatureConfig, store_root: Path, as_json: bool = False
+    config: FeatureConfig, store_root: Path, output: Output = "text"
 ) -> PrecomputeSummary:
     """Compute the fxcache, then print its summary (as text or JSON)."""
     from dataclasses import asdict
@@ -37,9 +37,9 @@ def run_precompute(
     from fxstore.features.precompute import precompute as run
 
     summary = run(config, store_root)
-    if as_json:
+    if output == "json":
         echo_json(asdict(summary))
-    else:
+    elif output == "text":
         click.echo(summary.format_text())
     return summary
 
@@ -101,7 +101,7 @@ def precompute(
         shard_by=shard_by,
         force=force,
     )
-    run_precompute(config, store_root, as_json)
+    run_precompute(config, store_root, "json" if as_json else "text")
 
 
 @command("ls")

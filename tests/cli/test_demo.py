@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from pathlib import Path
@@ -178,3 +179,41 @@ def test_demo_after_new_bars_backtest_takes_the_current_cache_and_gc_frees_the_o
     assert listed[3] == "Nothing was deleted: re-run with --delete to delete them."
     assert [p.name for p in (tmp_path / "fxcache" / "ES.FUT").iterdir()] == [new.name]
     assert size > 0
+
+
+def test_demo_prints_at_most_40_lines_with_the_totals_only(tmp_path: Path) -> None:
+    profile = _tiny_profile(tmp_path)
+    args = ["demo", *SMALL_MARKET, "--profile", str(profile), "--store", str(tmp_path)]
+
+    lines = _invoke(args).output.splitlines()
+
+    (run_id,) = (p.name for p in (tmp_path / "runs").iterdir())
+    assert len(lines) <= 40
+    assert "Instruments (6)" not in lines
+    assert not any(line.startswith("0 ") for line in lines)  # no fold's rows
+    assert sum(line.startswith("all ") for line in lines) == 7
+    assert f"run folder: {tmp_path}/runs/{run_id} (each fold: fxstore runs show {run_id})" in lines
+
+
+def test_demo_verbose_prints_the_instruments_per_day_and_every_fold(tmp_path: Path) -> None:
+    profile = _tiny_profile(tmp_path)
+    args = ["demo", *SMALL_MARKET, "--profile", str(profile), "--store", str(tmp_path)]
+
+    lines = _invoke([*args, "--verbose", "-q"]).output.splitlines()
+
+    assert "Instruments (6)" in lines
+    assert "Records/volume per trading day" in lines
+    assert sum(line.startswith("0 ") for line in lines) == 7
+
+
+def test_demo_json_prints_one_object_of_every_step(tmp_path: Path) -> None:
+    args = ["demo", *SMALL_MARKET, "--no-train", "--json", "-q", "--store", str(tmp_path)]
+
+    result = CliRunner().invoke(cli, args, catch_exceptions=False)
+
+    assert result.exit_code == 0
+    data = json.loads(result.stdout)
+    assert list(data) == ["synth", "scan", "ingest", "precompute", "train"]
+    assert (data["synth"]["is_up_to_date"], len(data["synth"]["files"])) == (False, 30)
+    assert (data["ingest"]["n_bars"], data["precompute"]["n_rows"]) == (940, 724)
+    assert data["train"] is None

@@ -172,7 +172,7 @@ def test_equity_figure_legend_holds_pnl_and_sharpe_of_each_policy() -> None:
     for text, (policy, result) in zip(texts, results.items(), strict=True):  # agent first
         assert text.startswith(f"{policy}: PnL ")
         assert f"{abs(result.metrics.total_pnl):,.0f}" in text
-        assert f"Sharpe(d) {result.metrics.sharpe_daily:.2f}" in text
+        assert f"Sharpe ann. {result.metrics.sharpe_daily:.2f}" in text
 
 
 def test_equity_figure_has_a_drawdown_panel_under_the_equity_panel() -> None:

@@ -148,7 +148,7 @@ def _dollars(value: float, _pos: object = None) -> str:
 
 def _legend_label(policy: str, metrics: BacktestMetrics) -> str:
     sharpe = "n/a" if not math.isfinite(metrics.sharpe_daily) else f"{metrics.sharpe_daily:.2f}"
-    return f"{policy}: PnL {_dollars(metrics.total_pnl)}, Sharpe(d) {sharpe}"
+    return f"{policy}: PnL {_dollars(metrics.total_pnl)}, Sharpe ann. {sharpe}"
 
 
 def _iso(day: int) -> str:
