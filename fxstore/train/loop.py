@@ -264,7 +264,7 @@ def _run_fold(
             clock, samples = now, 0
         if stop is not None and stop.signum is not None:  # a safe point: the step is whole
             _save(checkpoint, learner, state, obs)
-            raise _interrupted(run, stop.signum, f"fold {fold.index} step {state.step}")
+            raise _interrupted(run, stop.signum, f"fold {fold.number} step {state.step}")
     _sync(agent, state)
     if not has_validation:  # nothing to select on: the last weights trade
         chosen = "last"

@@ -190,7 +190,7 @@ def test_demo_prints_at_most_40_lines_with_the_totals_only(tmp_path: Path) -> No
     (run_id,) = (p.name for p in (tmp_path / "runs").iterdir())
     assert len(lines) <= 40
     assert "Instruments (6)" not in lines
-    assert not any(line.startswith("0 ") for line in lines)  # no fold's rows
+    assert not any(line.startswith("1 ") for line in lines)  # no fold's rows
     assert sum(line.startswith("all ") for line in lines) == 7
     assert f"run folder: {tmp_path}/runs/{run_id} (each fold: fxstore runs show {run_id})" in lines
 
@@ -203,7 +203,7 @@ def test_demo_verbose_prints_the_instruments_per_day_and_every_fold(tmp_path: Pa
 
     assert "Instruments (6)" in lines
     assert "Records/volume per trading day" in lines
-    assert sum(line.startswith("0 ") for line in lines) == 7
+    assert sum(line.startswith("1 ") for line in lines) == 7
 
 
 def test_demo_json_prints_one_object_of_every_step(tmp_path: Path) -> None:

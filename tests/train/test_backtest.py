@@ -260,7 +260,7 @@ def test_run_backtest_format_table_lists_folds_then_totals(backtest) -> None:  #
     n_notes = len(result.notes)
     assert len(lines) == 2 + len(result.folds) + len(BASELINES) + 1 + n_notes
     assert lines[-2 - n_notes].startswith("all") and lines[-2 - n_notes].split()[2] == "oracle"
-    assert " n/a " in lines[2]  # fold 0, flat: Sharpe undefined
+    assert " n/a " in lines[2]  # fold 1, flat: Sharpe undefined
     best = result.significance[0]
     assert lines[-1 - n_notes].startswith(f"{best.policy}: Sharpe ann.")
     assert f"over {len(BASELINES)} trials" in lines[-1 - n_notes]

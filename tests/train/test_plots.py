@@ -214,7 +214,7 @@ def test_equity_all_figure_chains_folds_and_marks_each_fold() -> None:
     np.testing.assert_allclose(agent.get_ydata(), 100_000.0 + np.cumsum(pnl))
     assert np.all(np.diff(agent.get_xdata()) > 0)
     marks = [t.get_text() for t in figure.axes[0].texts]
-    assert marks == ["fold 0", "fold 1"]
+    assert marks == ["fold 1", "fold 2"]
 
 
 def test_plot_equity_all_writes_a_png(tmp_path: Path) -> None:

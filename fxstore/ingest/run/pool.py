@@ -10,8 +10,16 @@ from __future__ import annotations
 import multiprocessing
 import multiprocessing.context
 import multiprocessing.forkserver
+import signal
 
-__all__ = ["start_worker_server", "worker_context"]
+__all__ = ["ignore_interrupts", "start_worker_server", "worker_context"]
+
+
+def ignore_interrupts() -> None:
+    """A pool process's initializer: Ctrl-C reaches every process of the terminal, but only
+    the parent decides what to do (it stops the pool); a worker left to it would print a
+    traceback of its own."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def worker_context() -> multiprocessing.context.BaseContext:

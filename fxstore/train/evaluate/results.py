@@ -101,7 +101,7 @@ def with_ts_close(
         lo, hi = result.fold.test
         if hi - lo != result.pnl.size:
             raise InvalidInputError(
-                f"fold {result.fold.index}'s {result.policy!r} result has {result.pnl.size} "
+                f"fold {result.fold.number}'s {result.policy!r} result has {result.pnl.size} "
                 f"rows, its test window {hi - lo}."
             )
         out.append(dataclasses.replace(result, ts_close=np.asarray(ts_close[lo:hi], np.int64)))
@@ -305,7 +305,7 @@ class BacktestResult:
             span = f"{_iso_day(r.fold.test_span[0])}..{_iso_day(r.fold.test_span[1])}"
             rows.append(
                 (
-                    str(r.fold.index),
+                    str(r.fold.number),
                     span,
                     r.policy,
                     *_metric_cells(r.metrics),

@@ -285,8 +285,9 @@ def _folds_section(metrics: Json) -> str:
             p: [_fmt(".2f")(in_sample.get(p) if isinstance(in_sample, dict) else None)]
             for p in policies
         }
-        index = fold.get("index") if isinstance(fold, dict) else "?"
-        parts.append(f"<h3>fold {_e(index)}: test {_e(_span(fold))}</h3>")
+        index = fold.get("index") if isinstance(fold, dict) else None
+        number = index + 1 if isinstance(index, int) else "?"  # counted from 1, as tables do
+        parts.append(f"<h3>fold {_e(number)}: test {_e(_span(fold))}</h3>")
         header = ["policy", *(c[0] for c in _COLUMNS), "IS Sharpe ann."]
         parts.append(_table(header, _metric_rows(policies, extra, _list(metrics.get("policies")))))
     return "".join(parts) or '<p class="note">No fold has finished yet.</p>'
