@@ -35,6 +35,8 @@ from fxstore.store import (
     stage_bar_version,
 )
 
+pytestmark = pytest.mark.quick
+
 DAY_2024_01_31 = 19753  # days since 1970-01-01
 SYMBOL = "ES.FUT"
 _SERIES = ("mbp10_front_month", "dib-b100")

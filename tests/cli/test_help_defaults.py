@@ -28,6 +28,8 @@ from fxstore.cli._options import FROM_PROFILE
 from fxstore.config import BASELINE_POLICIES
 from fxstore.train.profiles import load_profile
 
+pytestmark = pytest.mark.quick
+
 #: Arguments each command needs to run at all.
 ARGS = {"info": ["ES.FUT"], "ingest": ["in.dbn"], "rolls": ["ES.FUT"], "scan": ["in.dbn"]}
 #: The library calls of each command, by module and name, replaced while it runs.

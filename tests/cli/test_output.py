@@ -15,6 +15,8 @@ from fxstore.cli import _output, cli
 from fxstore.cli._output import Progress, eta_text, format_duration, train_status
 from fxstore.train.loop import Progress as TrainProgress
 
+pytestmark = pytest.mark.quick
+
 SYNTH = ["synth", "--start", "2024-03-04", "--end", "2024-03-05", "--events-per-day", "1000"]
 
 

@@ -10,6 +10,8 @@ from fxstore.cli.train import train_config
 from fxstore.errors import InvalidInputError
 from fxstore.train.profiles import load_profile
 
+pytestmark = pytest.mark.quick
+
 
 def test_train_config_no_options_is_the_profile() -> None:
     assert train_config("smoke") == load_profile("smoke")

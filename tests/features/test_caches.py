@@ -11,6 +11,8 @@ from fxstore.features.caches import gc_caches
 from fxstore.store import atomic_write_json, fxcache_dir, run_dir
 from tests.test_fxcache import SYMBOL, _bar_version, _write_cache
 
+pytestmark = pytest.mark.quick
+
 
 def _caches(root: Path) -> list[str]:
     return sorted(p.name for p in (root / "fxcache" / SYMBOL).iterdir())

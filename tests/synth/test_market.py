@@ -20,6 +20,8 @@ from fxstore.synth.writer import DbnFileWriter
 from tests.synth.conftest import Market, make_market
 from tests.synth.dbn_io import file_day, read_dbn
 
+pytestmark = pytest.mark.quick
+
 SMALL = {"events_per_day": 3_000}
 
 

@@ -14,6 +14,8 @@ from fxstore.synth import generate_market
 from fxstore.synth.record import RECORD_NAME
 from fxstore.synth.writer import DbnFileWriter
 
+pytestmark = pytest.mark.quick
+
 CONFIG = SynthConfig(start=dt.date(2024, 6, 3), end=dt.date(2024, 6, 5), events_per_day=1_000)
 
 
