@@ -196,9 +196,9 @@ def _days_to_keep(
         found = record.written_day(plan.trading_day)
         if found is not None:
             kept[plan.trading_day] = (found[0][0], found[1])
-    if isinstance(layout, _TradingDayFiles) or len(kept) == len(plans):
+    if isinstance(layout, _TradingDayFiles):
         return kept
-    return {}
+    return kept if len(kept) == len(plans) and record.shared_intact() else {}
 
 
 def _write_day(

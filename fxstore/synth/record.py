@@ -97,6 +97,10 @@ class SynthRecord:
         """The files of several days, as recorded (in the order written)."""
         return [self._out_dir / str(s[0]) for s in self._shared if isinstance(s, list) and s]
 
+    def shared_intact(self) -> bool:
+        """Whether every file of several days the record lists is as written."""
+        return self._matches(self._shared)
+
     def shared_written(self, names: list[str]) -> bool:
         """Whether the files of several days (definitions; UTC-day DBN files) are as written."""
         return self._matches(self._shared) and sorted(str(s[0]) for s in self._shared) == sorted(

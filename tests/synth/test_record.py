@@ -52,6 +52,20 @@ def test_generate_market_utc_day_split_twice_leaves_files_as_they_are(tmp_path: 
     assert second.files == first.files
 
 
+def test_generate_market_utc_day_split_with_a_changed_file_writes_every_day_again(
+    tmp_path: Path,
+) -> None:
+    config = dataclasses.replace(CONFIG, split="utc-day")
+    first = generate_market(config, tmp_path)
+    original = first.files[1].read_bytes()
+    first.files[1].write_bytes(b"damaged")
+
+    again = generate_market(config, tmp_path)
+
+    assert again.days_kept == 0
+    assert first.files[1].read_bytes() == original
+
+
 def test_generate_market_other_options_write_every_day_again(tmp_path: Path) -> None:
     generate_market(CONFIG, tmp_path)
 
