@@ -60,11 +60,11 @@ class _Group(click.Group):
             raise click.ClickException(str(err)) from err
         except KeyboardInterrupt as err:
             # Ctrl-C or SIGTERM in a command without safe points of its own (train has):
-            # every file is written whole or not at all, so what finished is kept.
+            # every file is written whole or not at all (temp file, then rename).
             signum = signal.SIGTERM if isinstance(err, _Terminated) else signal.SIGINT
             click.echo(
-                f"\n{signal.Signals(signum).name}: stopped. What was finished is kept; the "
-                "same command continues from there.",
+                f"\n{signal.Signals(signum).name}: stopped; nothing is left half-written. Run "
+                "the same command again (synth and ingest resume where they stopped).",
                 err=True,
             )
             raise click.exceptions.Exit(128 + signum) from None

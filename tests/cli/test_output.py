@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -92,7 +95,27 @@ def test_synth_stopped_by_a_signal_says_how_to_continue_and_exits_128_plus_it(
 
     assert result.exit_code == code
     assert result.output.splitlines()[-1] == (
-        f"{signal.Signals(signum).name}: stopped. What was finished is kept; the same command "
-        "continues from there."
+        f"{signal.Signals(signum).name}: stopped; nothing is left half-written. Run the same "
+        "command again (synth and ingest resume where they stopped)."
     )
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
+def test_synth_interrupted_by_a_real_sigint_resumes_at_the_next_run(tmp_path: Path) -> None:
+    args = [sys.executable, "-m", "fxstore", "synth", str(tmp_path), "-q", "--start"]
+    args += ["2024-03-04", "--end", "2024-03-29", "--events-per-day", "60000"]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
+    proc = subprocess.Popen(args, env=env, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not (tmp_path / "fxstore-synth.json").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)  # the first day is written
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=120)
+
+    again = CliRunner().invoke(cli, ["synth", *args[4:]], catch_exceptions=False)
+
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    assert stderr.strip().splitlines()[-1].startswith("SIGINT: stopped; nothing is left")
+    kept = re.search(r"\((\d+) of the days were there already", again.output)
+    assert kept is not None and 1 <= int(kept.group(1)) < 20, again.output

@@ -29,7 +29,11 @@ def worker_context() -> multiprocessing.context.BaseContext:
     if "forkserver" in multiprocessing.get_all_start_methods():
         context = multiprocessing.get_context("forkserver")
         context.set_forkserver_preload(
-            ["fxstore.ingest.run.day_builder", "fxstore.ingest.run.warm"]
+            [
+                "fxstore.ingest.run.server_signals",
+                "fxstore.ingest.run.day_builder",
+                "fxstore.ingest.run.warm",
+            ]
         )
         return context
     return multiprocessing.get_context("spawn")
