@@ -11,6 +11,8 @@ from click.testing import CliRunner
 from fxstore.cli import cli
 from tests.features.conftest import INGEST
 
+pytestmark = pytest.mark.quick
+
 
 def _run(*args: str) -> tuple[int, str]:
     result = CliRunner().invoke(cli, list(args))

@@ -23,6 +23,8 @@ from fxstore.train.evaluate.walkforward import Fold
 from fxstore.train.runs.backtest import run_backtest
 from tests.conftest import SynthMarket
 
+pytestmark = pytest.mark.quick
+
 ES = ContractSpec("ES", 50.0, 0.25)
 #: 0.125 * 50 (half spread) + 1.25 (commission) = $7.50 per contract traded.
 COST = 7.5

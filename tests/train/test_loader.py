@@ -27,6 +27,8 @@ from tests.train._fxcache import (
     write_shard,
 )
 
+pytestmark = pytest.mark.quick
+
 
 def mapped_ranges(path: Path) -> list[tuple[int, int]]:
     """Address ranges at which this process maps `path` (from /proc/self/maps)."""

@@ -24,6 +24,8 @@ from fxstore.train.runs.plots import (
     session_axis,
 )
 
+pytestmark = pytest.mark.quick
+
 #: Thu 2024-03-07, Fri 03-08, then a weekend, Mon 03-11, Tue 03-12 (the day after US DST).
 DAYS = (dt.date(2024, 3, 7), dt.date(2024, 3, 8), dt.date(2024, 3, 11), dt.date(2024, 3, 12))
 BARS_PER_DAY = 20

@@ -14,6 +14,8 @@ from fxstore.config import WalkForwardConfig
 from fxstore.errors import InvalidInputError, SchemaError
 from fxstore.train.evaluate.walkforward import Fold, make_folds
 
+pytestmark = pytest.mark.quick
+
 DAY0 = 19_700  # days since 1970-01-01 of the first trading day
 
 
