@@ -1,4 +1,4 @@
-"""VecEnv steps/s: 4,096 parallel environments over a ~1 M-row market (issue 6: the env).
+"""VecEnv steps/s: 4,096 parallel environments over a ~1 M-row market (the environment).
 
 Builds a synthetic Market in memory (~1 M rows x 30 float32 features, a random walk on the
 ES grid, a roll every ~65 k rows), then measures, in one run, per array module (numpy; CuPy

@@ -1,4 +1,4 @@
-"""Issue 16's sweep: the agent against the oracle and the linear reference at realistic ICs.
+"""The IC sweep: the agent against the oracle and the linear reference at realistic ICs.
 
 For each information coefficient in ``--ics`` (default 0, 0.02, 0.05, 0.1), builds one
 synthetic market (``fxstore synth --signal-ic IC``, one year, 200,000 records a day, seed 11),
@@ -6,7 +6,7 @@ ingests and precomputes it into ``<work>/ic-<IC>/`` (skipped when the fxcache is
 there), then trains walk-forward with ``--seeds`` seeds per fold and records, per IC, the
 pooled out-of-sample totals of every policy (agent seeds, oracle, linear, ofi-sign, flat,
 long, random), the agent's share of the oracle's PnL (mean and spread over seeds), and the
-deflated Sharpe with its trial count. Issue 16's targets: at IC 0.05 the agent's pooled PnL
+deflated Sharpe with its trial count. The targets it checks: at IC 0.05 the agent's pooled PnL
 is >= 50% of the oracle's and above linear's; at IC 0 its deflated Sharpe is not significant
 (p > 0.05).
 

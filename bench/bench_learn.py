@@ -1,5 +1,5 @@
 """Does the agent learn, and does it cheat? Walk-forward training on a planted-signal market and
-on a market with no signal, out-of-sample metrics next to the baselines (issue 7).
+on a market with no signal, out-of-sample metrics next to the baselines.
 
 For each store given (each holding an fxcache of ES.FUT made by ``fxstore synth --signal S``,
 ``fxstore ingest`` and ``fxstore precompute``), runs ``fxstore.train.loop.train`` with one
@@ -22,7 +22,7 @@ Run:  FXSTORE_BENCH_MACHINE=nvidia-h200 PYTHONPATH=. python bench/bench_learn.py
 
 ``--gpus 1,2`` trains each store once per GPU count (``train --gpus N``: N folds at once,
 one worker process per GPU), checks that every count gives the same totals, and records the
-wall time of each and its ratio to one GPU's (issue 23's target on the 9-fold year: 2 GPUs
+wall time of each and its ratio to one GPU's (the target on the 9-fold year: 2 GPUs
 <= 0.55x one GPU). On a machine with two GPUs:
 
       FXSTORE_BENCH_MACHINE=nvidia-h200-x2 PYTHONPATH=. python bench/bench_learn.py \

@@ -1,4 +1,4 @@
-"""fxcache shards -> device matrices on a GPU (issue 5: the loader).
+"""fxcache shards -> device matrices on a GPU (the loader).
 
 Generates >= 2 GiB of feature + target columns as monthly fxcache shards on local disk, then
 measures, in one run and on one GPU (medians of --repeat runs, page cache warm):

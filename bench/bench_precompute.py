@@ -1,4 +1,4 @@
-"""Feature precompute throughput for the default feature set (issue 4), on one core.
+"""Feature precompute throughput for the default feature set, on one core.
 
 Measures, in one run and on one core (every library held to one thread; --pin also binds the
 process to one CPU, which on a shared machine adds the other processes' time there), over the

@@ -42,9 +42,11 @@ def _tree_bytes(root: Path) -> int:
     return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
 
 
-def _s3_ingest(
+def s3_ingest(
     config: IngestConfig, folder: Path, endpoint: str, tmp: Path, from_bucket: bool
-) -> dict[str, float]:
+) -> tuple[dict[str, float], Path]:
+    """Time one ingest into a fresh bucket (inputs from it too with `from_bucket`); the
+    times and the root of a fresh mirror of the finished store."""
     import boto3
     from boto3.s3.transfer import TransferConfig
 
@@ -72,7 +74,7 @@ def _s3_ingest(
     mirror = fresh.__enter__()
     mirrored = time.perf_counter()
     fresh.__exit__(None, None, None)
-    return {
+    timed = {
         "fetch_inputs_s": fetched - started,
         "pull_s": pulled - fetched,
         "build_s": built - pulled,
@@ -81,6 +83,7 @@ def _s3_ingest(
         "fresh_pull_s": mirrored - pushed,
         "store_bytes": float(_tree_bytes(mirror)),
     }
+    return timed, mirror
 
 
 def main() -> None:
@@ -115,8 +118,8 @@ def main() -> None:
             started = time.perf_counter()
             ingest(config, [folder], tmp / f"local{i}")
             rows["local"].append({"total_s": time.perf_counter() - started})
-            rows["s3"].append(_s3_ingest(config, folder, endpoint, tmp, from_bucket=False))
-            rows["s3_inputs"].append(_s3_ingest(config, folder, endpoint, tmp, from_bucket=True))
+            rows["s3"].append(s3_ingest(config, folder, endpoint, tmp, from_bucket=False)[0])
+            rows["s3_inputs"].append(s3_ingest(config, folder, endpoint, tmp, from_bucket=True)[0])
     server.stop()
     medians = {
         kind: {k: statistics.median(r[k] for r in runs) for k in runs[0]}

@@ -1,4 +1,4 @@
-"""Scale-out: ingest on the local pool vs a one-node Ray cluster, paired (issue 17).
+"""Scale-out: ingest on the local pool vs a one-node Ray cluster, paired.
 
 In one run, on the same >= 48 synthetic trading days of `--day-records` MBP-10 records:
 for each repeat and each worker count N (default 8 and 16), `ingest` with the local pool
@@ -124,7 +124,7 @@ def s3_vs_local(paths: list[Path], tmp: Path, workers: int, repeat: int) -> dict
     import statistics
 
     import boto3
-    from bench_s3 import _s3_ingest
+    from bench_s3 import s3_ingest
     from moto.server import ThreadedMotoServer
 
     for key, value in (("AWS_ACCESS_KEY_ID", "bench"), ("AWS_SECRET_ACCESS_KEY", "bench")):
@@ -147,8 +147,8 @@ def s3_vs_local(paths: list[Path], tmp: Path, workers: int, repeat: int) -> dict
         for i in range(repeat):
             seconds, summary = _ingest(paths, tmp / "s3local", workers, False)
             rows["local"].append({"total_s": seconds})
-            rows["s3"].append(_s3_ingest(config, folder, endpoint, tmp / f"s3_{i}", False))
-            rows["s3_inputs"].append(_s3_ingest(config, folder, endpoint, tmp / f"s3i_{i}", True))
+            rows["s3"].append(s3_ingest(config, folder, endpoint, tmp / f"s3_{i}", False)[0])
+            rows["s3_inputs"].append(s3_ingest(config, folder, endpoint, tmp / f"s3i_{i}", True)[0])
             print({k: v[-1] for k, v in rows.items()}, file=sys.stderr)
     finally:
         server.stop()

@@ -1,7 +1,7 @@
 """Learner speed on a GPU: one C51 dueling double-DQN update, fxstore (CuPy) vs PyTorch eager
 and PyTorch captured in a CUDA graph.
 
-Issue 7 and DESIGN.md: one update (batch 16,384, width 256, Adam, grad clip) on an H200 in
+DESIGN.md's target: one update (batch 16,384, width 256, Adam, grad clip) on an H200 in
 <= 1.2 ms, faster than the same network and update in PyTorch eager. For every (batch, width)
 in the grid, in one run on one GPU, medians over --repeat blocks of --iters updates each,
 timed with CUDA events:

@@ -1,6 +1,6 @@
 """What a machine's first training run compiles: each CuPy kernel compile, its seconds.
 
-Issue 20: the 9-fold year took 72 s with an empty CuPy kernel cache and 46 s from that
+The 9-fold year took 72 s with an empty CuPy kernel cache and 46 s from that
 cache right after (`bench/results/learn_gpu_act_cold_cache.json`, `_warm_cache.json`), so a
 fresh machine (a new container, each worker of a cluster) pays about 26 s of compiling
 before its first run trains at speed. This runs a short training (one fold by default) with

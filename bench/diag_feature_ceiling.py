@@ -1,4 +1,4 @@
-"""Issue 16 diagnostic: how much of the planted signal can a model of the features recover?
+"""Diagnostic: how much of the planted signal can a model of the features recover?
 
 On a synthetic market the planted signal is known (synth's side files; the oracle trades
 it). Any policy that sees only the fxcache features can at best trade the part of the

@@ -1,4 +1,4 @@
-"""Issue 16 diagnostic: can the agent trade a forecast it is handed?
+"""Diagnostic: can the agent trade a forecast it is handed?
 
 The agent does not learn the planted signal from the 30 features (bench/diag_no_trade_band.py:
 its Q-values memorise the training rows). This hands it the linear reference's prediction

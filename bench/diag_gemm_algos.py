@@ -1,7 +1,7 @@
 """How much faster the update's GEMMs could be with another cuBLASLt algorithm than the one
 each takes now.
 
-Issue 20: the fp32 update at 16,384 x 256 is bound by its GEMMs (0.716 ms for the same GEMMs
+The fp32 update at 16,384 x 256 is bound by its GEMMs (0.716 ms for the same GEMMs
 in a captured PyTorch graph, `diag_gemm_ceiling.py`), and cuBLASLt's heuristic gives each
 GEMM its first guess. This records every GEMM of one eager update (``Cublas.gemm``, the
 split-K weight gradients of ``CupyOps.grad_matmul`` and ``CublasLt.matmul`` with its
@@ -11,7 +11,7 @@ through the workspace only, as the update allows), each captured in a CUDA graph
 update runs, and prints the sum over the update: now, cuBLASLt's first guess, and the
 fastest candidate per GEMM.
 
-On the H200 (bench/results/gemm_algos_*.json, session 16) the fastest of cuBLASLt's eight
+On the H200 (bench/results/gemm_algos_*.json) the fastest of cuBLASLt's eight
 candidates would save 15 of 660 us at 16,384 x 256 fp32, 19 of 232 in TF32, 7 and 10 at
 batch 4,096: too little to trade run-to-run determinism for (an algorithm picked by timing
 can differ between runs, and with it the results' bits). cuBLASLt's first guess is the

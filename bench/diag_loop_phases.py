@@ -1,6 +1,6 @@
 """Where a training run's wall time goes: the host's seconds in each part of the loop.
 
-Issue 20: on the H200 the 9-fold year took 57-72 s on machines whose hosts differed, while
+On the H200 the 9-fold year took 57-72 s on machines whose hosts differed, while
 the update itself is a fraction of a millisecond of GPU time, so the host's side of the loop
 sets the pace. This wraps the loop's parts with host timers (acting, the environment step,
 the n-step accumulation, the replay's add, the learner step and its pieces, evaluation, the
@@ -53,7 +53,7 @@ PARTS: list[tuple[str, Any, str]] = [
     ("checkpoint", loop_module, "_save"),
 ]
 PARTS = [part for part in PARTS if hasattr(part[1], part[2])]  # parts of older checkouts
-# the learner step as one object, where this checkout has it (issue 20's CUDA-graph step)
+# the learner step as one object, where this checkout has it (the CUDA-graph step)
 try:
     _learner: Any = importlib.import_module("fxstore.train.agent.learner")
     PARTS.append(("learner step", _learner.LearnerStep, "__call__"))

@@ -1,4 +1,4 @@
-"""Issue 16 diagnostic: would a no-trade band on the agent's Q-values rescue its greedy policy?
+"""Diagnostic: would a no-trade band on the agent's Q-values rescue its greedy policy?
 
 The agent stands aside on the demo market (IC 0.1) because its greedy policy loses on every
 validation evaluation (daily Sharpe -10 to -27): it trades some 150-200 times per validation

@@ -1,6 +1,6 @@
 """Where one agent update spends its GPU time: every kernel's median duration, per update.
 
-Issue 20: after capturing the update in a CUDA graph (launch overhead gone), what is left is
+After capturing the update in a CUDA graph (launch overhead gone), what is left is
 the kernels' own time. This runs `--updates` updates of ``Agent.update_async`` (captured, as
 training runs them) under the PyTorch profiler, whose CUPTI sees CuPy's and cuBLAS's kernels,
 and prints each kernel's time per update, largest first, with the sum against the wall time

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Issue 16's one-year sweep on one GPU: one process per IC, concurrently (four shared one
-# H200 at about 5 s per fold and seed in all, against 7 s for one alone: CHANGELOG "Noticed
-# (session 12)"). Each builds its IC's market (synth, ingest, precompute) under WORK unless
+# The one-year IC sweep on one GPU: one process per IC, concurrently (four shared one
+# H200 at about 5 s per fold and seed in all, against 7 s for one alone: docs/findings.md).
+# Each builds its IC's market (synth, ingest, precompute) under WORK unless
 # it is there, trains 3 seeds per fold with PROFILE, and writes
 # bench/results/ic_sweep_h200_year_ic<IC>.json; the script waits for all of them.
 # Usage (on the GPU machine, from the repo root; WORK outside the repository, e.g. /tmp/icy,
-# which a device call's sync of the working tree would otherwise remove):
+# so that the stores stay out of the working tree):
 #   bash bench/run_ic_sweep_year.sh WORK PROFILE IC...
 set -u
 work=$1; profile=$2; shift 2

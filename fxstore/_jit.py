@@ -11,7 +11,7 @@ from typing import Any, TypeVar, cast
 
 import numba
 
-__all__ = ["njit", "njit_inline", "njit_inner", "njit_numpy_errors"]
+__all__ = ["njit", "njit_fma", "njit_inline", "njit_inner", "njit_numpy_errors"]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -38,4 +38,22 @@ def njit_inner(func: _F) -> _F:
     take named tuples of arrays.
     """
     options: dict[str, Any] = {"cache": True, "nogil": True, "no_cpython_wrapper": True}
+    return cast(_F, numba.njit(**options)(func))
+
+
+def njit_fma(func: _F) -> _F:
+    """:func:`njit_inner` with numpy's error model (a float division by zero gives inf or
+    NaN, no check per division: loops with divisions vectorise) that may fuse a multiply and
+    an add into one FMA instruction (LLVM's 'contract' flag only: NaN, infinities and the
+    order of operations are kept), for recursions bound by their chain's latency. The
+    rounding is then the machine's: results are reproducible on one machine, not bit for
+    bit across CPUs with and without FMA.
+    """
+    options: dict[str, Any] = {
+        "cache": True,
+        "nogil": True,
+        "no_cpython_wrapper": True,
+        "error_model": "numpy",
+        "fastmath": {"contract"},
+    }
     return cast(_F, numba.njit(**options)(func))

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import socket
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -25,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
 
 from fxstore.config.executor import EXECUTOR_KINDS, ExecutorConfig, ExecutorKind
 from fxstore.errors import FxStoreError, FxStoreWarning, InvalidInputError, WorkerLostError
+from fxstore.reaper import start_reaper
 
 if TYPE_CHECKING:
     from types import ModuleType
@@ -36,6 +39,7 @@ __all__ = [
     "RayPool",
     "TaskPool",
     "WorkerLostError",
+    "check_reachable",
     "open_ray_pool",
     "require_ray",
 ]
@@ -221,6 +225,54 @@ def _cluster_slots(ray: ModuleType, num_gpus: float) -> int:
     return max(1, int(resources.get("CPU", 1)))
 
 
+def check_reachable(address: str, timeout_s: float) -> None:
+    """Fail with one line unless something answers at the cluster address `address`
+    (``HOST:PORT`` or ``ray://HOST:PORT``) within `timeout_s` seconds; "auto" and other
+    forms are left to Ray, which answers those at once.
+
+    Ray itself waits minutes on an address where nothing answers, retrying with a warning
+    every few seconds.
+
+    Raises
+    ------
+    InvalidInputError
+        Nothing accepts a connection at the address in time.
+    """
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if not sep or not host or not port.isdigit():
+        return
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
+            pass
+    except OSError as err:
+        reason = "no answer" if isinstance(err, TimeoutError) else err.strerror or str(err)
+        raise InvalidInputError(
+            f"Ray cluster at {address}: cannot connect within {timeout_s:g} s ({reason}); "
+            "check --ray-address (`ray status` on the head node shows it) or raise "
+            "--ray-timeout."
+        ) from err
+
+
+#: Ray's variable for how many times a driver tries a cluster's GCS (about 30 s each on
+#: a port that answers but is no GCS; 20 times by default).
+_GCS_ATTEMPTS_ENV: Final = "RAY_gcs_server_port_wait_time_s"
+
+
+@contextlib.contextmanager
+def _one_gcs_attempt(joining: bool) -> Iterator[None]:
+    """Within the block, a driver joining a cluster tries its GCS once (unless the user set
+    Ray's variable): an address that answers but is no Ray cluster fails in about 30 s,
+    not ten minutes."""
+    if not joining or _GCS_ATTEMPTS_ENV in os.environ:
+        yield
+        return
+    os.environ[_GCS_ATTEMPTS_ENV] = "1"
+    try:
+        yield
+    finally:
+        os.environ.pop(_GCS_ATTEMPTS_ENV, None)
+
+
 @contextlib.contextmanager
 def open_ray_pool(
     config: ExecutorConfig, workers: int | None, *, num_gpus: float = 0
@@ -230,15 +282,18 @@ def open_ray_pool(
     `workers` is the number of tasks in flight (None: one per CPU of the cluster, or one
     per GPU when each task asks for `num_gpus`). A Ray
     instance this process already started is used as it is and left running; one this
-    block started (or joined) is shut down at its end.
+    block started (or joined) is shut down at its end. A Ray instance started on this
+    machine goes with this process even when it is killed (:mod:`fxstore.reaper`).
 
     Raises
     ------
     InvalidInputError
-        Ray is not installed, or the cluster at `config.address` cannot be reached.
+        Ray is not installed, or the cluster at `config.address` cannot be reached (within
+        `config.connect_timeout_s`).
     """
     ray = require_ray()
     started = False
+    reaper = None
     if not ray.is_initialized():
         options: dict[str, Any] = {
             "include_dashboard": False,
@@ -247,8 +302,13 @@ def open_ray_pool(
         }
         if config.address is None and workers is not None:
             options["num_cpus"] = workers
+        if config.address is not None:
+            check_reachable(config.address, config.connect_timeout_s)
         try:
-            ray.init(address=config.address, **options)
+            with _one_gcs_attempt(config.address is not None):
+                # "local": a new instance, never one another program left running here
+                # (ray.init() alone would join the last cluster started on this machine)
+                ray.init(address=config.address or "local", **options)
         except (ConnectionError, RuntimeError, ValueError) as err:
             where = config.address or "this machine"
             raise InvalidInputError(
@@ -257,6 +317,8 @@ def open_ray_pool(
             ) from err
         started = True
     try:
+        if started and config.address is None:
+            reaper = start_reaper(ray.get_runtime_context().get_node_id())
         yield RayPool(
             ray,
             workers if workers is not None else _cluster_slots(ray, num_gpus),
@@ -265,3 +327,5 @@ def open_ray_pool(
     finally:
         if started:
             ray.shutdown()
+        if reaper is not None:
+            reaper.communicate()  # closes its pipe: it kills what shutdown left, and exits

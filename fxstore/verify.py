@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Final
 
 from fxstore.errors import FxStoreError
 from fxstore.fxcache import FxCacheManifest, read_manifest
+from fxstore.remote import drop_object, in_bucket, location, object_problem, restore_object
 from fxstore.store import (
     MANIFEST,
     BarVersion,
@@ -65,8 +66,8 @@ class Problem:
     is_repaired: bool = False
 
     def format_line(self) -> str:
-        """``<path>: <what>; <action>.``"""
-        return f"{self.path}: {self.what}; {self.action}."
+        """``<path>: <what>; <action>.`` (in an s3:// store, the object's URL for its path)."""
+        return f"{location(self.path)}: {self.what}; {self.action}."
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +92,7 @@ class VerifyReport:
         files = "file" if self.n_files == 1 else "files"
         checked = (
             f"{self.n_series} bar series and {self.n_caches} {caches} ({self.n_files} {files}) "
-            f"in {self.root}"
+            f"in {location(self.root)}"
         )
         if not self.problems:
             return [f"Verified {checked}: no problems."]
@@ -108,6 +109,8 @@ class VerifyReport:
 class _Tally:
     problems: list[Problem]
     n_files: int = 0
+    #: Files whose object in an s3:// store's bucket is damaged or missing → their SHA-256.
+    bad_objects: dict[Path, object] = field(default_factory=dict)
 
     def add(self, path: Path, what: str, action: str) -> None:
         self.problems.append(Problem(path, what, action))
@@ -120,7 +123,15 @@ def _inside(path: Path, root: Path) -> bool:
 def _check_file(
     tally: _Tally, root: Path, path: Path, sha256: object, size: object, action: str
 ) -> bool:
-    """Check one listed file; True when it is what the manifest recorded."""
+    """Check one listed file; True when it is what the manifest recorded. In an s3:// store
+    the object in the bucket is checked, never the local copy (:func:`object_problem`)."""
+    if in_bucket(path):
+        problem = object_problem(path, sha256, size)
+        tally.n_files += 1
+        if problem is not None:
+            tally.add(path, problem, action)
+            tally.bad_objects[path] = sha256
+        return problem is None
     try:
         if not path.is_file():
             tally.add(path, "listed in its manifest but missing", action)
@@ -250,20 +261,13 @@ def _iter_unfinished(root: Path, symbol: str | None) -> Iterator[tuple[Path, str
             yield folder, "re-run the same `fxstore precompute` to finish it"
 
 
-def _featureset_json(group: object) -> list[dict[str, object]]:
-    """A manifest's feature definitions as feature-set TOML entries (name, kind, params)."""
-    if not isinstance(group, list):
-        raise TypeError(group)
-    return [{"name": d["name"], "kind": d["kind"], **d["params"]} for d in group]
-
-
 def _repair_cache(root: Path, cache: FxCacheManifest, intact: dict[Path, bool]) -> tuple[bool, str]:
     """Rebuild `cache` from its bars, when they are intact and the ones it was built from.
 
     Returns whether it was rebuilt, and what was done or why not.
     """
     from fxstore.config import FeatureConfig
-    from fxstore.features.definitions import parse_featureset
+    from fxstore.features.definitions import featureset_from_definition
     from fxstore.features.precompute import precompute
 
     source, definition = cache.data.get("source"), cache.data.get("featureset")
@@ -271,12 +275,7 @@ def _repair_cache(root: Path, cache: FxCacheManifest, intact: dict[Path, bool]) 
         return False, "cannot rebuild it: its manifest does not say how it was made"
     try:
         ik, bk = str(source["instrument_key"]), str(source["bar_key"])
-        doc = {
-            "settings": definition["settings"],
-            "features": _featureset_json(definition["features"]),
-            "targets": _featureset_json(definition["targets"]),
-        }
-        featureset = parse_featureset(doc, where=str(cache.path))
+        featureset = featureset_from_definition(definition, str(cache.path))
         bars = bars_dir(root, cache.symbol, ik, bk)
     except (KeyError, TypeError, FxStoreError):
         return False, "cannot rebuild it: its manifest does not say how it was made"
@@ -319,6 +318,9 @@ def _verify_cache(
     before = len(tally.problems)
     if _check_listed(tally, root, cache.path, entries, "*.arrow", redo) or not repair:
         return
+    for problem in tally.problems[before:]:  # the bucket's damaged objects make way
+        if problem.action == redo and problem.path in tally.bad_objects:
+            drop_object(problem.path)
     is_repaired, action = _repair_cache(root, cache, intact)
     tally.problems[before:] = [
         replace(p, action=action, is_repaired=is_repaired) if p.action == redo else p
@@ -367,6 +369,15 @@ def verify_store(root: Path, symbol: str | None = None, *, repair: bool = False)
         for run in sorted(p for p in runs_dir(root).glob("*") if p.is_dir()):
             for folder in (run, *sorted(p for p in run.glob("fold*") if p.is_dir())):
                 _check_temps(tally, folder, repair=repair, has_lock=False)
+    if repair:  # a damaged object of an s3:// store, from the intact copy of its cache
+        tally.problems = [
+            replace(p, action="restored from the intact copy in the cache", is_repaired=True)
+            if not p.is_repaired
+            and p.path in tally.bad_objects
+            and restore_object(p.path, tally.bad_objects[p.path])
+            else p
+            for p in tally.problems
+        ]
     for problem in tally.problems:
         logger.info("%s", problem.format_line())
     return VerifyReport(root, len(series), len(caches), tally.n_files, tuple(tally.problems))

@@ -164,3 +164,47 @@ def test_layout_front_door_names_resolve_to_their_modules() -> None:
     for name, home in ingest._HOME.items():
         assert home in MODULES, name
         assert getattr(ingest, name) is getattr(__import__(home, fromlist=[name]), name)
+
+
+def _train_room(module: str) -> str:
+    """``fxstore.train.agent.dqn`` -> ``agent``; ``fxstore.train.loop`` -> ``loop``; other
+    fxstore modules -> their top-level name (``store``, ``config``, ``fxstore`` itself)."""
+    parts = module.split(".")
+    if parts[:2] == ["fxstore", "train"]:
+        return parts[2] if len(parts) > 2 else "train"
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+#: What each room of the trainer may import besides itself (docs/ARCHITECTURE.md, "The
+#: trainer's rooms"): arrows run one way, gpu at the bottom, loop at the top.
+TRAIN_ROOMS_MAY_IMPORT = {
+    "gpu": {"errors", "rng"},
+    "env": {"gpu", "config", "errors", "fxcache", "market", "store"},
+    "agent": {"gpu", "env", "config", "errors", "store"},
+    "evaluate": {"gpu", "env", "config", "errors", "store"},
+    "profiles": {"config", "errors"},
+    "runs": {
+        *("gpu", "env", "agent", "evaluate", "profiles"),
+        *("config", "errors", "executor", "fxstore", "gpus", "market", "remote", "store"),
+    },
+    "loop": {"gpu", "env", "agent", "evaluate", "runs", "config", "errors"},
+    "train": {"env"},
+}
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if m.startswith("fxstore.train")))
+def test_layout_train_rooms_import_only_what_they_may(module: str) -> None:
+    room = _train_room(module)
+    used = {_train_room(t) for t in GRAPH[module]} - {room}
+
+    assert used <= TRAIN_ROOMS_MAY_IMPORT[room], (
+        f"{module} imports {sorted(used - TRAIN_ROOMS_MAY_IMPORT[room])}, which the {room} "
+        "room may not (docs/ARCHITECTURE.md)"
+    )
+
+
+def test_layout_train_room_rules_catch_a_planted_upward_import() -> None:
+    room = _train_room("fxstore.train.gpu.act")
+    used = {_train_room("fxstore.train.agent.dqn")}
+
+    assert not used <= TRAIN_ROOMS_MAY_IMPORT[room]

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Final, TypeVar, cast
 import click
 
 from fxstore.config import EnvConfig, SynthConfig, WalkForwardConfig
-from fxstore.config.executor import EXECUTOR_KINDS, ExecutorConfig
+from fxstore.config.executor import EXECUTOR_KINDS, RAY_TIMEOUT_S, ExecutorConfig
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -86,7 +86,14 @@ _AREAS_OF: Final = {
     "train": ("fxcache", "runs", "synth"),
     "backtest": ("fxcache", "runs", "synth"),
     "runs": ("runs",),
+    "fetch": ("raw", "bars", "synth"),
 }
+
+
+#: The commands that read only manifests (of an s3:// store only those are pulled; `verify`
+#: checks the objects in the bucket, and pulls everything only to --repair; `fetch` too,
+#: unless it goes on to --ingest).
+_READS_MANIFESTS: Final = frozenset({"ls", "info", "rolls", "gc", "verify"})
 
 
 def remote_settings() -> tuple[str | None, Path | None]:
@@ -115,8 +122,20 @@ def store_option(func: F) -> F:
 
         ctx = click.get_current_context()
         ctx.meta[REMOTE_META] = (s3_endpoint, cache_dir)
-        areas = _AREAS_OF.get(ctx.command.name or "", ("bars", "fxcache", "runs", "synth"))
-        with open_store(store_root, endpoint=s3_endpoint, cache_dir=cache_dir, areas=areas) as root:
+        name = ctx.command.name or ""
+        areas = _AREAS_OF.get(name, ("bars", "fxcache", "runs", "synth"))
+        lazy = (name in _READS_MANIFESTS and not kw.get("repair")) or (
+            name == "fetch" and not kw.get("then_ingest")
+        )
+        symbol = kw.get("symbol") if name != "fetch" else None  # fetch's are Databento's
+        with open_store(
+            store_root,
+            endpoint=s3_endpoint,
+            cache_dir=cache_dir,
+            areas=areas,
+            lazy=lazy,
+            symbols=(symbol,) if isinstance(symbol, str) else None,
+        ) as root:
             return func(*args, store_root=root, **kw)
 
     options = (
@@ -166,12 +185,25 @@ def executor_options(unit: str) -> Callable[[F], F]:
             help="With --executor ray: the cluster to join (auto, ray://HOST:10001, "
             "HOST:6379) [default: a Ray instance on this machine, for the run].",
         ),
+        click.option(
+            "--ray-timeout",
+            type=float,
+            default=RAY_TIMEOUT_S,
+            show_default=True,
+            help="With --ray-address: seconds to wait for the cluster to answer.",
+        ),
     )
 
 
-def executor_config(executor_kind: str, ray_address: str | None) -> ExecutorConfig:
+def executor_config(
+    executor_kind: str, ray_address: str | None, ray_timeout: float = RAY_TIMEOUT_S
+) -> ExecutorConfig:
     """The executor of the options (checks that --ray-address goes with --executor ray)."""
-    return ExecutorConfig(kind="ray" if executor_kind == "ray" else "local", address=ray_address)
+    return ExecutorConfig(
+        kind="ray" if executor_kind == "ray" else "local",
+        address=ray_address,
+        connect_timeout_s=ray_timeout,
+    )
 
 
 def quiet_option(func: F) -> F:
@@ -221,13 +253,15 @@ def featureset_option(*, default_from: str = "the only one") -> Callable[[F], F]
 
 
 def features_file_option(purpose: str) -> Callable[[F], F]:
-    """--features FILE.toml: a feature-set file (``features_file``), None for the default set."""
+    """--features NAME|FILE.toml: a built-in set's name or a feature-set file
+    (``features_file``), None for the default set."""
     return click.option(
         "--features",
         "features_file",
-        type=click.Path(dir_okay=False, path_type=Path),
         default=None,
-        help=f"Feature-set TOML file {purpose} [default: the default set].",
+        metavar="NAME|FILE",
+        help=f"Feature set {purpose}: a TOML file, or a built-in set's name (default, "
+        "classic) [default: default].",
     )
 
 

@@ -42,7 +42,7 @@ from fxstore.remote import fetch_inputs
 
 if TYPE_CHECKING:
     from fxstore.config import BarType, SplitMode
-    from fxstore.config.ingest import AdjustDirection, AdjustMethod, RollRule
+    from fxstore.config.ingest import AdjustDirection, AdjustMethod, RollOffsetUnit, RollRule
     from fxstore.ingest import IngestSummary, RollsReport, ScanReport
     from fxstore.synth import SynthSummary
 
@@ -224,15 +224,18 @@ def run_ingest(
 
         start_worker_server()  # boots while this process imports the pipeline
     from fxstore.ingest import ingest
+    from fxstore.remote import commit, location
 
     with progress("ingest", quiet) as bar:
         summary = ingest(config, paths, store_root, on_start=bar.start, on_progress=bar.advance)
+    commit(store_root)  # in an s3:// store: success is told once the bucket holds it
+    where = location(summary.out_dir)
     if output == "json":
-        echo_json(ingest_json(summary))
+        echo_json({**ingest_json(summary), "out_dir": where})
     if output != "text":
         return summary
     if summary.up_to_date:
-        click.echo(f"Up to date: {summary.out_dir} ({summary.n_bars:,} bars); --force rebuilds.")
+        click.echo(f"Up to date: {where} ({summary.n_bars:,} bars); --force rebuilds.")
         return summary
     n_days = summary.days_written + summary.days_skipped
     with_bars = "" if summary.n_days == n_days else f" ({summary.n_days} with bars)"
@@ -240,7 +243,7 @@ def run_ingest(
         f"Ingested {n_days} trading days{with_bars}: {summary.n_records:,} records read, "
         f"{summary.n_kept:,} kept, {summary.n_bars:,} bars ({summary.bars_per_day:.1f}/day), "
         f"{summary.days_written} written, {summary.days_skipped} resumed, "
-        f"in {summary.elapsed_s:.1f} s -> {summary.out_dir}"
+        f"in {summary.elapsed_s:.1f} s -> {where}"
     )
     for entry in summary.schedule:
         if entry.is_roll:
@@ -294,11 +297,27 @@ def run_ingest(
 @click.option(
     "--roll",
     "rule",
-    type=click.Choice(["volume", "open-interest", "calendar"]),
+    type=click.Choice(["volume", "open-interest", "calendar", "databento"]),
     default=None,
     help="Front-month rule: previous-day volume, open interest published before the "
-    "session (needs --statistics), or a calendar offset (--roll-offset) "
+    "session (needs --statistics), a calendar offset (--roll-offset), or Databento's "
+    "continuous symbology (--roll-symbology) "
     f"[default: {default_of(RollConfig, 'rule')}].",
+)
+@click.option(
+    "--roll-symbology",
+    "symbology",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="--roll databento: a saved symbology.resolve answer (stype_in continuous, e.g. "
+    "ES.c.0); each trading day takes the contract it maps the day's UTC date to.",
+)
+@click.option(
+    "--roll-continuous",
+    "databento_symbol",
+    default=None,
+    help="--roll databento: the continuous symbol of --roll-symbology to follow "
+    "[default: the only one in it].",
 )
 @click.option(
     "--roll-offset",
@@ -306,8 +325,17 @@ def run_ingest(
     type=int,
     default=default_of(RollConfig, "offset"),
     show_default=True,
-    help="--roll calendar: trading days before the last trading day (first notice day of "
-    "deliverable GC, ZN, ...) to roll on.",
+    help="--roll calendar: days (--roll-offset-unit) before the last trading day (first "
+    "notice day of deliverable GC, ZN, ...) to roll on.",
+)
+@click.option(
+    "--roll-offset-unit",
+    "offset_unit",
+    type=click.Choice(["trading", "calendar"]),
+    default=default_of(RollConfig, "offset_unit"),
+    show_default=True,
+    help="--roll-offset counts trading days, or calendar days (a roll day without a "
+    "session rolls on the next one).",
 )
 @click.option(
     "--roll-months",
@@ -351,10 +379,14 @@ def ingest(
     workers: int | None,
     executor_kind: str,
     ray_address: str | None,
+    ray_timeout: float,
     definitions: tuple[Path, ...],
     multiplier: float | None,
     rule: RollRule | None,
+    symbology: Path | None,
+    databento_symbol: str | None,
     offset: int,
+    offset_unit: RollOffsetUnit,
     months: str | None,
     adjust: AdjustMethod,
     adjust_direction: AdjustDirection,
@@ -380,6 +412,8 @@ def ingest(
         RollConfig(),
         rule=rule,
         offset=offset,
+        offset_unit=offset_unit,
+        databento_symbol=databento_symbol,
         months=parse_roll_months(months),
         adjust=adjust,
         direction=adjust_direction,
@@ -388,7 +422,7 @@ def ingest(
         BarConfig(bar_type=bar_type, threshold=threshold, multiplier=multiplier),
         target_bars_per_day=target_bars_per_day,
     )
-    runs_on = executor_config(executor_kind, ray_address)
+    runs_on = executor_config(executor_kind, ray_address, ray_timeout)
     default_workers = 0 if runs_on.is_ray else (os.cpu_count() or 1)
     config = override(
         IngestConfig(executor=runs_on),
@@ -399,6 +433,7 @@ def ingest(
         definitions=definitions,
         roll=roll,
         statistics=statistics,
+        symbology=symbology,
         force=force,
     )
     endpoint, cache_dir = remote_settings()

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from fxstore.cli._options import (
+    CONTEXT_SETTINGS,
     command,
     default_of,
     executor_config,
@@ -35,12 +36,14 @@ def run_precompute(
     from dataclasses import asdict
 
     from fxstore.features.precompute import precompute as run
+    from fxstore.remote import commit, location
 
     summary = run(config, store_root)
+    commit(store_root)  # in an s3:// store: success is told once the bucket holds it
     if output == "json":
-        echo_json(asdict(summary))
+        echo_json({**asdict(summary), "out_dir": location(summary.out_dir)})
     elif output == "text":
-        click.echo(summary.format_text())
+        click.echo(summary.format_text(where=location(summary.out_dir)))
     return summary
 
 
@@ -71,11 +74,12 @@ def precompute(
     symbol: str | None,
     instrument_key: str,
     bar_key: str | None,
-    features_file: Path | None,
+    features_file: str | None,
     shard_by: ShardBy,
     force: bool,
     executor_kind: str,
     ray_address: str | None,
+    ray_timeout: float,
     as_json: bool,
     store_root: Path,
 ) -> None:
@@ -90,14 +94,14 @@ def precompute(
     Example:
       fxstore precompute --symbol ES.FUT --features features.toml
     """
-    from fxstore.features.definitions import load_featureset
+    from fxstore.features.definitions import featureset_named
 
     config = override(
-        FeatureConfig(executor=executor_config(executor_kind, ray_address)),
+        FeatureConfig(executor=executor_config(executor_kind, ray_address, ray_timeout)),
         symbol=symbol,
         instrument_key=instrument_key,
         bar_key=bar_key,
-        features=load_featureset(features_file) if features_file else None,
+        features=featureset_named(features_file) if features_file else None,
         shard_by=shard_by,
         force=force,
     )
@@ -232,7 +236,7 @@ def gc(
     echo_report(report, as_json)
 
 
-@command("features")
+@click.group("features", invoke_without_command=True, context_settings=CONTEXT_SETTINGS)
 @features_file_option("to list")
 @click.option(
     "--toml",
@@ -246,8 +250,10 @@ def gc(
 )
 @click.option("--bar-key", default=None, help="Bar series' bar key [default: the only one].")
 @store_option
+@click.pass_context
 def features(
-    features_file: Path | None,
+    ctx: click.Context,
+    features_file: str | None,
     as_toml: bool,
     symbol: str | None,
     bar_key: str | None,
@@ -259,18 +265,23 @@ def features(
     (spread, microprice and VWAP distance are in ticks) is read from that symbol's bars'
     contract facts in the store (Databento definitions or fxstore's table of CME roots),
     as precompute does. --toml prints a file `fxstore precompute --features` loads: edit
-    it to pick and parameterise features (examples/features.toml is the default set).
+    it to pick and parameterise features, or to add expressions over them
+    (docs/guide/expressions.md; examples/features.toml is the default set). `features show KEY`
+    prints the set that built an fxcache.
 
     \b
     Examples:
       fxstore features
       fxstore features --toml > my_features.toml
       fxstore features --symbol ES.FUT
+      fxstore features show 0123456789abcdef
     """
-    from fxstore.features.definitions import load_featureset, resolve_featureset
+    if ctx.invoked_subcommand is not None:
+        return
+    from fxstore.features.definitions import featureset_named, resolve_featureset
     from fxstore.features.describe import featureset_toml, format_featureset
 
-    featureset = resolve_featureset(load_featureset(features_file) if features_file else None)
+    featureset = resolve_featureset(featureset_named(features_file) if features_file else None)
     tick_source = None
     if symbol is not None and featureset.settings.tick_size is None:
         from fxstore.features.precompute import contract_tick_size, resolve_bars
@@ -284,3 +295,37 @@ def features(
         click.echo(featureset_toml(featureset, title=title), nl=False)
     else:
         click.echo(format_featureset(featureset, tick_source=tick_source))
+
+
+@features.command("show", context_settings=CONTEXT_SETTINGS)
+@click.argument("key")
+@symbol_option("Store symbol of the fxcache", default_from="the one symbol holding KEY")
+@store_option
+def show(key: str, symbol: str | None, store_root: Path) -> None:
+    """Print the feature set that built fxcache KEY, as a TOML file.
+
+    KEY is the cache's feature-set hash (`fxstore ls`, `fxstore info`). The definitions
+    come from the cache's manifest; `fxstore precompute --features FILE` of the printed
+    file over the same bars names the same cache.
+
+    \b
+    Example:
+      fxstore features show 0123456789abcdef --symbol ES.FUT > built.toml
+    """
+    import warnings
+
+    from fxstore.errors import FxStoreWarning
+    from fxstore.features.catalog import cache_featureset
+    from fxstore.features.describe import featureset_toml
+
+    found = cache_featureset(store_root, key, symbol)
+    if found.key_now != found.key:
+        warnings.warn(
+            FxStoreWarning(
+                f"fxcache {key} was built by older definitions (a definitions or kind version "
+                f"changed since): precompute of this set now writes fxcache {found.key_now}."
+            ),
+            stacklevel=1,
+        )
+    title = f"Feature set of fxcache {key} ({found.symbol}), from {found.path}"
+    click.echo(featureset_toml(found.featureset, title=title), nl=False)

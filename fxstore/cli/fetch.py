@@ -13,9 +13,10 @@ from fxstore.cli._options import command, default_of, json_option, quiet_option,
 from fxstore.cli._output import echo_json, progress
 from fxstore.errors import InvalidInputError
 from fxstore.fetch.api import DEFAULT_GATEWAY
+from fxstore.remote import location
 
 if TYPE_CHECKING:
-    from fxstore.fetch import Api, FetchPlan, FetchRequest, FetchResult
+    from fxstore.fetch import Api, FetchedPart, FetchPlan, FetchRequest, FetchResult
     from fxstore.fetch.request import Via
 
 
@@ -91,15 +92,26 @@ def _ingest(result: FetchResult, request: FetchRequest, store_root: Path, quiet:
     from fxstore.cli.data import run_ingest
     from fxstore.config import IngestConfig
 
-    folder = result.folder_of(request.schema)
-    assert folder is not None  # the main schema is always fetched
-    definitions = result.folder_of("definition")
+    parts = {part.schema: part for part in result.parts}
+    definitions = parts.get("definition")
     config = IngestConfig(
         symbol=request.symbols[0],
         workers=os.cpu_count() or 1,
-        definitions=(definitions,) if definitions is not None else (),
+        definitions=(_readable(definitions),) if definitions is not None else (),
     )
-    run_ingest(config, [folder], store_root, quiet)
+    run_ingest(config, [_readable(parts[request.schema])], store_root, quiet)
+
+
+def _readable(part: FetchedPart) -> Path:
+    """The folder of `part` where ingest can read it: itself when its files are here, else
+    (in an s3:// store, fetched by another machine) its objects downloaded into the cache."""
+    from fxstore.cli._options import remote_settings
+    from fxstore.remote import fetch_inputs
+
+    if all((part.folder / file.name).is_file() for file in part.files):
+        return part.folder
+    endpoint, cache_dir = remote_settings()
+    return fetch_inputs([location(part.folder)], endpoint=endpoint, cache_dir=cache_dir)[0]
 
 
 @command()
@@ -238,8 +250,7 @@ def fetch(
         verb = "Up to date" if part.was_skipped else "Fetched"
         click.echo(
             f"{verb}: {part.schema} {len(part.files)} file{'s' if len(part.files) != 1 else ''}"
-            f" ({part.n_bytes:,} bytes) -> "
-            f"{part.folder}"
+            f" ({part.n_bytes:,} bytes) -> {location(part.folder)}"
         )
     if then_ingest:
         _ingest(result, request, store_root, quiet)

@@ -72,7 +72,7 @@ _OPTION_OF: Final = {"commission_per_contract": "--commission"}
     "--policy",
     "policies",
     multiple=True,
-    help="Baseline to run: flat, long, random, ofi-sign, linear or oracle; repeatable "
+    help="Reference to run: flat, long, random, ofi-sign, linear, ceiling or oracle; repeatable "
     "[default: all].",
 )
 @walkforward_options(default_from=FROM_PROFILE)
@@ -132,11 +132,13 @@ def backtest(
 
     Trades flat, long (+1 contract), random, ofi-sign (the sign of the order-flow
     imbalance), linear (a ridge model fitted on each training window, tuned on its
-    validation slice) and, on the synthetic market, oracle (the planted signal itself: the
-    ceiling of what was learnable) with the environment's costs and roll rules, and writes
-    runs/<run-id>/ with config.json, metrics.json and one equity-curve PNG per fold. The
-    table gives PSR (probability that the true daily Sharpe is above 0), the in-sample
-    Sharpe of fitted policies, and the deflated Sharpe of the best policy over all tried.
+    validation slice) and, on the synthetic market, ceiling (the planted signal's projection on
+    the fold's features, fitted on its training rows: what these features could have traded)
+    and oracle (the planted signal itself: what was learnable at all) with the environment's
+    costs and roll rules, and writes runs/<run-id>/ with config.json, metrics.json and one
+    equity-curve PNG per fold. The table gives PSR (probability that the true daily Sharpe
+    is above 0), the in-sample Sharpe of fitted policies, and the deflated Sharpe of the
+    best policy over all tried.
 
     Positions, costs, walk-forward folds and seed come from the training profile (--profile,
     as ``train`` reads it), so the baselines of ``backtest --profile P`` and ``train
@@ -193,7 +195,7 @@ def run_backtest(
         echo_json(result.to_json())
     else:
         click.echo(result.format_table())
-        click.echo(f"Wrote {result.run_dir}")
+        click.echo(f"Wrote {_committed(result.run_dir, store_root)}")
         click.echo(f"its report: {report_command(result.run_dir.name, store_root)}")
     return result
 
@@ -333,9 +335,18 @@ def run_train(
     elif output == "text":
         click.echo(result.format_table(per_fold=per_fold))
         each = "" if per_fold else f" (each fold: fxstore runs show {result.run_dir.name})"
-        click.echo(f"run folder: {result.run_dir}{each}")
+        click.echo(f"run folder: {_committed(result.run_dir, store_root)}{each}")
         click.echo(f"its report: {report_command(result.run_dir.name, store_root)}")
     return result
+
+
+def _committed(run_dir: Path, store_root: Path) -> str:
+    """The run folder `run_dir` as the store names it, once the store holds it (an s3://
+    store's bucket: pushed now, so that success is told after it)."""
+    from fxstore.remote import commit, location
+
+    commit(store_root)
+    return location(run_dir)
 
 
 def _after_abort(started: list[str], store_root: Path) -> str:
@@ -468,6 +479,7 @@ def train(
     resume: str | None,
     executor_kind: str,
     ray_address: str | None,
+    ray_timeout: float,
     n_gpus: int | None,
     as_json: bool,
     store_root: Path,
@@ -478,7 +490,8 @@ def train(
 
     For each walk-forward fold: learn on the training window from parallel environments,
     stop early on the validation slice, then trade the unseen test window next to the
-    baselines (flat, long, random, ofi-sign, linear, and oracle on the synthetic market)
+    baselines (flat, long, random, ofi-sign, linear, and ceiling and oracle on the synthetic
+    market)
     with the same costs. Prints the agent's in-sample Sharpe, its share of the oracle's
     PnL, and the PSR and deflated Sharpe of its pooled test days over the trials made.
     Writes runs/<run-id>/: config, per-fold metrics and evaluations, equity curves,
@@ -498,7 +511,7 @@ def train(
         )
     config = train_config(profile or DEFAULT_PROFILE, **settings)
     expected = config.profile if resume and profile is not None else None
-    runs_on = executor_config(executor_kind, ray_address)
+    runs_on = executor_config(executor_kind, ray_address, ray_timeout)
     gpus = _gpu_devices(n_gpus, config.device, executor_kind) if n_gpus is not None else ()
     run_train(
         config,

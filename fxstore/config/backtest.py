@@ -16,7 +16,15 @@ from fxstore.store import validate_key
 #: (:mod:`fxstore.train.evaluate.references.linear`);
 #: 'oracle' trades the synthetic market's planted signal
 #: (:mod:`fxstore.train.evaluate.references.oracle`).
-BASELINE_POLICIES: Final = ("flat", "long", "random", "ofi-sign", "linear", "oracle")
+BASELINE_POLICIES: Final = (
+    "flat",
+    "long",
+    "random",
+    "ofi-sign",
+    "linear",
+    "ceiling",
+    "oracle",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,8 +45,10 @@ class BacktestConfig:
 
     policies: tuple[str, ...] = BASELINE_POLICIES
     """Baseline policies to run, in report order: 'flat', 'long', 'random', 'ofi-sign',
-    'linear' (a ridge model fitted on each fold's training window), 'oracle' (the planted
-    signal of a synthetic market; left out, and said so, where there is none)."""
+    'linear' (a ridge model fitted on each fold's training window), 'ceiling' (the planted
+    signal's projection on the features, fitted on each fold's training window) and 'oracle'
+    (the planted signal itself); the last two only on a synthetic market (left out, and
+    said so, where there is no planted signal)."""
 
     signal_dir: str | None = None
     """Folder of the planted signal's side files for 'oracle'; None: the store's synthetic

@@ -206,8 +206,9 @@ class InstrumentSelection:
 
 FRONT_MONTH: Final = InstrumentSelection("front-month")
 
-RollRule = Literal["volume", "open-interest", "calendar"]
+RollRule = Literal["volume", "open-interest", "calendar", "databento"]
 AdjustMethod = Literal["none", "difference", "ratio"]
+RollOffsetUnit = Literal["trading", "calendar"]
 AdjustDirection = Literal["backward", "forward"]
 _MONTH_CODES: Final = "FGHJKMNQUVXZ"
 
@@ -239,11 +240,24 @@ class RollConfig:
     """'volume': the outright with the highest traded volume on the previous trading day;
     'open-interest': the highest open interest published before the session opens (Databento
     ``statistics`` records, --statistics); 'calendar': `offset` trading days before the last
-    trading day, or before the first notice day of a deliverable product."""
+    trading day, or before the first notice day of a deliverable product; 'databento': the
+    contract a saved Databento ``symbology.resolve`` answer maps a continuous symbol
+    ("ES.c.0") to on each trading day's UTC date (--roll-symbology)."""
 
     offset: int = 0
-    """Calendar rule only: trading days before the last trading day (or first notice day)
-    on which the next contract becomes the front month; 0 rolls on that day itself."""
+    """Calendar rule only: days (of `offset_unit`) before the last trading day (or first
+    notice day) on which the next contract becomes the front month; 0 rolls on that day
+    itself."""
+
+    offset_unit: RollOffsetUnit = "trading"
+    """Calendar rule only: what `offset` counts. 'trading': sessions of the product's
+    calendar (the roll day is a trading day); 'calendar': calendar days, the next contract
+    becoming the front on the first trading day on or after the anchor less `offset` days
+    (a roll day on a weekend or holiday rolls on the next session)."""
+
+    databento_symbol: str | None = None
+    """Databento rule only: the continuous symbol of the --roll-symbology answer to follow
+    ("ES.c.0"); None: the only one it holds."""
 
     months: str | None = None
     """Contract months the series holds, as CME month codes in calendar order ("GJMQVZ" for
@@ -261,6 +275,7 @@ class RollConfig:
     def __post_init__(self) -> None:
         for name, value, choices in (
             ("--roll", self.rule, get_args(RollRule)),
+            ("--roll-offset-unit", self.offset_unit, get_args(RollOffsetUnit)),
             ("--adjust", self.adjust, get_args(AdjustMethod)),
             ("--adjust-direction", self.direction, get_args(AdjustDirection)),
         ):
@@ -268,6 +283,16 @@ class RollConfig:
                 names = ", ".join(repr(c) for c in choices)
                 raise InvalidInputError(f"`{name}` must be one of {names}, was {value!r}.")
         validate_at_least("--roll-offset", self.offset, 0, integral=True)
+        if self.offset_unit != "trading" and self.rule != "calendar":
+            raise InvalidInputError(
+                f"`--roll-offset-unit` applies to `--roll calendar` only, was "
+                f"{self.offset_unit!r} with `--roll {self.rule}`."
+            )
+        if self.databento_symbol is not None and self.rule != "databento":
+            raise InvalidInputError(
+                f"`--roll-continuous` applies to `--roll databento` only, was "
+                f"{self.databento_symbol!r} with `--roll {self.rule}`."
+            )
         if self.offset and self.rule != "calendar":
             raise InvalidInputError(
                 f"`--roll-offset` applies to `--roll calendar` only, was {self.offset} with "
@@ -287,16 +312,30 @@ class RollConfig:
     @property
     def key_suffix(self) -> str:
         """What the rule adds to the instrument-key ("" for the volume rule over every month):
-        "-oi", "-cal5", "-vol-GJMQVZ"; the adjustment never changes the key (the day files
-        are the same, only the manifest's transitions differ)."""
+        "-oi", "-cal5", "-cal7cd" (calendar days), "-vol-GJMQVZ"; the adjustment never
+        changes the key (the day files are the same, only the manifest's transitions
+        differ)."""
         if self.rule == "volume" and self.months is None:
             return ""
-        rule = {"volume": "-vol", "open-interest": "-oi", "calendar": f"-cal{self.offset}"}
+        unit = "cd" if self.offset_unit == "calendar" else ""
+        followed = "" if self.databento_symbol is None else f"-{self.databento_symbol}"
+        rule = {
+            "volume": "-vol",
+            "open-interest": "-oi",
+            "calendar": f"-cal{self.offset}{unit}",
+            "databento": f"-db{followed}",
+        }
         return rule[self.rule] + ("" if self.months is None else f"-{self.months}")
 
     def to_json(self) -> dict[str, object]:
-        """The settings as manifests record them."""
-        return asdict(self)
+        """The settings as manifests record them (`offset_unit` only when not 'trading',
+        so the manifests and fingerprints of series built before it stay as they were)."""
+        out = asdict(self)
+        if self.offset_unit == "trading":
+            del out["offset_unit"]
+        if self.databento_symbol is None:
+            del out["databento_symbol"]
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -340,6 +379,10 @@ class IngestConfig:
     statistics: tuple[Path, ...] = ()
     """Databento ``statistics`` files (or folders of them): open interest for
     ``--roll open-interest`` (``--statistics``)."""
+
+    symbology: Path | None = None
+    """A saved answer of Databento's ``symbology.resolve`` (``stype_in="continuous"``):
+    the roll schedule of ``--roll databento`` (``--roll-symbology``)."""
 
     def __post_init__(self) -> None:
         validate_key(self.symbol, "symbol")

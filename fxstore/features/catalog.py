@@ -9,7 +9,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from fxstore.errors import FxStoreError
+from fxstore.errors import FxStoreError, InvalidInputError, SymbolNotFoundError
+from fxstore.features.definitions import FeatureSet
 from fxstore.features.reader import FeatureStore
 from fxstore.fxcache import FxCacheManifest, describe_truncated, truncated_inputs
 from fxstore.store import (
@@ -21,7 +22,15 @@ from fxstore.store import (
     read_json,
 )
 
-__all__ = ["BarSeriesInfo", "CacheInfo", "StoreListing", "format_info", "list_store"]
+__all__ = [
+    "BarSeriesInfo",
+    "CacheFeatureSet",
+    "CacheInfo",
+    "StoreListing",
+    "cache_featureset",
+    "format_info",
+    "list_store",
+]
 
 _EPOCH: Final = dt.date(1970, 1, 1)
 
@@ -170,6 +179,15 @@ def _table(data: Mapping[str, object], key: str) -> dict[str, Any]:
 def _params(definition: object) -> str:
     if not isinstance(definition, dict):
         return "?"
+    if "expr" in definition:  # an expression feature: its canonical text
+        from fxstore.features.expressions import node_from_json, unparse
+
+        try:
+            text = unparse(node_from_json(definition["expr"]))
+        except FxStoreError:
+            return "?"
+        reset = definition.get("reset")
+        return f"= {text}" + (f"  (reset {reset})" if reset not in (None, "none") else "")
     params = definition.get("params", {})
     inner = ", ".join(f"{k}={v}" for k, v in params.items()) if isinstance(params, dict) else ""
     return f"{definition.get('kind')}({inner})"
@@ -203,3 +221,60 @@ def format_info(manifest: FxCacheManifest) -> str:
         for s in manifest.shards
     ]
     return "\n".join(lines)
+
+
+@dataclass(frozen=True, slots=True)
+class CacheFeatureSet:
+    """The feature set that built an fxcache (``fxstore features show KEY``)."""
+
+    symbol: str
+    key: str
+    #: The cache's manifest file.
+    path: Path
+    featureset: FeatureSet
+    #: The key these definitions give today over the same bars: `key` unless the
+    #: definitions' or a kind's version changed since the cache was built.
+    key_now: str
+
+
+def cache_featureset(root: Path, key: str, symbol: str | None = None) -> CacheFeatureSet:
+    """The feature set recorded in the manifest of fxcache `key` (of `symbol`, or of the one
+    symbol holding that key).
+
+    Raises
+    ------
+    SymbolNotFoundError
+        No cache `key` (of `symbol`); the message lists the keys there are.
+    InvalidInputError
+        Several symbols hold `key` and none was chosen, or the manifest records no valid
+        feature set.
+    """
+    from fxstore.features.definitions import featureset_from_definition
+
+    store = FeatureStore(root)
+    if symbol is None:
+        holders = [s for s in store.list_symbols() if key in store.list_featuresets(s)]
+        if len(holders) > 1:
+            raise InvalidInputError(
+                f"fxcache {key!r} exists for {', '.join(holders)}; pick one with --symbol."
+            )
+        if not holders:
+            known = [f"{s}/{k}" for s in store.list_symbols() for k in store.list_featuresets(s)]
+            raise SymbolNotFoundError(
+                f"No fxcache {key!r} in {root / 'fxcache'}; known: {', '.join(known) or 'none'}."
+            )
+        symbol = holders[0]
+    manifest = store.manifest(symbol, key)
+    definition = manifest.data.get("featureset")
+    path = manifest.path
+    where = str(path)
+    if not isinstance(definition, dict) or not isinstance(definition.get("bars"), dict):
+        raise InvalidInputError(f"{where}: the manifest does not record a feature set.")
+    featureset = featureset_from_definition(definition, where)
+    bars = definition["bars"]
+    key_now = featureset.hash(
+        instrument_key=str(bars.get("instrument_key")),
+        bar_key=str(bars.get("bar_key")),
+        bars_sha256=str(bars.get("manifest_sha256")),
+    )
+    return CacheFeatureSet(symbol, key, path, featureset, key_now)

@@ -20,8 +20,9 @@ import pyarrow as pa
 
 from fxstore.errors import InvalidInputError
 from fxstore.features import book, kernels, returns
-from fxstore.features.definitions import FeatureDef, FeatureSet, Settings
+from fxstore.features.definitions import ExprDef, FeatureDef, FeatureSet, Settings
 from fxstore.features.inputs import BarInputs
+from fxstore.features.program import compile_program, run_expressions
 from fxstore.features.registry import Params
 from fxstore.fxcache import FLAG_COLUMNS, MARKET_COLUMNS
 from fxstore.market.calendar import DEFAULT_CALENDAR
@@ -157,19 +158,56 @@ _COMPUTE: Final[Mapping[str, ComputeFn]] = {
 
 
 def compute_columns(
-    bars: BarInputs, definitions: Sequence[FeatureDef], settings: Settings
+    bars: BarInputs, definitions: Sequence[FeatureDef | ExprDef], settings: Settings
 ) -> dict[str, F32]:
     """float32 (n,) per definition name, over every bar; NaN where a value is not defined.
 
-    One kernel call per definition; series several share (returns, sigma, level sums,
+    One kernel call per built-in definition, one program for the expressions (which may
+    read the other definitions); series several share (returns, sigma, level sums,
     durations, session phase) are computed once by `bars`.
     """
-    return {d.name: compute_column(bars, d, settings) for d in definitions}
+    builtin = {d.name: d for d in definitions if isinstance(d, FeatureDef)}
+    out = {name: compute_column(bars, d, settings) for name, d in builtin.items()}
+    if len(builtin) < len(definitions):
+        block = np.empty((len(definitions), bars.n), dtype=np.float32)
+        rows = _expression_columns(bars, definitions, settings, (0, bars.n), block)
+        out.update((definitions[row].name, block[row]) for row in rows)
+    return {d.name: out[d.name] for d in definitions}
 
 
-def compute_column(bars: BarInputs, definition: FeatureDef, settings: Settings) -> F32:
-    """float32 (n,): one feature or target over every bar; NaN where it is not defined."""
+def compute_column(bars: BarInputs, definition: FeatureDef | ExprDef, settings: Settings) -> F32:
+    """float32 (n,): one feature or target over every bar; NaN where it is not defined.
+
+    An expression may read bar columns only here (:func:`compute_columns` for one that
+    reads other features).
+    """
+    if isinstance(definition, ExprDef):
+        return compute_columns(bars, [definition], settings)[definition.name]
     return _COMPUTE[definition.kind](bars, definition.params, settings)
+
+
+def _expression_columns(
+    bars: BarInputs,
+    defs: Sequence[FeatureDef | ExprDef],
+    settings: Settings,
+    rows: tuple[int, int],
+    out: F32,
+) -> dict[int, int]:
+    """Rows of `out` (float32 (len(defs), hi - lo)) for the expressions of `defs`, by one
+    program over bars ``0 .. hi - 1``; the first non-finite bar (or -1) per row written.
+
+    The built-in features an expression reads are computed over every bar first.
+    """
+    lo, hi = rows
+    program = compile_program(defs, settings.vol_window)
+    builtin = {d.name: d for d in defs if isinstance(d, FeatureDef)}
+
+    def load(name: str) -> np.ndarray:
+        if name in builtin:
+            return compute_column(bars, builtin[name], settings)
+        return bars.columns[name]
+
+    return run_expressions(program, load, bars.session_start, lo, hi, out)
 
 
 def _check_finite(values: np.ndarray, lo: int, hi: int, what: str, bars: BarInputs) -> None:
@@ -275,7 +313,7 @@ _INTO: Final[Mapping[str, _IntoFn]] = {
 
 
 def _return_columns(
-    bars: BarInputs, defs: Sequence[FeatureDef], lo: int, hi: int, out: F32
+    bars: BarInputs, defs: Sequence[FeatureDef | ExprDef], lo: int, hi: int, out: F32
 ) -> dict[int, int]:
     """Rows of `out` for the return kinds of `defs` (two fused passes); first bad bar per row."""
     rolling = [(row, d) for row, d in enumerate(defs) if d.kind in ("log_return", "realised_vol")]
@@ -304,7 +342,9 @@ def _return_columns(
     return bad
 
 
-def _book_specs(defs: Sequence[FeatureDef]) -> tuple[I64, I64, I64, list[tuple[int, int]]]:
+def _book_specs(
+    defs: Sequence[FeatureDef | ExprDef],
+) -> tuple[I64, I64, I64, list[tuple[int, int]]]:
     """The book kinds of `defs` as :func:`book.book_levels_into` specs.
 
     Returns ``(ofi_specs, balance_specs, depth_levels, depth_rows)``; `depth_rows` holds
@@ -328,7 +368,7 @@ def _book_specs(defs: Sequence[FeatureDef]) -> tuple[I64, I64, I64, list[tuple[i
 
 
 def _book_columns(
-    bars: BarInputs, defs: Sequence[FeatureDef], lo: int, hi: int, out: F32, scratch: F64
+    bars: BarInputs, defs: Sequence[FeatureDef | ExprDef], lo: int, hi: int, out: F32, scratch: F64
 ) -> dict[int, int]:
     """Rows of `out` (float32 (len(defs), hi - lo)) for the book kinds of `defs`, in one pass.
 
@@ -362,7 +402,7 @@ def _book_columns(
 
 
 def _kept_columns(
-    bars: BarInputs, defs: Sequence[FeatureDef], settings: Settings, lo: int, hi: int
+    bars: BarInputs, defs: Sequence[FeatureDef | ExprDef], settings: Settings, lo: int, hi: int
 ) -> tuple[F32, list[int]]:
     """Kept rows ``lo .. hi - 1`` of each definition's column and its first non-finite bar.
 
@@ -379,9 +419,11 @@ def _kept_columns(
     scratch = np.empty((max(n_depth, 1), bars.n))  # reused by every kind that needs one
     done = _book_columns(bars, defs, lo, hi, out, scratch)
     done.update(_return_columns(bars, defs, lo, hi, out))
+    if any(isinstance(d, ExprDef) for d in defs):
+        done.update(_expression_columns(bars, defs, settings, (lo, hi), out))
     bad = []
     for i, (d, row) in enumerate(zip(defs, out, strict=True)):
-        if i in done:  # a book or return kind, written and checked by its fused pass
+        if i in done:  # a book, return or expression kind, written and checked in its pass
             bad.append(done[i])
         else:
             bad.append(_INTO[d.kind](bars, d.params, settings, lo, hi, row, scratch[0]))

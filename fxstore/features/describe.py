@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
-from fxstore.features.definitions import FeatureDef, FeatureSet, Settings
+from fxstore.features.definitions import ExprDef, FeatureDef, FeatureSet, Settings
 from fxstore.features.registry import ParamValue
 
 __all__ = ["featureset_toml", "format_featureset"]
@@ -26,16 +26,16 @@ def _toml_value(value: ParamValue) -> str:
     return repr(value)
 
 
-def _entry(group: str, definition: FeatureDef) -> list[str]:
+def _entry(group: str, definition: FeatureDef | ExprDef) -> list[str]:
     spec = definition.spec
-    lines = [
-        "",
-        f"# {spec.formula}",
-        f"# units: {spec.normalisation}",
-        f"[[{group}]]",
-        f'name = "{definition.name}"',
-        f'kind = "{definition.kind}"',
-    ]
+    lines = ["", f"# {spec.formula}", f"# units: {spec.normalisation}", f"[[{group}]]"]
+    lines.append(f'name = "{definition.name}"')
+    if isinstance(definition, ExprDef):
+        lines.append(f"expr = {_toml_value(definition.text)}")
+        if definition.reset != "none":
+            lines.append(f"reset = {_toml_value(definition.reset)}")
+        return lines
+    lines.append(f'kind = "{definition.kind}"')
     lines += [f"{name} = {_toml_value(v)}" for name, v in definition.params.items()]
     return lines
 
@@ -71,6 +71,12 @@ def _params(params: Mapping[str, ParamValue]) -> str:
     return ", ".join(f"{k}={v}" for k, v in params.items()) or "-"
 
 
+def _shown_params(definition: FeatureDef | ExprDef) -> str:
+    if isinstance(definition, ExprDef):  # its text is its formula, on the next line
+        return f"reset={definition.reset}"
+    return _params(definition.params)
+
+
 def format_featureset(featureset: FeatureSet, *, tick_source: str | None = None) -> str:
     """Every feature and target with its kind, parameters, units and formula, as text.
 
@@ -97,7 +103,7 @@ def format_featureset(featureset: FeatureSet, *, tick_source: str | None = None)
         lines += [header, "  " + "-" * (len(header) + 30)]
         for d in definitions:
             lines.append(
-                f"  {prefix + d.name:<20} {d.kind:<18} {_params(d.params):<20} "
+                f"  {prefix + d.name:<20} {d.kind:<18} {_shown_params(d):<20} "
                 f"{d.spec.normalisation}"
             )
             lines.append(f"  {'':<20} {d.spec.formula}")

@@ -21,7 +21,6 @@ from fxstore._jit import njit, njit_numpy_errors
 
 __all__ = [
     "angle_into",
-    "back_adjust",
     "balance",
     "balance_into",
     "contract_returns",
@@ -92,26 +91,6 @@ def contract_returns(log_close: F64, instrument_id: npt.NDArray[np.uint32]) -> t
         else:
             is_roll[t] = 1
     return r, is_roll
-
-
-@njit
-def back_adjust(close: F64, is_roll: U8) -> F64:
-    """Close back-adjusted by differences: no jump at a roll, the last contract unchanged.
-
-    ``close[t] + sum(close[s] - close[s-1] for every roll bar s > t)``: each roll's gap (the
-    new contract's first close minus the old one's last) is added to every earlier bar, so
-    ``adjusted[s] - adjusted[s-1] = 0`` at a roll bar (the same zero return the features use)
-    and differences within a contract are unchanged. It uses later rolls: not point in time,
-    never a feature input.
-    """
-    n = close.shape[0]
-    out = np.empty(n)
-    offset = 0.0
-    for t in range(n - 1, -1, -1):
-        out[t] = close[t] + offset
-        if is_roll[t] and t > 0:
-            offset += close[t] - close[t - 1]
-    return out
 
 
 @njit

@@ -104,15 +104,17 @@ class PrecomputeSummary:
     #: Truncated DBN inputs the bars were built from (their last days are incomplete).
     n_truncated_inputs: int = 0
 
-    def format_text(self) -> str:
-        """One line saying what was done (``fxstore precompute``)."""
+    def format_text(self, where: str | None = None) -> str:
+        """One line saying what was done (``fxstore precompute``); `where` names the fxcache
+        in place of its local folder (an s3:// store's URL)."""
+        where = where or str(self.out_dir)
         if self.up_to_date:
-            return f"Up to date: {self.out_dir} ({self.n_rows:,} rows); --force rebuilds."
+            return f"Up to date: {where} ({self.n_rows:,} rows); --force rebuilds."
         return (
             f"Precomputed {self.n_features} features and {self.n_targets} targets over "
             f"{self.n_bars:,} bars ({self.bars_per_day:.1f}/day): {self.n_rows:,} rows kept, "
             f"{self.warmup_rows_dropped} warm-up and {self.tail_rows_dropped} trailing bars "
-            f"dropped, {self.n_shards} shards, in {self.elapsed_s:.1f} s -> {self.out_dir}"
+            f"dropped, {self.n_shards} shards, in {self.elapsed_s:.1f} s -> {where}"
             + (
                 f"; built from {self.n_truncated_inputs} truncated input(s), see the warning"
                 if self.n_truncated_inputs

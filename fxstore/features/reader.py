@@ -29,7 +29,14 @@ from fxstore.features.versions import (
     read_version,
 )
 from fxstore.fxcache import FxCacheManifest, ShardEntry, read_entry, read_manifest
-from fxstore.store import find_bar_version, fxcache_dir, list_fxcache_keys, list_fxcache_symbols
+from fxstore.store import (
+    bars_dir,
+    find_bar_version,
+    fxcache_dir,
+    list_fxcache_keys,
+    list_fxcache_symbols,
+    read_json,
+)
 
 if TYPE_CHECKING:
     import polars as pl
@@ -68,12 +75,43 @@ def _read_days(
     return table.slice(lo, hi - lo)
 
 
-def _with_back_adjusted(table: pa.Table) -> pa.Table:
-    from fxstore.features.kernels import back_adjust
+def _with_back_adjusted(table: pa.Table, root: Path, manifest: FxCacheManifest) -> pa.Table:
+    """`table` with ``mkt_close_adj``: ``mkt_close`` difference-adjusted backward by the roll
+    gaps of the bar version the cache was built from (the gaps of its bars' ``adj_close``)."""
+    from fxstore.ingest import adjusted_column, roll_of_manifest, transitions_from_manifest
 
-    close = table.column("mkt_close").to_numpy()
-    is_roll = table.column("is_roll").to_numpy()
-    return table.append_column("mkt_close_adj", pa.array(back_adjust(close, is_roll)))
+    source = manifest.data.get("source")
+    source = source if isinstance(source, dict) else {}
+    try:
+        ik, bk = str(source["instrument_key"]), str(source["bar_key"])
+        number = int(source["bar_version"])
+    except (KeyError, TypeError, ValueError) as err:
+        raise InvalidInputError(
+            f"{manifest.path}: back_adjust needs the bar version the cache was built from, and "
+            "its manifest does not say it; rebuild it with `fxstore precompute --force`."
+        ) from err
+    version = find_bar_version(bars_dir(root, manifest.symbol, ik, bk), version=number)
+    bars = read_json(version.manifest)
+    roll = roll_of_manifest(bars)
+    if "transitions" not in bars or roll.adjust == "none":
+        raise InvalidInputError(
+            f"{version.folder}: back_adjust uses the roll gaps the bars record, and these bars "
+            "were ingested without --adjust (their rolls are not priced); re-run `fxstore "
+            "ingest` with --adjust difference, then `fxstore precompute`."
+        )
+    featureset = manifest.data.get("featureset")
+    settings = featureset.get("settings") if isinstance(featureset, dict) else None
+    if isinstance(settings, dict) and settings.get("prices") == "adjusted":
+        if (roll.adjust, roll.direction) != ("difference", "backward"):
+            raise InvalidInputError(
+                f"{manifest.path}: its mkt_close is adjusted already ({roll.adjust}, "
+                f"{roll.direction}); back_adjust gives the backward difference adjustment of "
+                "raw closes: read a cache of prices = 'raw'."
+            )
+        return table.append_column("mkt_close_adj", table.column("mkt_close").cast(pa.float64()))
+    transitions = transitions_from_manifest(bars)
+    adjusted = adjusted_column(table, "mkt_close", transitions, "difference", "backward")
+    return table.append_column("mkt_close_adj", adjusted)
 
 
 class FeatureStore(Mapping[str, "SymbolCache"]):
@@ -170,10 +208,14 @@ class FeatureStore(Mapping[str, "SymbolCache"]):
         verify
             Check each shard read against its SHA-256 in the manifest.
         back_adjust
-            Add ``mkt_close_adj`` (float64): ``mkt_close`` back-adjusted by differences over
-            the rows read, so it has no jump at a roll and the last contract is unchanged
-            (:func:`fxstore.features.kernels.back_adjust`). It uses later rolls: never a model
-            input, for charts and P&L checks.
+            Add ``mkt_close_adj`` (float64): ``mkt_close`` back-adjusted by differences with
+            the roll gaps of the bars the cache was built from, so it equals their
+            ``adj_close`` under ``--adjust difference``: each roll's gap is the new contract's
+            last trade minus the old one's on the trading day before the switch (known at the
+            session open that switches), added to every bar before the roll; the last
+            contract is unchanged (:mod:`fxstore.ingest.select.transitions`). It uses later
+            rolls: never a model input, for charts and P&L checks. Needs bars ingested with
+            ``--adjust``.
 
         Returns
         -------
@@ -204,7 +246,7 @@ class FeatureStore(Mapping[str, "SymbolCache"]):
                 tables.append(_read_days(manifest, entry, (first, last), verify))
         table = pa.concat_tables(tables)
         if back_adjust:
-            table = _with_back_adjusted(table)
+            table = _with_back_adjusted(table, self.root, manifest)
             names.append("mkt_close_adj")
         metadata = {b"fxcache_manifest": json.dumps(manifest.data, sort_keys=True).encode()}
         return table.select(names).replace_schema_metadata(metadata)

@@ -24,15 +24,30 @@ Windows
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
-__all__ = ["KINDS", "Kind", "Param", "ParamValue"]
+from fxstore.errors import InvalidInputError
+
+__all__ = ["KINDS", "Kind", "Param", "ParamValue", "check_name"]
 
 #: A parameter value as TOML and JSON carry it.
 ParamValue = int | float | str
 Params = Mapping[str, ParamValue]
+
+#: Books have ten levels (MBP-10).
+_NAME_RE: Final = re.compile(r"[A-Za-z0-9_]+")
+
+
+def check_name(name: object) -> None:
+    """Raise InvalidInputError unless `name` is a feature name (letters, digits, '_')."""
+    if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
+        raise InvalidInputError(
+            f"feature name must hold only letters, digits and '_', was {name!r}."
+        )
+
 
 #: Books have ten levels (MBP-10).
 N_LEVELS: Final = 10
@@ -193,7 +208,7 @@ _KINDS: Final = (
         "time_of_day",
         1,
         {"fn": Param(str, "sin", choices=("sin", "cos"), doc="sin or cos")},
-        "fn(2 pi (ts_close - session open) / session length), CME session 17:00-16:00 CT",
+        "fn(2 pi (ts_close - session open) / session length), CME session from 17:00 to 16:00 CT",
         "bounded in [-1, 1]",
         _none,
     ),

@@ -24,6 +24,7 @@ from fxstore.fetch.layout import (
     FetchedFile,
     commit_folder,
     job_dir,
+    publish_folder,
     quarantine,
     read_job_cost,
     read_job_record,
@@ -34,6 +35,7 @@ from fxstore.fetch.layout import (
     write_fetch_manifest,
     write_job_record,
 )
+from fxstore.remote import location
 from fxstore.store import file_sha256, key_lock, os_errors, validate_key
 
 if TYPE_CHECKING:
@@ -75,7 +77,7 @@ class FetchedPart:
         return {
             "schema": self.schema,
             "job_id": self.job_id,
-            "folder": str(self.folder),
+            "folder": location(self.folder),
             "files": [{"name": f.name, "size": f.size, "sha256": f.sha256} for f in self.files],
             "was_skipped": self.was_skipped,
         }
@@ -227,6 +229,7 @@ def _download_job(
         facts = {"request": part.to_json(), "job_id": job_id, "via": "batch", "cost_usd": cost}
         write_fetch_manifest(staged, files, facts)
         commit_folder(staged, final)
+    publish_folder(final)
     return FetchedPart(part.schema, job_id, final, tuple(files), False)
 
 
@@ -282,6 +285,7 @@ def _stream(api: Api, root: Path, item: PartPlan) -> FetchedPart:
         if final.exists():
             quarantine(final, root, part.dataset, folder_id)
         commit_folder(staged, final)
+    publish_folder(final)
     return FetchedPart(part.schema, folder_id, final, files, False)
 
 

@@ -12,6 +12,13 @@
 Only a folder whose every file passed its check is renamed to ``raw/<DATASET>/<job-id>/``,
 in one rename, so `fxstore ingest` never sees part of a download. The hidden folders are not
 read by ingest (it lists the files of the folder it is given, not its subfolders).
+
+In an s3:// store (worked on through a local mirror, :mod:`fxstore.remote`) a purchase record
+is written into the bucket the moment it is written here, and a finished folder's files right
+after its rename, its ``fxstore-fetch.json`` last, each never replacing an object: so a fetch
+from another machine (another cache) finds what was bought, and a folder whose manifest is in
+the bucket has all its files there. The mirror holds the records and manifests; a folder's
+data files are checked in the bucket (:func:`verify_folder`) and downloaded where read.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from typing import Final
 
 from fxstore import __version__
 from fxstore.errors import InvalidInputError, SchemaError
+from fxstore.remote import in_store, upload
 from fxstore.store import (
     atomic_write_json,
     fsync_dir,
@@ -43,6 +51,7 @@ __all__ = [
     "FetchedFile",
     "commit_folder",
     "job_dir",
+    "publish_folder",
     "quarantine",
     "raw_dir",
     "read_job_cost",
@@ -113,7 +122,9 @@ def write_job_record(
         "cost_usd": cost_usd,
         "submitted_at": _now(),
     }
-    atomic_write_json(_record_path(root, dataset, key), record)
+    path = _record_path(root, dataset, key)
+    atomic_write_json(path, record)
+    upload(path)
 
 
 def read_job_cost(root: Path, dataset: str, key: str) -> float | None:
@@ -144,8 +155,10 @@ def verify_folder(folder: Path) -> tuple[FetchedFile, ...] | None:
     """The files of the finished download `folder` when every one is intact, else None.
 
     A file not modified since the manifest was written is taken as it is; one changed since
-    is hashed again (:func:`fxstore.store.matches_manifest`). A damaged manifest makes the
-    folder damaged too (None): fetch downloads it again, as it does a damaged file.
+    is hashed again (:func:`fxstore.store.matches_manifest`). In an s3:// store a file not
+    here is taken from the bucket's listing (an object of its size: the bucket got it after
+    its check, before the manifest). A damaged manifest makes the folder damaged too (None):
+    fetch downloads it again, as it does a damaged file.
     """
     manifest = folder / FETCH_MANIFEST
     if not manifest.is_file():
@@ -157,7 +170,11 @@ def verify_folder(folder: Path) -> tuple[FetchedFile, ...] | None:
         return None
     files = []
     for file in listed:
-        if not matches_manifest(folder / file.name, manifest, file.sha256, file.size):
+        path = folder / file.name
+        if not path.exists() and in_store(path, file.size):
+            files.append(file)
+            continue
+        if not matches_manifest(path, manifest, file.sha256, file.size):
             logger.info("%s: %s is missing or changed", folder, file.name)
             return None
         files.append(file)
@@ -202,6 +219,15 @@ def commit_folder(staged: Path, final: Path) -> None:
             final.rmdir()
         os.replace(staged, final)
     fsync_dir(final.parent)
+
+
+def publish_folder(folder: Path) -> None:
+    """Write the committed download `folder` into the bucket of an s3:// store (its files,
+    then its ``fxstore-fetch.json``); nothing to do in a local store."""
+    with os_errors(folder, "list"):
+        files = sorted(p for p in folder.iterdir() if p.is_file() and p.name != FETCH_MANIFEST)
+    for path in [*files, folder / FETCH_MANIFEST]:
+        upload(path)
 
 
 def remove_tree(path: Path) -> None:

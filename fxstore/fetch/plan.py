@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Literal
 
 from fxstore.errors import FxStoreWarning, InvalidInputError, SymbolNotFoundError
 from fxstore.fetch.layout import job_dir, read_job_record, verify_folder
+from fxstore.remote import location
 
 if TYPE_CHECKING:
     from fxstore.fetch.api import Api
@@ -105,7 +106,11 @@ class FetchPlan:
             records = "-" if p.record_count is None else f"{p.record_count:,}"
             size = "-" if p.billable_bytes is None else _bytes(p.billable_bytes)
             cost = {"new": f"${p.cost_usd:,.2f}", "bought": "paid", "complete": "have it"}
-            target = p.folder if p.status != "new" or p.job_id else p.folder.parent / "<job-id>"
+            target = (
+                location(p.folder)
+                if p.status != "new" or p.job_id
+                else f"{location(p.folder.parent)}/<job-id>"
+            )
             lines.append(
                 f"  {p.part.schema:<11} {records:>15} {size:>11} {cost[p.status]:>12}  "
                 f"{p.via:<7}{target}/"
@@ -132,7 +137,7 @@ class FetchPlan:
                     "cost_usd": p.cost_usd,
                     "billable_bytes": p.billable_bytes,
                     "record_count": p.record_count,
-                    "folder": str(p.folder),
+                    "folder": location(p.folder),
                 }
                 for p in self.parts
             ],

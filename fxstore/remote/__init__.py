@@ -18,19 +18,144 @@ from pathlib import Path
 from fxstore.errors import RunInterruptedError, StoreAccessError
 from fxstore.remote.mirror import AREAS, Mirror, mirror_lock, mirror_name, safe_local
 from fxstore.remote.s3 import CommitConflictError, S3Bucket, StoreUrl, parse_url
-from fxstore.store import atomic_path, os_errors
+from fxstore.store import atomic_path, file_sha256, os_errors
 
 __all__ = [
     "CommitConflictError",
+    "commit",
     "default_cache_dir",
+    "drop_object",
     "fetch_inputs",
+    "in_bucket",
+    "in_store",
     "is_url",
+    "location",
+    "object_problem",
     "open_store",
+    "restore_object",
     "store_options",
+    "upload",
 ]
 
 #: The mirrors open in this process: local root → the options that name its store.
 _OPEN: dict[Path, tuple[str, ...]] = {}
+#: The mirrors open in this process: local root → its mirror.
+_MIRRORS: dict[Path, Mirror] = {}
+
+
+def _mirror_of(path: Path) -> tuple[Mirror, str] | None:
+    """The open mirror holding `path` and the store-relative path of it; None when `path`
+    is not in the mirror of an s3:// store."""
+    for root, mirror in _MIRRORS.items():
+        if path == root:
+            return mirror, ""
+        if root in path.parents:
+            return mirror, path.relative_to(root).as_posix()
+    return None
+
+
+def location(path: Path) -> str:
+    """How messages name `path` of a store: its ``s3://`` URL when it lies in the mirror of
+    an s3:// store (the mirror is a cache, the bucket the store), else the path itself."""
+    found = _mirror_of(path)
+    return str(path) if found is None else found[0].bucket.url.url(found[1])
+
+
+def commit(root: Path) -> None:
+    """Push what the command committed in the store at `root` now, so that it can report
+    success once the store holds it (nothing to do for a local store; the push at the end
+    of :func:`open_store` then finds nothing left).
+
+    Raises
+    ------
+    CommitConflictError
+        Another writer committed the same manifest first.
+    """
+    mirror = _MIRRORS.get(root)
+    if mirror is not None:
+        mirror.push()
+
+
+def upload(path: Path) -> None:
+    """Write the file `path` of an s3:// store's mirror into the bucket now, unless the bucket
+    holds its bytes (nothing to do for a local store). Its object is never replaced: a file
+    written once (a fetched file, the record of a purchase).
+
+    Raises
+    ------
+    CommitConflictError
+        The bucket holds other bytes under its name (another writer's).
+    """
+    found = _mirror_of(path)
+    if found is not None:
+        found[0].put_once(path)
+
+
+def in_bucket(path: Path) -> bool:
+    """Whether `path` lies in the mirror of an s3:// store (its bucket is the truth of it)."""
+    return _mirror_of(path) is not None
+
+
+def object_problem(path: Path, sha256: object, size: object) -> str | None:
+    """What is wrong with the object of the mirror's `path` in the bucket, against the
+    `sha256` and `size` (None: not recorded) its manifest records; None when it is intact.
+
+    The size comes from the bucket's listing; the digest from the SHA-256 S3 stored at upload
+    (a HEAD request), else from the object's bytes streamed (never from the local copy).
+    """
+    found = _mirror_of(path)
+    if found is None:
+        raise ValueError(f"{path} is not in the mirror of an s3:// store")
+    mirror, rel = found
+    info = mirror.listing.get(rel)
+    if info is None:
+        return "listed in its manifest but missing in the bucket"
+    if isinstance(size, int) and not isinstance(size, bool) and info.size != size:
+        return f"is {info.size} bytes in the bucket, its manifest says {size}"
+    stored = mirror.bucket.stored_sha256(rel) or mirror.bucket.read_sha256(rel)
+    if stored != sha256:
+        return "SHA-256 in the bucket differs from its manifest's (damaged or replaced)"
+    return None
+
+
+def drop_object(path: Path) -> None:
+    """Delete the object of the mirror's `path` from the bucket, and the local copy (a damaged
+    object, before what replaces it is written under its name)."""
+    found = _mirror_of(path)
+    if found is None:
+        raise ValueError(f"{path} is not in the mirror of an s3:// store")
+    mirror, rel = found
+    mirror.bucket.delete([rel])
+    mirror.listing.pop(rel, None)
+    with os_errors(path, "delete"):
+        path.unlink(missing_ok=True)
+
+
+def restore_object(path: Path, sha256: object) -> bool:
+    """Write the mirror's copy of `path` over its damaged object in the bucket when that copy
+    holds the bytes of `sha256` (what its manifest records); return whether it did."""
+    found = _mirror_of(path)
+    if found is None or not path.is_file():
+        return False
+    with os_errors(path, "read"):
+        if file_sha256(path) != sha256:
+            return False
+    mirror, rel = found
+    mirror.bucket.delete([rel])
+    mirror.listing.pop(rel, None)
+    mirror.put_once(path)
+    return True
+
+
+def in_store(path: Path, size: int) -> bool:
+    """Whether the s3:// store whose mirror holds `path` has an object of `size` bytes at
+    its place, as listed when the command started or written by it since (False for a
+    local store, whose files are checked where they are)."""
+    found = _mirror_of(path)
+    if found is None:
+        return False
+    info = found[0].listing.get(found[1])
+    return info is not None and info.size == size
 
 
 def store_options(root: Path) -> str:
@@ -69,6 +194,8 @@ def open_store(
     endpoint: str | None = None,
     cache_dir: Path | None = None,
     areas: tuple[str, ...] = AREAS,
+    lazy: bool = False,
+    symbols: tuple[str, ...] | None = None,
 ) -> Iterator[Path]:
     """Yield the local root to run a command on for the store `store`.
 
@@ -76,7 +203,9 @@ def open_store(
     yielded root is the mirror under `cache_dir` (default :func:`default_cache_dir`), pulled
     first; when the body returns, what it committed there is pushed with conditional commits.
     An error in the body pushes nothing (a training run stopped on request pushes its run).
-    Only the store `areas` (``bars``, ``fxcache``, ``runs``, ``synth``) are pulled and pushed.
+    Only the store `areas` (``bars``, ``fxcache``, ``runs``, ``synth``, ``raw``) are pulled and
+    pushed; with `lazy` only their manifests are pulled (a command that reads no day file or
+    shard); with `symbols` only those symbols' folders of bars, fxcache and synth.
 
     Raises
     ------
@@ -98,17 +227,19 @@ def open_store(
     options += ("--s3-endpoint", endpoint) if endpoint else ()
     options += ("--cache-dir", str(cache_dir)) if cache_dir is not None else ()
     with mirror_lock(root):
-        mirror = Mirror(bucket, root, areas)
+        mirror = Mirror(bucket, root, areas, lazy=lazy, symbols=symbols)
         mirror.pull()
         _OPEN[root] = options
+        _MIRRORS[root] = mirror
         try:
             yield root
+            mirror.push()
         except RunInterruptedError:
             mirror.push(commits=False)
             raise
         finally:
             _OPEN.pop(root, None)
-        mirror.push()
+            _MIRRORS.pop(root, None)
 
 
 def fetch_inputs(

@@ -7,7 +7,10 @@ folder (``--cache-dir``) so every file is downloaded once:
 1. **pull**: the committed manifests (a bar series' list of versions, an fxcache's
    manifest) are read with their ETags; every version manifest, day file and shard they list
    is downloaded unless the mirror already holds those bytes, and its SHA-256 is checked
-   against the manifest: a changed or damaged object is refused. A manifest the bucket no
+   against the manifest: a changed, damaged or missing object is left out of the mirror with
+   a warning (no copy of other bytes is kept), so everything else can still be read, and
+   ``fxstore verify`` reports it. Commands that read only manifests (``ls``, ``info``,
+   ``rolls``, ``gc``, ``verify``) pull only those (`lazy`). A manifest the bucket no
    longer holds (or never did) is removed from the mirror, so the mirror never calls
    committed what the bucket does not. ``runs/`` and ``synth/`` are copied as they are.
 2. the command runs on the mirror, exactly as on a local store (training memory-maps the
@@ -33,11 +36,12 @@ import json
 import logging
 import os
 import re
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
 
-from fxstore.errors import InvalidInputError, SchemaError, StoreAccessError
+from fxstore.errors import FxStoreWarning, InvalidInputError, SchemaError
 from fxstore.remote.s3 import CommitConflictError, ObjectInfo, S3Bucket, md5_hex
 from fxstore.store import (
     LOCK,
@@ -58,8 +62,10 @@ logger = logging.getLogger(__name__)
 
 #: Store areas copied file by file (no manifest commits them).
 _PLAIN: Final = ("runs", "synth")
+#: Store areas whose first folder is a symbol.
+_BY_SYMBOL: Final = ("bars", "fxcache", "synth")
 #: Every area of a store a mirror may hold.
-AREAS: Final = ("bars", "fxcache", "runs", "synth")
+AREAS: Final = ("bars", "fxcache", "runs", "synth", "raw")
 _TEMP_RE: Final = re.compile(r"\..+\.[A-Za-z0-9_]{8}\.tmp")
 
 
@@ -97,6 +103,23 @@ def mirror_lock(root: Path) -> Iterator[None]:
         yield
 
 
+class _DamagedError(Exception):
+    """A downloaded object does not hold the bytes its manifest records."""
+
+
+def _is_raw_record(parts: list[str]) -> bool:
+    """Whether `parts` is a JSON file of the raw area pulled into a mirror: a purchase record
+    (``raw/<DATASET>/.requests/``) or a fetched folder's manifest or Databento side file.
+    The data files stay in the bucket until a command reads them; the in-progress folders
+    (``.partial``, ``.quarantine``) are never shared."""
+    return (
+        parts[0] == "raw"
+        and len(parts) == 4
+        and parts[3].endswith(".json")
+        and (parts[2] == ".requests" or not parts[2].startswith("."))
+    )
+
+
 def _is_commit(parts: list[str]) -> bool:
     """Whether the store-relative path `parts` is a manifest that commits (series, fxcache)."""
     return parts[-1] == MANIFEST and (
@@ -109,9 +132,19 @@ class Mirror:
 
     Only the store areas `areas` (of :data:`AREAS`) are pulled and pushed: what a command
     reads or writes (training needs no bars); the mirror keeps the others as they were.
+    With `lazy`, only the manifests are pulled: day files and shards stay in the bucket.
+    With `symbols`, only those symbols' series, fxcaches and synthetic files.
     """
 
-    def __init__(self, bucket: S3Bucket, root: Path, areas: tuple[str, ...] = AREAS) -> None:
+    def __init__(
+        self,
+        bucket: S3Bucket,
+        root: Path,
+        areas: tuple[str, ...] = AREAS,
+        *,
+        lazy: bool = False,
+        symbols: tuple[str, ...] | None = None,
+    ) -> None:
         unknown = set(areas) - set(AREAS)
         if unknown:
             raise InvalidInputError(f"no store area {sorted(unknown)}; they are {AREAS}.")
@@ -121,6 +154,14 @@ class Mirror:
         #: Commit manifests as pulled: store-relative path → (bytes, ETag).
         self.pulled: dict[str, tuple[bytes, str]] = {}
         self.listing: dict[str, ObjectInfo] = {}
+        #: Only the manifests are pulled (a command that reads no day file nor shard: they
+        #: are checked in the bucket, or downloaded where read).
+        self.lazy = lazy
+        #: Objects left out of the mirror as damaged: store-relative path → why.
+        self.damaged: dict[str, str] = {}
+        #: Only these symbols' folders of the symbol areas (bars, fxcache, synth) are pulled
+        #: and pushed; None: every symbol.
+        self.symbols = symbols
 
     # --- pull ---------------------------------------------------------------------------
 
@@ -130,7 +171,7 @@ class Mirror:
         self.pulled = {}
         for rel in sorted(self.listing):
             parts = rel.split("/")
-            if parts[0] not in self.areas:
+            if not self._in_scope(parts):
                 continue
             if parts[0] in ("bars", "fxcache") and _is_commit(parts):
                 for key in parts[1:-1]:
@@ -141,7 +182,7 @@ class Mirror:
                     self._pull_series(rel, trusted=not changed)
                 else:
                     self._pull_fxcache(rel, trusted=not changed)
-            elif parts[0] in _PLAIN:
+            elif parts[0] in _PLAIN or _is_raw_record(parts):
                 self._pull_plain(rel, self.listing[rel])
         for path in self._local_commits():
             rel = path.relative_to(self.root).as_posix()
@@ -169,11 +210,13 @@ class Mirror:
         series = safe_local(self.root, rel).parent
         for version in list_bar_versions(series):
             where = version.manifest
-            changed = not trusted
+            changed: bool | None = not trusted
             if version.folder != series:  # a legacy series' manifest is the one just pulled
                 changed = self._fetch_verified(
                     where, version.manifest_sha256, manifest=series / MANIFEST, trusted=False
                 )
+            if changed is None or self.lazy:  # damaged; or only manifests are wanted
+                continue
             manifest = read_json(where)
             days = manifest.get("days")
             for day in days if isinstance(days, list) else []:
@@ -186,6 +229,8 @@ class Mirror:
         from fxstore.fxcache import ShardEntry
 
         where = safe_local(self.root, rel)
+        if self.lazy:
+            return
         shards = read_json(where).get("shards")
         for data in shards if isinstance(shards, list) else []:
             entry = ShardEntry.from_json(data, where)
@@ -195,9 +240,13 @@ class Mirror:
     def _rel(self, path: Path) -> str:
         return path.relative_to(self.root).as_posix()
 
-    def _fetch_verified(self, path: Path, sha256: str, *, manifest: Path, trusted: bool) -> bool:
+    def _fetch_verified(
+        self, path: Path, sha256: str, *, manifest: Path, trusted: bool
+    ) -> bool | None:
         """Download `path` unless the mirror holds the bytes of `sha256`; refuse other bytes.
-        Return whether it was downloaded.
+        Return whether it was downloaded; None when the bucket's object is missing or holds
+        other bytes (damaged): it is left out of the mirror, with a warning, so that what is
+        intact can still be read (``fxstore verify --repair`` rebuilds or drops it).
 
         A downloaded file gets the modification time of `manifest`, as in the local store's
         rule (:func:`fxstore.store.matches_manifest`): while `manifest` is `trusted` (the
@@ -214,20 +263,35 @@ class Mirror:
         rel = self._rel(path)
         url, listed_by = self.bucket.url.url(rel), self.bucket.url.url(self._rel(manifest))
         if rel not in self.listing:
-            raise StoreAccessError(
-                f"{url} is missing, though {listed_by} lists it: the store is damaged; re-run "
-                "the command that wrote it with --force."
-            )
-        with atomic_path(path) as tmp:
-            self.bucket.download(rel, tmp)
-            if file_sha256(tmp) != sha256:
-                raise InvalidInputError(
-                    f"{url}: the downloaded bytes do not match the SHA-256 that {listed_by} "
-                    "records (changed or damaged since it was committed); refused: re-run the "
-                    "command that wrote it with --force."
-                )
+            self._left_out(path, f"{url} is missing, though {listed_by} lists it")
+            return None
+        try:
+            with atomic_path(path) as tmp:
+                self.bucket.download(rel, tmp)
+                if file_sha256(tmp) != sha256:
+                    raise _DamagedError
+        except _DamagedError:
+            why = "its bytes do not match the SHA-256 that"
+            self._left_out(path, f"{url}: {why} {listed_by} records (changed or damaged)")
+            return None
         os.utime(path, ns=(stamp, stamp))
         return True
+
+    def _left_out(self, path: Path, why: str) -> None:
+        """Leave the damaged object of `path` out of the mirror (no copy of other bytes is
+        kept) and say so once."""
+        rel = self._rel(path)
+        with os_errors(path, "delete"):
+            path.unlink(missing_ok=True)
+        if rel not in self.damaged:
+            warnings.warn(
+                FxStoreWarning(
+                    f"{why}; left out, the rest is read: `fxstore verify --repair` (with this "
+                    "--store) rebuilds or drops it."
+                ),
+                stacklevel=2,
+            )
+        self.damaged[rel] = why
 
     def _pull_plain(self, rel: str, info: ObjectInfo) -> None:
         path = safe_local(self.root, rel)
@@ -240,11 +304,19 @@ class Mirror:
             self.bucket.download(rel, tmp)
         os.utime(path, ns=(info.mtime_ns, info.mtime_ns))
 
+    def _in_scope(self, parts: list[str]) -> bool:
+        """Whether the store-relative path `parts` is in the areas (and symbols) worked on."""
+        if parts[0] not in self.areas:
+            return False
+        if self.symbols is None or parts[0] not in _BY_SYMBOL:
+            return True
+        return len(parts) > 1 and parts[1] in self.symbols
+
     def _local_commits(self) -> list[Path]:
-        """The mirror's commit manifests in the areas it works on."""
+        """The mirror's commit manifests in the areas (and symbols) it works on."""
         found = [*self.root.glob(f"bars/*/*/*/{MANIFEST}")] if "bars" in self.areas else []
         found += [*self.root.glob(f"fxcache/*/*/{MANIFEST}")] if "fxcache" in self.areas else []
-        return sorted(p for p in found if p.is_file())
+        return sorted(p for p in found if p.is_file() and self._in_scope(self._rel(p).split("/")))
 
     # --- push ---------------------------------------------------------------------------
 
@@ -265,6 +337,7 @@ class Mirror:
                 data = path.read_bytes()
             before = self.pulled.get(rel)
             if before is not None and before[0] == data:
+                written += self._restore_missing(path)
                 continue
             if rel.startswith("bars/"):
                 files = self._series_files(path, _version_shas(before[0] if before else b"{}"))
@@ -285,7 +358,12 @@ class Mirror:
             self.pulled[rel] = (data, etag)
         for area in (a for a in _PLAIN if a in self.areas):
             for path in sorted((self.root / area).rglob("*")):
-                if path.is_file() and path.name != LOCK and not _TEMP_RE.fullmatch(path.name):
+                if (
+                    path.is_file()
+                    and path.name != LOCK
+                    and not _TEMP_RE.fullmatch(path.name)
+                    and self._in_scope(self._rel(path).split("/"))
+                ):
                     written += self._put_plain(path)
         return written
 
@@ -306,6 +384,38 @@ class Mirror:
                 files.append(version.manifest)
         return files
 
+    def _restore_missing(self, manifest: Path) -> int:
+        """Upload the files the committed `manifest` lists that the bucket lacks (a damaged
+        object deleted by ``verify --repair``) where the mirror holds their recorded bytes
+        (rebuilt); return the objects written."""
+        from fxstore.fxcache import ShardEntry
+
+        listed: list[tuple[Path, object]] = []
+        data = read_json(manifest)
+        if self._rel(manifest).startswith("fxcache/"):
+            shards = data.get("shards")
+            for entry in shards if isinstance(shards, list) else []:
+                shard = ShardEntry.from_json(entry, manifest)
+                listed.append((resolve_manifest_file(manifest, shard.file), shard.sha256))
+        else:
+            for version in list_bar_versions(manifest.parent):
+                if not version.manifest.is_file():
+                    continue
+                days = read_json(version.manifest).get("days")
+                for day in days if isinstance(days, list) else []:
+                    if isinstance(day, dict) and "file" in day:
+                        file = resolve_manifest_file(version.manifest, str(day["file"]))
+                        listed.append((file, day.get("sha256")))
+        written = 0
+        for path, sha256 in listed:
+            if self._rel(path) in self.listing or not path.is_file():
+                continue
+            with os_errors(path, "read"):
+                intact = file_sha256(path) == sha256
+            if intact:
+                written += self._put_immutable(path)
+        return written
+
     def _shard_files(self, manifest: Path) -> list[Path]:
         from fxstore.fxcache import ShardEntry
 
@@ -317,7 +427,20 @@ class Mirror:
         )
         return [resolve_manifest_file(manifest, e.file) for e in entries]
 
-    def _put_immutable(self, path: Path) -> int:
+    def put_once(self, path: Path) -> int:
+        """Upload the file `path` of the mirror now unless the bucket holds its bytes (a file
+        written once: a fetched file, a purchase record); return the objects written.
+
+        Raises
+        ------
+        CommitConflictError
+            The bucket holds other bytes under its name.
+        """
+        return self._put_immutable(path, written_by="another fetch")
+
+    def _put_immutable(
+        self, path: Path, written_by: str = "another writer's build of the same version"
+    ) -> int:
         """Upload `path` unless the bucket holds its bytes; never replace other bytes."""
         rel = self._rel(path)
         with os_errors(path, "read"):
@@ -325,17 +448,17 @@ class Mirror:
         info = self.listing.get(rel)
         if info is None:
             try:
-                self.listing[rel] = ObjectInfo(
-                    0, self.bucket.put_file(rel, path, if_none_match=True), 0
-                )
+                etag = self.bucket.put_file(rel, path, if_none_match=True)
+                with os_errors(path, "read"):
+                    self.listing[rel] = ObjectInfo(path.stat().st_size, etag, 0)
                 return 1
             except CommitConflictError:  # written since the listing: by another writer
                 info = self.bucket.head(rel)
         if info is not None and info.etag == md5:
             return 0
         raise CommitConflictError(
-            f"{self.bucket.url.url(rel)} holds other bytes than {path} (another writer's build "
-            "of the same version, running now or killed); nothing of this run was committed: "
+            f"{self.bucket.url.url(rel)} holds other bytes than {path} ({written_by}, "
+            "running now or killed); nothing of this run was committed: "
             "re-run once that writer has committed (if none is running, delete that version's "
             "objects and re-run)."
         )

@@ -18,6 +18,7 @@ no such bucket, access denied, an endpoint that cannot be reached) is a one-line
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import hashlib
 import os
@@ -257,15 +258,48 @@ class S3Bucket:
         return str(reply["ETag"]).strip('"')
 
     def put_file(self, rel: str, path: Path, *, if_none_match: bool = False) -> str:
-        """Upload the local file `path` as object `rel` in one PUT; return its ETag."""
+        """Upload the local file `path` as object `rel` in one PUT; return its ETag.
+
+        S3 checks and stores the object's SHA-256 (``x-amz-checksum-sha256``), so that
+        :meth:`stored_sha256` can tell it without reading the object back.
+        """
         with self.errors(rel, "write"), open(path, "rb") as fh:
             reply = self.client.put_object(
                 Bucket=self.url.bucket,
                 Key=self.url.key(rel),
                 Body=fh,
+                ChecksumAlgorithm="SHA256",
                 **({"IfNoneMatch": "*"} if if_none_match else {}),
             )
         return str(reply["ETag"]).strip('"')
+
+    def stored_sha256(self, rel: str) -> str | None:
+        """The hex SHA-256 S3 stored for object `rel` at upload (a HEAD request), None when
+        it stored none (uploaded without it, or by another tool) or there is no object."""
+        from botocore.exceptions import ClientError
+
+        with self.errors(rel, "read"):
+            try:
+                reply = self.client.head_object(
+                    Bucket=self.url.bucket, Key=self.url.key(rel), ChecksumMode="ENABLED"
+                )
+            except ClientError as err:
+                if str(err.response.get("Error", {}).get("Code")) in ("404", "NoSuchKey"):
+                    return None
+                raise
+        stored = reply.get("ChecksumSHA256")
+        if not isinstance(stored, str) or reply.get("ChecksumType", "FULL_OBJECT") != "FULL_OBJECT":
+            return None  # none, or a multipart upload's checksum of checksums
+        return base64.b64decode(stored).hex()
+
+    def read_sha256(self, rel: str) -> str:
+        """The hex SHA-256 of object `rel`'s bytes, streamed (nothing is written locally)."""
+        digest = hashlib.sha256()
+        with self.errors(rel, "read"):
+            reply = self.client.get_object(Bucket=self.url.bucket, Key=self.url.key(rel))
+            for chunk in reply["Body"].iter_chunks(1 << 20):
+                digest.update(chunk)
+        return digest.hexdigest()
 
     def delete(self, rels: Sequence[str]) -> None:
         """Delete the objects `rels` (those missing are no error)."""

@@ -22,20 +22,17 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
-from typing import Final, NamedTuple
+from typing import Final
 
 import numpy as np
 import numpy.typing as npt
 
 from fxstore.config import AgentConfig, TrainConfig
 from fxstore.config.executor import ExecutorConfig
-from fxstore.errors import InvalidInputError, RunInterruptedError
-from fxstore.store import atomic_write_json, fold_dir
-from fxstore.train.agent.checkpoint import DAMAGED, load_checkpoint, meta_value, save_checkpoint
+from fxstore.errors import InvalidInputError
 from fxstore.train.agent.dqn import Agent
 from fxstore.train.agent.learner import LearnerStep
-from fxstore.train.agent.memory import check_host_memory
+from fxstore.train.agent.memory import check_host_memory, resolve_sizes
 from fxstore.train.agent.policy import action_values, banded_positions, greedy_positions
 from fxstore.train.agent.replay import NStepAccumulator, PrioritizedReplay
 from fxstore.train.env.data import CachedMarket, open_cache
@@ -50,16 +47,19 @@ from fxstore.train.evaluate.results import (
     evaluate_fold,
     in_sample_sharpe,
     load_oracle,
-    policy_totals,
-    pooled_significance,
-    reference_notes,
     with_ts_close,
 )
-from fxstore.train.evaluate.seeds import agent_policies, seed_notes
-from fxstore.train.evaluate.significance import SharpeSignificance
+from fxstore.train.evaluate.seeds import agent_policies
 from fxstore.train.evaluate.walkforward import Fold, make_folds
 from fxstore.train.gpu import rng as crng
 from fxstore.train.gpu.xp import to_host
+from fxstore.train.runs.fold_state import (
+    FoldState,
+    Learner,
+    restore_fold,
+    save_fold,
+    sync_losses,
+)
 from fxstore.train.runs.fold_tasks import (
     FoldTask,
     task_reporter,
@@ -68,17 +68,13 @@ from fxstore.train.runs.fold_tasks import (
     train_folds_on_ray,
 )
 from fxstore.train.runs.folder import RunFolder
-from fxstore.train.runs.plots import plot_equity_all
 from fxstore.train.runs.resume import check_resumed_cache
-from fxstore.train.runs.status import (
-    Headline,
-    RunStatus,
-    StatusRecorder,
-    StopRequest,
-    now_iso,
-    record_run,
-    resume_command,
-    signal_name,
+from fxstore.train.runs.status import StopRequest
+from fxstore.train.runs.train_run import (
+    finish_fold,
+    interrupted,
+    recording_run,
+    write_run_result,
 )
 
 __all__ = ["Progress", "train"]
@@ -113,316 +109,6 @@ class Progress:
     """Which of the fold's agents (seeds) reports, from 0."""
     n_seeds: int = 1
     """Agents (seeds) trained per fold."""
-
-
-@dataclass
-class _FoldState:
-    """Everything a fold's loop carries from step to step besides the agent and replay."""
-
-    step: int = 0
-    best_score: float = 0.0
-    """Best validation Sharpe so far; it starts at the flat policy's (0): weights must beat
-    standing aside on the validation slice to be kept."""
-    best_params: dict[str, npt.NDArray[np.generic]] | None = None
-    """The kept weights; None while no evaluation has beaten flat."""
-    best_step: int | None = None
-    best_band: float = 0.0
-    """The no-trade band kept with `best_params` (TrainConfig.no_trade_bands)."""
-    bad_evals: int = 0
-    stopped: bool = False
-    evals: list[dict[str, float | None]] = dataclasses.field(default_factory=list)
-    """Validation evaluations so far (None where a number is undefined)."""
-    loss_sum: float = 0.0
-    """Sum and count of update losses since the last evaluation."""
-    loss_count: int = 0
-
-
-def _validation_sharpe(
-    agent: Agent, market: Market, fold: Fold, config: TrainConfig, spec: ContractSpec
-) -> tuple[float, float]:
-    """The best annualised per-bar Sharpe of the greedy policy on the fold's validation slice
-    over the no-trade bands, and its band (the first of equal scores)."""
-    lo, hi = fold.validation
-    q = action_values(agent.q_values, market, lo, hi, config.env)
-    best, best_band = -np.inf, config.no_trade_bands[0]
-    for band in config.no_trade_bands:
-        positions = banded_positions(q, market, lo, hi, config.env, band)
-        window = evaluate_positions(market, positions, lo, hi, config.env, spec)
-        sharpe = sharpe_per_bar(
-            to_host(window.pnl), bars_per_day=market.bars_per_day, capital=config.capital
-        )
-        # A policy that stays flat has no variance and so no Sharpe: it scores 0 (no risk,
-        # no return), which any policy that earns something beats.
-        score = sharpe if np.isfinite(sharpe) else 0.0
-        if score > best:
-            best, best_band = score, band
-    return best, best_band
-
-
-def _fold_agent_config(config: TrainConfig, sizes: dict[str, int], fold: int) -> AgentConfig:
-    return dataclasses.replace(
-        config.agent,
-        batch_size=sizes["batch_size"],
-        replay_size=sizes["replay_size"],
-        seed=crng.derive_key(config.seed, fold) % (1 << 31),
-    )
-
-
-def _run_fold(
-    market: Market,
-    fold: Fold,
-    config: TrainConfig,
-    spec: ContractSpec,
-    sizes: dict[str, int],
-    run: RunFolder,
-    on_progress: Callable[[Progress], None] | None,
-    n_folds: int,
-    seed_index: int = 0,
-    stop: StopRequest | None = None,
-) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-    """Learn on one fold; return the greedy positions of the kept weights on its test window
-    and on its training part (for the in-sample Sharpe).
-
-    When `stop` is set, the fold saves its checkpoint after the step in progress and raises
-    RunInterruptedError."""
-    xp = market.xp
-    agent_config = _fold_agent_config(config, sizes, fold.index)
-    lo, hi = fold.train
-    env = VecEnv(
-        market,
-        config.env,
-        spec,
-        n_envs=sizes["n_envs"],
-        window=(lo, hi),
-        episode_bars=min(config.episode_bars, hi - lo),
-        seed=crng.derive_key(config.seed, fold.index, _STREAM_ENV) % (1 << 31),
-    )
-    agent = Agent(agent_config, env.n_obs, env.n_actions, xp=xp)
-    replay = PrioritizedReplay(
-        agent_config.replay_size,
-        env.n_obs,
-        alpha=agent_config.per_alpha,
-        eps=agent_config.per_eps,
-        xp=xp,
-        seed=agent_config.seed,
-    )
-    nstep = NStepAccumulator(
-        sizes["n_envs"], agent_config.n_step, agent_config.gamma, env.n_obs, xp=xp
-    )
-    act_rng = crng.CounterRng(xp, crng.derive_key(config.seed, fold.index, _STREAM_ACT))
-    learner = _Learner(agent, replay, nstep, env, act_rng)
-    learn = LearnerStep(agent, replay, agent_config.batch_size)
-    state = _FoldState()
-    obs = env.reset()
-    checkpoint = run.checkpoint_path(fold.index, seed_index)
-    if checkpoint.is_file():
-        obs = _restore(checkpoint, learner, state)
-        logger.info("fold %d: resumed at step %d", fold.index, state.step)
-    agent.set_loss_totals(state.loss_sum, state.loss_count)
-    has_validation = fold.validation[1] > fold.validation[0]
-    clock, samples = time.perf_counter(), 0
-    while state.step < config.env_steps and not state.stopped:
-        epsilon = agent_config.epsilon(state.step)
-        action = agent.act(obs, epsilon, act_rng)
-        step = env.step(action)
-        nstep.push_into(
-            replay, obs, action, step.reward, step.done, step.obs, all_done=env.episode_ended
-        )
-        obs = step.obs
-        state.step += 1
-        if len(replay) >= max(config.learn_start, agent_config.batch_size):
-            for _ in range(config.updates_per_step):
-                # no wait for the device here: losses and divergence are read at _sync
-                learn(_beta(agent_config, state.step, config.env_steps))
-                samples += agent_config.batch_size
-        if state.step % config.eval_every == 0 or state.step == config.env_steps:
-            _evaluate(agent, market, fold, config, spec, state, has_validation)
-        if config.checkpoint_every and state.step % config.checkpoint_every == 0:
-            _save(checkpoint, learner, state, obs)
-        if state.step % _LOG_EVERY == 0 or state.step == config.env_steps or state.stopped:
-            _sync(agent, state)
-            now = time.perf_counter()
-            report = Progress(
-                fold.index,
-                n_folds,
-                state.step,
-                config.env_steps,
-                state.loss_sum / state.loss_count if state.loss_count else float("nan"),
-                samples / max(now - clock, 1e-9),
-                _or_nan(state.evals[-1]["val_sharpe"] if state.evals else None),
-                last=state.step == config.env_steps or state.stopped,
-                seed=seed_index,
-                n_seeds=config.seeds,
-            )
-            logger.info(
-                "fold %d step %d/%d loss %.4f samples/s %.0f val sharpe %.2f",
-                *(report.fold, report.step, report.total_steps, report.loss),
-                *(report.samples_per_s, report.val_sharpe),
-            )
-            if on_progress is not None:
-                on_progress(report)
-            clock, samples = now, 0
-        if stop is not None and stop.signum is not None:  # a safe point: the step is whole
-            _save(checkpoint, learner, state, obs)
-            raise _interrupted(run, stop.signum, f"fold {fold.number} step {state.step}")
-    _sync(agent, state)
-    if not has_validation:  # nothing to select on: the last weights trade
-        chosen = "last"
-    elif state.best_params is None:  # no validated edge: stand aside
-        chosen = "flat"
-    else:
-        chosen = "best"
-        agent.load_state_dict(state.best_params)
-    run.write_evals(fold.index, state.evals, chosen, state.best_step, seed_index)
-    logger.info("fold %d: trading the %s policy on the test window", fold.index, chosen)
-    if chosen == "flat":
-        return np.zeros(fold.test[1] - fold.test[0]), np.zeros(fold.train[1] - fold.train[0])
-    band = state.best_band if chosen == "best" else config.no_trade_bands[0]
-    return (
-        greedy_positions(agent.q_values, market, *fold.test, config.env, band),
-        greedy_positions(agent.q_values, market, *fold.train, config.env, band),
-    )
-
-
-def _interrupted(run: RunFolder, signum: int, where: str) -> RunInterruptedError:
-    return RunInterruptedError(
-        f"run {run.run_id!r} stopped on {signal_name(signum)} at {where}, its checkpoint "
-        f"saved; to resume it: {resume_command(run.run_id, run.root)}",
-        run_id=run.run_id,
-        signum=signum,
-    )
-
-
-def _or_nan(value: float | None) -> float:
-    return float("nan") if value is None else value
-
-
-def _beta(config: AgentConfig, step: int, total: int) -> float:
-    """Importance-sampling exponent, annealed linearly from its start to its end value."""
-    done = min(step / max(total, 1), 1.0)
-    return config.per_beta_start + (config.per_beta_end - config.per_beta_start) * done
-
-
-def _evaluate(
-    agent: Agent,
-    market: Market,
-    fold: Fold,
-    config: TrainConfig,
-    spec: ContractSpec,
-    state: _FoldState,
-    has_validation: bool,
-) -> None:
-    """Score the greedy policy on the validation slice; keep the best weights; stop early."""
-    _sync(agent, state)
-    score, band = (
-        _validation_sharpe(agent, market, fold, config, spec)
-        if has_validation
-        else (np.nan, config.no_trade_bands[0])
-    )
-    entry: dict[str, float | None] = {
-        "step": float(state.step),
-        "updates": float(agent.step),
-        "loss": state.loss_sum / state.loss_count if state.loss_count else None,
-        "val_sharpe": float(score) if np.isfinite(score) else None,
-    }
-    if len(config.no_trade_bands) > 1:
-        entry["band"] = float(band)
-    state.evals.append(entry)
-    state.loss_sum, state.loss_count = 0.0, 0
-    agent.set_loss_totals(0.0, 0)
-    if not has_validation:
-        return
-    if score > state.best_score:
-        state.best_score, state.best_params, state.bad_evals = score, agent.state_dict(), 0
-        state.best_step, state.best_band = state.step, band
-    else:
-        state.bad_evals += 1
-        state.stopped = config.patience > 0 and state.bad_evals >= config.patience
-
-
-class _Learner(NamedTuple):
-    """The stateful parts of a fold's learning, saved and restored together."""
-
-    agent: Agent
-    replay: PrioritizedReplay
-    nstep: NStepAccumulator
-    env: VecEnv
-    act_rng: crng.CounterRng
-
-    def parts(self) -> dict[str, Agent | PrioritizedReplay | NStepAccumulator | VecEnv]:
-        return {"agent": self.agent, "replay": self.replay, "nstep": self.nstep, "env": self.env}
-
-
-def _sync(agent: Agent, state: _FoldState) -> None:
-    """Wait for the updates in flight: raise if one diverged, take their loss sum and count."""
-    agent.check_finite()
-    state.loss_sum, state.loss_count = agent.loss_totals()
-
-
-def _save(path: Path, learner: _Learner, state: _FoldState, obs: npt.NDArray[np.float32]) -> None:
-    _sync(learner.agent, state)
-    arrays: dict[str, npt.NDArray[np.generic]] = {}
-    for prefix, part in learner.parts().items():
-        arrays |= {f"{prefix}/{k}": v for k, v in part.state_dict().items()}
-    if state.best_params is not None:
-        arrays |= {f"best/{k}": v for k, v in state.best_params.items()}
-    arrays["obs"] = to_host(obs)
-    meta = {
-        "step": state.step,
-        "best_score": state.best_score,
-        "best_step": state.best_step,
-        "best_band": state.best_band,
-        "bad_evals": state.bad_evals,
-        "stopped": state.stopped,
-        "evals": state.evals,
-        "act_counter": learner.act_rng.counter,
-        "loss_sum": state.loss_sum,
-        "loss_count": state.loss_count,
-    }
-    save_checkpoint(path, arrays, meta)
-
-
-def _restore(path: Path, learner: _Learner, state: _FoldState) -> npt.NDArray[np.float32]:
-    arrays, meta = load_checkpoint(path)
-
-    def part(prefix: str) -> dict[str, npt.NDArray[np.generic]]:
-        return {k.split("/", 1)[1]: v for k, v in arrays.items() if k.startswith(prefix + "/")}
-
-    try:
-        for prefix, component in learner.parts().items():
-            component.load_state_dict(part(prefix))
-    except InvalidInputError as err:  # name the file: the message names only the key
-        raise InvalidInputError(f"{path}: {err}; {DAMAGED}.") from err
-    lo, hi = learner.env.window
-    for key in ("env/t", "env/stop"):
-        values = np.asarray(arrays[key])
-        if values.size and not (lo <= int(values.min()) and int(values.max()) < hi):
-            raise InvalidInputError(
-                f"{path}: checkpoint {key!r} must lie in {lo}..{hi - 1}, was "
-                f"{int(values.min())}..{int(values.max())}; {DAMAGED}."
-            )
-    if "obs" not in arrays:
-        raise InvalidInputError(f"{path}: checkpoint has no 'obs'; {DAMAGED}.")
-    best = part("best")
-    state.best_params = best or None
-    state.step = int(meta_value(meta, "step", int, path))
-    state.best_score = meta_value(meta, "best_score", float, path)
-    step = meta.get("best_step")
-    state.best_step = int(meta_value(meta, "best_step", int, path)) if step is not None else None
-    state.bad_evals = int(meta_value(meta, "bad_evals", int, path))
-    if "best_band" in meta:  # checkpoints before no-trade bands had none: plain greedy
-        state.best_band = meta_value(meta, "best_band", float, path)
-    state.stopped = bool(meta_value(meta, "stopped", bool, path))
-    evals = meta.get("evals")
-    if not isinstance(evals, list):
-        raise InvalidInputError(f"{path}: checkpoint field `evals` must be a list; {DAMAGED}.")
-    state.evals = evals
-    learner.act_rng.counter = int(meta_value(meta, "act_counter", int, path))
-    state.loss_sum = meta_value(meta, "loss_sum", float, path)
-    state.loss_count = int(meta_value(meta, "loss_count", int, path))
-    xp = learner.env.xp
-    obs: npt.NDArray[np.float32] = xp.asarray(arrays["obs"], dtype=xp.float32)
-    return obs
 
 
 def train(
@@ -519,6 +205,7 @@ def _train_run(
     runs_on: tuple[ExecutorConfig | None, tuple[str, ...]],
 ) -> BacktestResult:
     """:func:`train` once the run to resume (if any) is found and locked."""
+    # -- the run's inputs: its settings (a resumed run's own), the cache, sizes and folds
     plan = resumed.plan_resume(root) if resumed is not None else None
     if plan is not None:  # every input unchanged; the settings pinned to the run's cache
         config = plan.config
@@ -526,8 +213,8 @@ def _train_run(
     if resumed is not None and plan is not None:
         check_resumed_cache(resumed.run_id, plan, cache)
     market = cache.market
-    sizes = resumed.read_sizes() if resumed is not None else _resolve_sizes(config, market)
-    if market.xp is np:  # on a GPU the device is sized by _resolve_sizes
+    sizes = resumed.read_sizes() if resumed is not None else resolve_sizes(config, market)
+    if market.xp is np:  # on a GPU the device is sized by resolve_sizes
         n_obs = market.features.shape[1] + 1
         check_host_memory(config, sizes, n_obs, len(config.env.positions))
     folds = make_folds(
@@ -537,112 +224,47 @@ def _train_run(
         folds = folds[: config.max_folds]
     spec = contract_spec(config.symbol, config.env)  # bad input fails before the run folder
     planted = load_oracle(root, config.symbol, config.signal_dir, cache)
-    run = resumed if resumed is not None else RunFolder.create(root, "train")
-    status = RunStatus(
-        run.run_id,
-        "train",
-        config.symbol,
-        run.started() or now_iso(),
-        "running",
-        folds_done=sum((fold_dir(run.path, f.index) / "results.npz").is_file() for f in folds),
-        n_folds=len(folds),
-        profile=config.profile,
-    )
-
-    def worthless(recorder: StatusRecorder) -> bool:
-        """A new run that ended, however, with nothing to resume: no finished fold and no
-        checkpoint (one that has a checkpoint is kept: --resume continues it)."""
-        if resumed is not None or recorder.status.folds_done:
-            return False
-        return not run.has_checkpoint()
-
-    with record_run(run.path, run.lock, status, discard=worthless) as recorder:
-        if resumed is None:
-            run.write_config(config, sizes, cache)
-        if on_start is not None:
-            on_start(run.run_id)
-        return _train_folds(
-            config,
-            (market, cache, folds, spec, planted, sizes),
-            run,
-            recorder,
-            on_progress,
-            stop,
-            (root, *runs_on),
-        )
-
-
-def _train_folds(
-    config: TrainConfig,
-    inputs: tuple[Market, CachedMarket, list[Fold], ContractSpec, PlantedSignal, dict[str, int]],
-    run: RunFolder,
-    recorder: StatusRecorder,
-    on_progress: Callable[[Progress], None] | None,
-    stop: StopRequest | None,
-    where: tuple[Path, ExecutorConfig | None, tuple[str, ...]],
-) -> BacktestResult:
-    """Train every fold not done yet (in order here, or as Ray tasks or on GPU workers
-    first), then score and write the run's totals."""
-    market, cache, folds, spec, planted, sizes = inputs
-    root, executor, gpus = where
-    found: dict[int, dict[str, FoldResult] | None] = {
-        f.index: run.read_fold(f, market.bars_per_day, config.capital, config.seed) for f in folds
-    }
-    todo = [f for f in folds if found[f.index] is None]
-    tasks = (config, root, run, todo, run_fold_task, sizes, len(folds), stop)
-    if executor is not None and executor.is_ray:
-        parallel = train_folds_on_ray(*tasks, executor, on_gpu=market.xp is not np)
-    elif len(gpus) > 1:
-        parallel = train_folds_on_gpus(*tasks, gpus, on_progress)
-    else:
-        parallel = iter(())
-    for fold, trained in parallel:
-        _finish_fold(run, fold, trained, config, recorder)
-        found[fold.index] = trained
-    results: list[FoldResult] = []
-    for fold in folds:
-        done = found[fold.index]
-        if done is None:
-            if stop is not None and stop.signum is not None:
-                raise _interrupted(run, stop.signum, f"the start of fold {fold.index}")
-            done = fold_results(
-                market,
-                cache,
-                fold,
-                config,
-                spec,
-                planted,
-                sizes,
-                run,
-                on_progress,
-                len(folds),
-                stop,
-            )
-            _finish_fold(run, fold, done, config, recorder)
-        results += with_ts_close(list(done.values()), cache.ts_close)  # older folders lack it
-    totals = policy_totals(results, market, capital=config.capital, seed=config.seed)
-    shown = [b for b in config.baselines if b != "oracle" or planted.values is not None]
-    result = BacktestResult(
-        run_dir=run.path,
-        symbol=config.symbol,
-        fxcache_key=cache.key,
-        policies=(*agent_policies(config.seeds), *shown),
-        folds=tuple(results),
-        totals=totals,
-        significance=(_agent_significance(results, run, folds, config),),
-        notes=(
-            *reference_notes(planted, config.baselines, totals),
-            *seed_notes(totals, agent_policies(config.seeds)),
-        ),
-    )
-    atomic_write_json(run.path / "metrics.json", result.to_json())
-    plot_equity_all(run.path / "equity_all.png", results, totals)
-    agent = totals.get("agent")
-    recorder.complete(
-        Headline("agent", agent.total_pnl, agent.sharpe_daily) if agent is not None else None
-    )
-    logger.info("trained %s on %d folds -> %s", config.symbol, len(folds), run.path)
-    return result
+    # -- every fold not done yet: here, fold after fold, or as Ray tasks or on GPU workers
+    with recording_run(root, config, resumed, folds, sizes, cache, on_start) as (run, recorder):
+        found: dict[int, dict[str, FoldResult] | None] = {
+            f.index: run.read_fold(f, market.bars_per_day, config.capital, config.seed)
+            for f in folds
+        }
+        todo = [f for f in folds if found[f.index] is None]
+        executor, gpus = runs_on
+        tasks = (config, root, run, todo, run_fold_task, sizes, len(folds), stop)
+        if executor is not None and executor.is_ray:
+            parallel = train_folds_on_ray(*tasks, executor, on_gpu=market.xp is not np)
+        elif len(gpus) > 1:
+            parallel = train_folds_on_gpus(*tasks, gpus, on_progress)
+        else:
+            parallel = iter(())
+        for fold, trained in parallel:
+            finish_fold(run, fold, trained, config, recorder)
+            found[fold.index] = trained
+        results: list[FoldResult] = []
+        for fold in folds:
+            done = found[fold.index]
+            if done is None:
+                if stop is not None and stop.signum is not None:
+                    raise interrupted(run, stop.signum, f"the start of fold {fold.number}")
+                done = fold_results(
+                    market,
+                    cache,
+                    fold,
+                    config,
+                    spec,
+                    planted,
+                    sizes,
+                    run,
+                    on_progress,
+                    len(folds),
+                    stop,
+                )
+                finish_fold(run, fold, done, config, recorder)
+            results += with_ts_close(list(done.values()), cache.ts_close)  # older folders lack it
+        # -- the pooled test windows of every fold: the run's totals
+        return write_run_result(run, recorder, config, market, cache, planted, folds, results)
 
 
 def fold_results(
@@ -703,20 +325,6 @@ def run_fold_task(task: FoldTask) -> dict[str, FoldResult]:
     )
 
 
-def _finish_fold(
-    run: RunFolder,
-    fold: Fold,
-    done: dict[str, FoldResult],
-    config: TrainConfig,
-    recorder: StatusRecorder,
-) -> None:
-    """Write a trained fold's results, drop its checkpoints and count it done."""
-    run.write_fold(fold, done)
-    for k in range(config.seeds):
-        run.checkpoint_path(fold.index, k).unlink(missing_ok=True)
-    recorder.fold_done()
-
-
 def _train_seed(
     market: Market,
     fold: Fold,
@@ -753,60 +361,195 @@ def _train_seed(
     )
 
 
-def _agent_significance(
-    results: list[FoldResult], run: RunFolder, folds: list[Fold], config: TrainConfig
-) -> SharpeSignificance:
-    """PSR/DSR of the agent's pooled test days, counting every candidate it was chosen from.
+def _run_fold(
+    market: Market,
+    fold: Fold,
+    config: TrainConfig,
+    spec: ContractSpec,
+    sizes: dict[str, int],
+    run: RunFolder,
+    on_progress: Callable[[Progress], None] | None,
+    n_folds: int,
+    seed_index: int = 0,
+    stop: StopRequest | None = None,
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """Learn on one fold; return the greedy positions of the kept weights on its test window
+    and on its training part (for the in-sample Sharpe).
 
-    Trials: in each fold the kept weights are the best of its validation evaluations or
-    standing aside, so a fold chooses among (evaluations x no-trade bands + 1) candidates;
-    the count is the largest such number over folds and seeds, times `seeds` (any one could
-    be shown), times `prior_trials` (profiles or settings already tried on the same data).
-    The trials' Sharpe variance is that of every finite validation Sharpe kept (annualised
-    per bar, about the annualised daily Sharpe of independent bars).
-    """
-    sharpes: list[float] = []
-    candidates = 1
-    for fold in folds:
-        for k in range(config.seeds):
-            evals = run.read_evals(fold.index, k)
-            candidates = max(candidates, len(evals) * len(config.no_trade_bands) + 1)
-            sharpes += [float(v) for e in evals if isinstance(v := e.get("val_sharpe"), float)]
-    variance = float(np.var(sharpes, ddof=1)) if len(sharpes) > 1 else 0.0
-    return pooled_significance(
-        results,
-        "agent",
-        n_trials=candidates * config.seeds * config.prior_trials,
-        trial_variance=variance,
-        capital=config.capital,
+    When `stop` is set, the fold saves its checkpoint after the step in progress and raises
+    RunInterruptedError."""
+    xp = market.xp
+    agent_config = _fold_agent_config(config, sizes, fold.index)
+    lo, hi = fold.train
+    env = VecEnv(
+        market,
+        config.env,
+        spec,
+        n_envs=sizes["n_envs"],
+        window=(lo, hi),
+        episode_bars=min(config.episode_bars, hi - lo),
+        seed=crng.derive_key(config.seed, fold.index, _STREAM_ENV) % (1 << 31),
+    )
+    agent = Agent(agent_config, env.n_obs, env.n_actions, xp=xp)
+    replay = PrioritizedReplay(
+        agent_config.replay_size,
+        env.n_obs,
+        alpha=agent_config.per_alpha,
+        eps=agent_config.per_eps,
+        xp=xp,
+        seed=agent_config.seed,
+    )
+    nstep = NStepAccumulator(
+        sizes["n_envs"], agent_config.n_step, agent_config.gamma, env.n_obs, xp=xp
+    )
+    act_rng = crng.CounterRng(xp, crng.derive_key(config.seed, fold.index, _STREAM_ACT))
+    learner = Learner(agent, replay, nstep, env, act_rng)
+    learn = LearnerStep(agent, replay, agent_config.batch_size)
+    state = FoldState()
+    obs = env.reset()
+    checkpoint = run.checkpoint_path(fold.index, seed_index)
+    if checkpoint.is_file():
+        obs = restore_fold(checkpoint, learner, state)
+        logger.info("fold %d: resumed at step %d", fold.index, state.step)
+    agent.set_loss_totals(state.loss_sum, state.loss_count)
+    has_validation = fold.validation[1] > fold.validation[0]
+    clock, samples = time.perf_counter(), 0
+    while state.step < config.env_steps and not state.stopped:
+        epsilon = agent_config.epsilon(state.step)
+        action = agent.act(obs, epsilon, act_rng)
+        step = env.step(action)
+        nstep.push_into(
+            replay, obs, action, step.reward, step.done, step.obs, all_done=env.episode_ended
+        )
+        obs = step.obs
+        state.step += 1
+        if len(replay) >= max(config.learn_start, agent_config.batch_size):
+            for _ in range(config.updates_per_step):
+                # no wait for the device here: losses and divergence are read at _sync
+                learn(_beta(agent_config, state.step, config.env_steps))
+                samples += agent_config.batch_size
+        if state.step % config.eval_every == 0 or state.step == config.env_steps:
+            _evaluate(agent, market, fold, config, spec, state, has_validation)
+        if config.checkpoint_every and state.step % config.checkpoint_every == 0:
+            save_fold(checkpoint, learner, state, obs)
+        if state.step % _LOG_EVERY == 0 or state.step == config.env_steps or state.stopped:
+            sync_losses(agent, state)
+            now = time.perf_counter()
+            report = Progress(
+                fold.index,
+                n_folds,
+                state.step,
+                config.env_steps,
+                state.loss_sum / state.loss_count if state.loss_count else float("nan"),
+                samples / max(now - clock, 1e-9),
+                _or_nan(state.evals[-1]["val_sharpe"] if state.evals else None),
+                last=state.step == config.env_steps or state.stopped,
+                seed=seed_index,
+                n_seeds=config.seeds,
+            )
+            logger.info(
+                "fold %d step %d/%d loss %.4f samples/s %.0f val sharpe %.2f",
+                *(report.fold, report.step, report.total_steps, report.loss),
+                *(report.samples_per_s, report.val_sharpe),
+            )
+            if on_progress is not None:
+                on_progress(report)
+            clock, samples = now, 0
+        if stop is not None and stop.signum is not None:  # a safe point: the step is whole
+            save_fold(checkpoint, learner, state, obs)
+            raise interrupted(run, stop.signum, f"fold {fold.number} step {state.step}")
+    sync_losses(agent, state)
+    if not has_validation:  # nothing to select on: the last weights trade
+        chosen = "last"
+    elif state.best_params is None:  # no validated edge: stand aside
+        chosen = "flat"
+    else:
+        chosen = "best"
+        agent.load_state_dict(state.best_params)
+    run.write_evals(fold.index, state.evals, chosen, state.best_step, seed_index)
+    logger.info("fold %d: trading the %s policy on the test window", fold.index, chosen)
+    if chosen == "flat":
+        return np.zeros(fold.test[1] - fold.test[0]), np.zeros(fold.train[1] - fold.train[0])
+    band = state.best_band if chosen == "best" else config.no_trade_bands[0]
+    return (
+        greedy_positions(agent.q_values, market, *fold.test, config.env, band),
+        greedy_positions(agent.q_values, market, *fold.train, config.env, band),
     )
 
 
-def _resolve_sizes(config: TrainConfig, market: Market) -> dict[str, int]:
-    """n_envs, batch_size and replay_size: as set, or sized from the device."""
-    n_obs = market.features.shape[1] + 1
-    on_gpu = market.xp is not np
-    free = _free_device_bytes(market.xp) if on_gpu else 0
-    # One transition: two observations, action, reward, discount, priority.
-    per_transition = 2 * n_obs * 4 + 8 + 4 + 4 + 4
-    if config.replay_size is not None:
-        replay_size = config.replay_size
-    elif on_gpu:
-        replay_size = int(min(2_000_000, free // 4 // per_transition))
+def _evaluate(
+    agent: Agent,
+    market: Market,
+    fold: Fold,
+    config: TrainConfig,
+    spec: ContractSpec,
+    state: FoldState,
+    has_validation: bool,
+) -> None:
+    """Score the greedy policy on the validation slice; keep the best weights; stop early."""
+    sync_losses(agent, state)
+    score, band = (
+        _validation_sharpe(agent, market, fold, config, spec)
+        if has_validation
+        else (np.nan, config.no_trade_bands[0])
+    )
+    entry: dict[str, float | None] = {
+        "step": float(state.step),
+        "updates": float(agent.step),
+        "loss": state.loss_sum / state.loss_count if state.loss_count else None,
+        "val_sharpe": float(score) if np.isfinite(score) else None,
+    }
+    if len(config.no_trade_bands) > 1:
+        entry["band"] = float(band)
+    state.evals.append(entry)
+    state.loss_sum, state.loss_count = 0.0, 0
+    agent.set_loss_totals(0.0, 0)
+    if not has_validation:
+        return
+    if score > state.best_score:
+        state.best_score, state.best_params, state.bad_evals = score, agent.state_dict(), 0
+        state.best_step, state.best_band = state.step, band
     else:
-        replay_size = config.agent.replay_size
-    if config.batch_size is not None:
-        batch_size = config.batch_size
-    else:
-        batch_size = 16_384 if on_gpu and free >= 8 << 30 else config.agent.batch_size
-    n_envs = config.n_envs if config.n_envs is not None else (4096 if on_gpu else 64)
-    if batch_size > replay_size:
-        raise InvalidInputError(
-            f"`batch_size` ({batch_size}) must be <= `replay_size` ({replay_size})."
+        state.bad_evals += 1
+        state.stopped = config.patience > 0 and state.bad_evals >= config.patience
+
+
+def _validation_sharpe(
+    agent: Agent, market: Market, fold: Fold, config: TrainConfig, spec: ContractSpec
+) -> tuple[float, float]:
+    """The best annualised per-bar Sharpe of the greedy policy on the fold's validation slice
+    over the no-trade bands, and its band (the first of equal scores)."""
+    lo, hi = fold.validation
+    q = action_values(agent.q_values, market, lo, hi, config.env)
+    best, best_band = -np.inf, config.no_trade_bands[0]
+    for band in config.no_trade_bands:
+        positions = banded_positions(q, market, lo, hi, config.env, band)
+        window = evaluate_positions(market, positions, lo, hi, config.env, spec)
+        sharpe = sharpe_per_bar(
+            to_host(window.pnl), bars_per_day=market.bars_per_day, capital=config.capital
         )
-    return {"n_envs": n_envs, "batch_size": batch_size, "replay_size": replay_size}
+        # A policy that stays flat has no variance and so no Sharpe: it scores 0 (no risk,
+        # no return), which any policy that earns something beats.
+        score = sharpe if np.isfinite(sharpe) else 0.0
+        if score > best:
+            best, best_band = score, band
+    return best, best_band
 
 
-def _free_device_bytes(xp: ModuleType) -> int:
-    free, _total = xp.cuda.runtime.memGetInfo()
-    return int(free)
+def _fold_agent_config(config: TrainConfig, sizes: dict[str, int], fold: int) -> AgentConfig:
+    return dataclasses.replace(
+        config.agent,
+        batch_size=sizes["batch_size"],
+        replay_size=sizes["replay_size"],
+        seed=crng.derive_key(config.seed, fold) % (1 << 31),
+    )
+
+
+def _beta(config: AgentConfig, step: int, total: int) -> float:
+    """Importance-sampling exponent, annealed linearly from its start to its end value."""
+    done = min(step / max(total, 1), 1.0)
+    return config.per_beta_start + (config.per_beta_end - config.per_beta_start) * done
+
+
+def _or_nan(value: float | None) -> float:
+    return float("nan") if value is None else value

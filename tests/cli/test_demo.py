@@ -99,7 +99,7 @@ def test_demo_no_train_ends_with_precompute(tmp_path: Path) -> None:
 
     assert result.exit_code == 0
     last = result.output.strip().splitlines()[-1]
-    assert last.startswith("Precomputed 30 features and 3 targets over ")
+    assert last.startswith("Precomputed 51 features and 3 targets over ")
     assert list((tmp_path / "fxcache" / "ES.FUT").glob("*/manifest.json"))
 
 
@@ -191,7 +191,7 @@ def test_demo_prints_at_most_40_lines_with_the_totals_only(tmp_path: Path) -> No
     assert len(lines) <= 40
     assert "Instruments (6)" not in lines
     assert not any(line.startswith("1 ") for line in lines)  # no fold's rows
-    assert sum(line.startswith("all ") for line in lines) == 7
+    assert sum(line.startswith("all ") for line in lines) == 8  # every policy once
     assert f"run folder: {tmp_path}/runs/{run_id} (each fold: fxstore runs show {run_id})" in lines
 
 
@@ -203,7 +203,7 @@ def test_demo_verbose_prints_the_instruments_per_day_and_every_fold(tmp_path: Pa
 
     assert "Instruments (6)" in lines
     assert "Records/volume per trading day" in lines
-    assert sum(line.startswith("1 ") for line in lines) == 7
+    assert sum(line.startswith("1 ") for line in lines) == 8
 
 
 def test_demo_json_prints_one_object_of_every_step(tmp_path: Path) -> None:

@@ -1,16 +1,20 @@
-"""The README as a fresh machine meets it: its commands run, its numbers and links hold.
+"""The README and the documentation site as a fresh machine meets them: their commands run,
+their numbers and links hold.
 
-The walk-through runs the quick start's ``fxstore demo`` (its default market; without its
-smoke training, which the Python block runs again) in a temporary folder, then every
-``fxstore`` command of the README's later bash blocks, in order, as a user would type them
-(through bash, so redirections work), then its Python block. Commands on paths only a user
-has (``~/databento/...``) and the development block (ruff, mypy, pytest) are left out.
+Each walk-through runs the quick start's ``fxstore demo`` (its default market; without its
+smoke training, which the Python blocks run again) in a temporary folder, then every
+``fxstore`` command of the ``bash`` blocks (the README's after the quick start; the site's
+pages in the order of mkdocs.yml's nav), in order, as a user would type them (through bash,
+so redirections work), then the Python blocks. Commands on paths only a user has
+(``~/databento/...``) are left out; commands that need real data, credentials, a cluster or
+hours of a GPU are shown in ``sh`` or ``console`` blocks, which are not run.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -22,6 +26,9 @@ from fxstore.train.profiles import load_profile
 
 REPO: Final = Path(__file__).parents[2]
 README: Final = REPO / "README.md"
+DOCS: Final = REPO / "docs"
+#: The page whose table says how many trading days each profile's first fold needs.
+PROFILE_TABLE_PAGE: Final = DOCS / "guide" / "training.md"
 #: The run ids the README's examples name; the walk-through uses its own train run's.
 _README_RUN_ID: Final = re.compile(r"\b\d{8}T\d{6}Z-train\b")
 #: Training settings appended to `fxstore train` commands so the walk-through fits CI's
@@ -34,12 +41,9 @@ def _blocks(text: str, language: str) -> list[str]:
     return re.findall(rf"^```{language}\n(.*?)^```", text, flags=re.MULTILINE | re.DOTALL)
 
 
-def readme_commands() -> list[str]:
-    """The ``fxstore`` command lines of the bash blocks after the quick start's, in order."""
-    text = README.read_text()
-    after_quick_start = text[text.index("## Quick start") :]
+def _commands(blocks: list[str]) -> list[str]:
     commands = []
-    for block in _blocks(after_quick_start, "bash")[1:]:
+    for block in blocks:
         for line in block.splitlines():
             command = re.sub(r"\s+#.*$", "", line).strip()
             if command.startswith("fxstore ") and "~/" not in command:
@@ -47,18 +51,52 @@ def readme_commands() -> list[str]:
     return commands
 
 
+def readme_commands() -> list[str]:
+    """The ``fxstore`` command lines of the bash blocks after the quick start's, in order."""
+    text = README.read_text()
+    after_quick_start = text[text.index("## Quick start") :]
+    return _commands(_blocks(after_quick_start, "bash")[1:])
+
+
+def doc_pages() -> list[Path]:
+    """The site's pages in the order of mkdocs.yml's nav."""
+    nav = (REPO / "mkdocs.yml").read_text().split("\nnav:\n", 1)[1]
+    return [DOCS / name for name in re.findall(r"^\s+- [^:]+: (\S+\.md)$", nav, re.MULTILINE)]
+
+
+def docs_commands() -> list[str]:
+    """The ``fxstore`` command lines of the site's bash blocks, page by page in nav order."""
+    return _commands([block for page in doc_pages() for block in _blocks(page.read_text(), "bash")])
+
+
 def test_readme_shows_the_commands_the_walk_through_runs() -> None:
     commands = readme_commands()
 
-    assert commands[0] == "fxstore backtest --symbol ES.FUT --train-days 60 --test-days 20"
+    assert "fxstore backtest --symbol ES.FUT --train-days 60 --test-days 20" in commands
     assert "fxstore train --symbol ES.FUT --profile default" in commands
     assert any(c.startswith("fxstore features") for c in commands)
 
 
-def test_readme_profile_table_gives_each_profiles_days_for_one_fold() -> None:
+def test_docs_show_the_commands_of_every_user_guide_page() -> None:
+    commands = docs_commands()
+
+    assert "fxstore ls" in commands
+    assert any(c.startswith("fxstore rolls ") for c in commands)
+    assert any(c.startswith("fxstore train --symbol ES.FUT") for c in commands)
+    assert commands.index("fxstore runs") > commands.index("fxstore ls")
+
+
+def test_docs_nav_names_every_page_and_only_existing_ones() -> None:
+    pages = doc_pages()
+
+    assert all(page.exists() for page in pages)
+    assert set(pages) == set(DOCS.rglob("*.md"))
+
+
+def test_profile_table_gives_each_profiles_days_for_one_fold() -> None:
     rows = re.findall(
         r"^\| `(\w+)` \| (\d+) \((\d+)\)[^|]* \| (\d+) \| (\d+) \| (\d+) \|$",
-        README.read_text(),
+        PROFILE_TABLE_PAGE.read_text(),
         flags=re.MULTILINE,
     )
 
@@ -78,10 +116,10 @@ def test_readme_profile_table_gives_each_profiles_days_for_one_fold() -> None:
 
 
 def _markdown_files() -> list[Path]:
-    return [README, REPO / "CHANGELOG.md", *sorted((REPO / "docs").glob("*.md"))]
+    return [README, REPO / "CHANGELOG.md", *sorted(DOCS.rglob("*.md"))]
 
 
-@pytest.mark.parametrize("path", _markdown_files(), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", _markdown_files(), ids=lambda p: str(p.relative_to(REPO)))
 def test_markdown_links_stay_in_the_repository_and_exist(path: Path) -> None:
     links = re.findall(r"\]\(([^)\s]+)\)", path.read_text())
 
@@ -106,24 +144,43 @@ def _latest_train_run(store: Path) -> str:
     return runs[-1]
 
 
-@pytest.mark.slow
-def test_readme_walk_through_on_the_demo_store(tmp_path: Path) -> None:
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
+def _user_env(bin_dir: Path) -> dict[str, str]:
+    """A user's environment: the ``fxstore`` console script on PATH, no FXSTORE_HOME."""
+    bin_dir.mkdir(exist_ok=True)
     shim = bin_dir / "fxstore"  # the console script a pip install puts on PATH
     shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m fxstore "$@"\n')
     shim.chmod(0o755)
     env = {k: v for k, v in os.environ.items() if k != "FXSTORE_HOME"}
     env |= {"PATH": f"{bin_dir}{os.pathsep}{env['PATH']}", "PYTHONPATH": str(REPO)}
     env |= {"OPENBLAS_NUM_THREADS": "1"}  # a busy 2-core CI box: no BLAS threads spinning
-    home = tmp_path / "home"
+    return env
+
+
+@pytest.fixture(scope="module")
+def demo_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder where ``fxstore demo`` ran (without its training), built once per module."""
+    root = tmp_path_factory.mktemp("demo")
+    home = root / "home"
     home.mkdir()
-
-    demo = _shell("fxstore demo -q --no-train", home, env)
+    demo = _shell("fxstore demo -q --no-train", home, _user_env(root / "bin"))
     assert demo.returncode == 0, demo.stderr
-    assert "Precomputed 30 features and 3 targets" in demo.stdout
+    assert "Precomputed 51 features and 3 targets" in demo.stdout
+    return home
 
-    for command in readme_commands():
+
+def _walk_through(
+    demo_home: Path, tmp_path: Path, commands: list[str], python_blocks: list[str]
+) -> list[str]:
+    """In a copy of `demo_home`, run `commands`, then `python_blocks`; return their outputs.
+
+    The copy hard-links the demo's files: fxstore replaces a file by renaming a new one into
+    place, never by writing into it, so the demo's own folder stays as the demo left it.
+    """
+    env = _user_env(tmp_path / "bin")
+    home = tmp_path / "home"
+    shutil.copytree(demo_home, home, copy_function=os.link)
+
+    for command in commands:
         if _README_RUN_ID.search(command):
             command = _README_RUN_ID.sub(_latest_train_run(home / "data"), command)
         elif command.startswith("fxstore train"):
@@ -131,9 +188,27 @@ def test_readme_walk_through_on_the_demo_store(tmp_path: Path) -> None:
         result = _shell(command, home, env)
         assert result.returncode == 0, f"{command}\n{result.stdout}\n{result.stderr}"
 
+    outputs = []
+    for number, block in enumerate(python_blocks):
+        script = home / f"block_{number}.py"
+        script.write_text(block)
+        result = _shell(f'"{sys.executable}" {script.name}', home, env)
+        assert result.returncode == 0, f"{block}\n{result.stderr}"
+        outputs.append(result.stdout)
+    return outputs
+
+
+@pytest.mark.slow
+def test_readme_walk_through_on_the_demo_store(demo_home: Path, tmp_path: Path) -> None:
     (python_block,) = _blocks(README.read_text(), "python")
-    script = home / "readme_api.py"
-    script.write_text(python_block)
-    result = _shell(f'"{sys.executable}" {script.name}', home, env)
-    assert result.returncode == 0, result.stderr
-    assert "oracle" in result.stdout
+
+    (output,) = _walk_through(demo_home, tmp_path, readme_commands(), [python_block])
+
+    assert "oracle" in output
+
+
+@pytest.mark.slow
+def test_docs_walk_through_on_the_demo_store(demo_home: Path, tmp_path: Path) -> None:
+    python_blocks = [block for page in doc_pages() for block in _blocks(page.read_text(), "python")]
+
+    _walk_through(demo_home, tmp_path, docs_commands(), python_blocks)

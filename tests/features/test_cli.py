@@ -77,8 +77,8 @@ def test_precompute_missing_features_file_fails_naming_it(store: Path, tmp_path:
 
     assert code == 1
     assert output == (
-        f"Error: {missing}: cannot read the feature-set file ([Errno 2] No such file or "
-        f"directory: '{missing}').\n"
+        f"Error: no feature-set file '{missing}' and no built-in set of that name: give a "
+        "TOML file or one of default, classic.\n"
     )
 
 
@@ -167,3 +167,137 @@ def test_gc_bad_rule_is_one_error_line(store: Path, args: list[str], line: str) 
     code, output = _run("gc", *args, "--store", str(store))
 
     assert code == 1 and output.strip().splitlines() == [line]
+
+
+SLOW = """
+[settings]
+vol_window = 20
+
+[[features]]
+name = "trade_imb"
+
+[[features]]
+name = "flow_ema8"
+expr = "ema(trade_imb, 8)"
+
+[[features]]
+name = "flow_z"
+expr = "clip(rolling_zscore(flow_ema8, 16), -3, 3)"
+reset = "session"
+"""
+
+
+def test_precompute_of_expressions_then_features_show_loads_back_to_the_same_cache(
+    store: Path, tmp_path: Path
+) -> None:
+    path = tmp_path / "slow.toml"
+    path.write_text(SLOW)
+    args = ["--symbol", "ES.FUT", "--store", str(store)]
+
+    built = CliRunner().invoke(
+        cli, ["precompute", "--features", str(path), "--json", *args], catch_exceptions=False
+    )
+    key = Path(json.loads(built.output)["out_dir"]).name
+    shown = CliRunner().invoke(cli, ["features", "show", key, *args], catch_exceptions=False)
+    again_path = tmp_path / "shown.toml"
+    again_path.write_text(shown.output)
+    again = CliRunner().invoke(
+        cli, ["precompute", "--features", str(again_path), *args], catch_exceptions=False
+    )
+
+    assert built.exit_code == shown.exit_code == again.exit_code == 0
+    assert json.loads(built.output)["n_features"] == 3
+    assert shown.output.startswith(f"# Feature set of fxcache {key} (ES.FUT), from ")
+    assert (
+        'expr = "clip(rolling_zscore(flow_ema8, 16), -3, 3)"\nreset = "session"\n' in shown.output
+    )
+    assert again.output.startswith(f"Up to date: {store / 'fxcache' / 'ES.FUT' / key} ")
+
+
+def test_features_show_unknown_key_is_one_error_line(cached_store: Path) -> None:
+    code, output = _run("features", "show", "0000000000000000", "--store", str(cached_store))
+
+    assert code == 1
+    assert output.startswith(
+        f"Error: No fxcache '0000000000000000' in {cached_store / 'fxcache'}; known: ES.FUT/"
+    )
+    assert output.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("entry", "line"),
+    [
+        (
+            'name = "x"\nexpr = "ema(trade_imbalance, 8)"',
+            "feature 'x': unknown name 'trade_imbalance' in 'ema(trade_imbalance, 8)'; use a bar "
+            "column (close, vwap, volume, buy_volume, sell_volume, n_trades, bid_px_00, "
+            "ask_px_00, bid_sz_NN, ask_sz_NN, ofi_NN with NN = 00..09) or a feature of the set.",
+        ),
+        ('name = "x"\nexpr = "x * 2"', "feature 'x': its expr depends on itself (x -> x)."),
+        ('name = "x"\nexpr = "ema(close, 0)"', "feature 'x': ema's `span` must be >= 1, was 0."),
+        (
+            'name = "x"\nexpr = "rolling_mean(close, -5)"',
+            "feature 'x': rolling_mean's `window` must be >= 1, was -5.",
+        ),
+        (
+            'name = "x"\nexpr = "lag(close, 2.5)"',
+            "feature 'x': lag's `k` must be a whole number >= 1, was 2.5.",
+        ),
+        (
+            'name = "x"\nexpr = "lag(close, -1)"',
+            "feature 'x': lag's `k` must be >= 1, was -1 (it would read the future).",
+        ),
+        (
+            'name = "x"\nexpr = "fwd_4 * 2"',
+            "feature 'x': 'fwd_4' is a target (it looks ahead); a feature may not read it.",
+        ),
+        (
+            'name = "x"\nexpr = "median(close, 5)"',
+            "feature 'x': unknown function 'median'; known: ema, rolling_mean, rolling_std, "
+            "rolling_sum, rolling_min, rolling_max, rolling_zscore, lag, diff, clip.",
+        ),
+        (
+            'name = "x"\nexpr = "ema(close)"',
+            "feature 'x': ema takes 2 arguments (x, span), got 1.",
+        ),
+        (
+            'name = "x"\nexpr = "close ** 2"',
+            "feature 'x': 'close ** 2' is not allowed: expressions use names, numbers, + - * /, "
+            "unary minus and the functions ema, rolling_mean, rolling_std, rolling_sum, "
+            "rolling_min, rolling_max, rolling_zscore, lag, diff, clip.",
+        ),
+    ],
+)
+def test_precompute_bad_expression_is_one_error_line_before_any_work(
+    store: Path, tmp_path: Path, entry: str, line: str
+) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_text(f"[[features]]\nname = 'spread'\n[[features]]\n{entry}\n")
+
+    result = CliRunner().invoke(cli, ["precompute", "--features", str(path), "--store", str(store)])
+
+    assert result.exit_code == 1
+    assert result.output == f"Error: {path}: {line}\n"
+    assert not (store / "fxcache").exists()
+
+
+def test_example_slow_set_builds_and_is_listed(store: Path) -> None:
+    example = Path(__file__).parents[2] / "examples" / "features_slow.toml"
+    args = ["--store", str(store)]
+
+    built = CliRunner().invoke(
+        cli,
+        ["precompute", "--symbol", "ES.FUT", "--features", str(example), "--json", *args],
+        catch_exceptions=False,
+    )
+    key = Path(json.loads(built.output)["out_dir"]).name
+    listing = CliRunner().invoke(cli, ["ls", *args], catch_exceptions=False)
+    info = CliRunner().invoke(
+        cli, ["info", "ES.FUT", "--featureset", key, *args], catch_exceptions=False
+    )
+
+    assert built.exit_code == listing.exit_code == info.exit_code == 0
+    assert json.loads(built.output)["n_features"] == 44
+    assert f"ES.FUT  {key}  " in listing.output
+    assert "    f_flow_ema128        = ema(trade_imb, 128)\n" in info.output
+    assert "    f_flow_day_ema32     = ema(trade_imb, 32)  (reset session)\n" in info.output

@@ -11,7 +11,12 @@ import pytest
 
 from fxstore.errors import InvalidInputError, SchemaError
 from fxstore.features.compute import compute_column, compute_columns, compute_features
-from fxstore.features.definitions import FeatureDef, FeatureSet, Settings, default_featureset
+from fxstore.features.definitions import (
+    FeatureDef,
+    FeatureSet,
+    Settings,
+    classic_featureset,
+)
 from fxstore.features.inputs import BarInputs
 from fxstore.features.synthetic import synthetic_bars
 from tests.features._reference import reference_column
@@ -20,7 +25,7 @@ SETTINGS = Settings(tick_size=0.25, vol_window=30)
 #: Every kind, with parameters other than the defaults' too; small windows for short tables.
 ALL = FeatureSet(
     features=(
-        *default_featureset().features,
+        *classic_featureset().features,
         FeatureDef("ret_3", "log_return", {"horizon": 3}),
         FeatureDef("rv_5", "realised_vol", {"window": 5}),
         FeatureDef("ofi_7_w9", "ofi_level", {"level": 7, "window": 9}),

@@ -11,10 +11,15 @@ import pytest
 from fxstore.errors import InvalidInputError
 from fxstore.features import definitions, registry
 from fxstore.features.definitions import (
+    FEATURESETS,
+    SLOW_SPANS,
+    ExprDef,
     FeatureDef,
     FeatureSet,
     Settings,
+    classic_featureset,
     default_featureset,
+    featureset_named,
     load_featureset,
     parse_featureset,
 )
@@ -44,7 +49,8 @@ def test_default_featureset_has_every_feature_kind_once_or_more() -> None:
     featureset = default_featureset()
 
     kinds = {d.kind for d in featureset.features}
-    assert kinds == {k for k, spec in registry.KINDS.items() if not spec.is_target}
+    builtin = {k for k, spec in registry.KINDS.items() if not spec.is_target}
+    assert kinds == builtin | {"expression"}
     assert [d.name for d in featureset.targets] == ["fwd_1", "fwd_4", "fwd_16"]
     assert featureset.warmup_rows == 200
     assert featureset.max_target_horizon == 16
@@ -72,7 +78,7 @@ def test_hash_of_a_fixed_set_is_pinned() -> None:
 
 
 def test_hash_with_tick_from_contract_facts_equals_the_es_default_of_before() -> None:
-    # Before session 9 the tick size defaulted to ES's 0.25 in the settings; the bars'
+    # The tick size used to default to ES's 0.25 in the settings; the bars'
     # contract facts giving 0.25 must name the same fxcache.
     from_facts = _small().with_tick_size(0.25)
 
@@ -291,3 +297,51 @@ def test_load_featureset_invalid_file_raises_naming_file_and_entry(
 def test_load_featureset_missing_file_raises(tmp_path: Path) -> None:
     with pytest.raises(InvalidInputError, match="cannot read the feature-set file"):
         load_featureset(tmp_path / "missing.toml")
+
+
+def test_default_featureset_is_the_classic_set_plus_slow_views_of_the_flow() -> None:
+    classic, default = classic_featureset(), default_featureset()
+
+    slow = default.features[len(classic.features) :]
+    assert default.features[: len(classic.features)] == classic.features
+    assert not any(isinstance(d, ExprDef) for d in classic.features)
+    assert len(classic.features) == 30 and len(slow) == 3 * len(SLOW_SPANS) == 21
+    assert all(isinstance(d, ExprDef) and d.reset == "session" for d in slow)
+    assert [d.name for d in slow[:7]] == [f"trade_imb_ema{n}" for n in SLOW_SPANS]
+    assert (default.targets, default.settings) == (classic.targets, classic.settings)
+    assert default.warmup_rows == classic.warmup_rows  # restarted daily: no longer warm-up
+
+
+@pytest.mark.parametrize("name", ["default", "classic"])
+def test_featureset_named_gives_the_built_in_sets(name: str) -> None:
+    assert featureset_named(name) == FEATURESETS[name]()
+
+
+def test_featureset_named_prefers_a_file_of_that_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "classic").write_text('[[targets]]\nname = "fwd_4"\n')
+
+    assert featureset_named("classic").targets == (default_featureset().targets[1],)
+
+
+def test_featureset_named_unknown_name_lists_the_sets() -> None:
+    with pytest.raises(InvalidInputError) as info:
+        featureset_named("slow")
+
+    assert str(info.value) == (
+        "no feature-set file 'slow' and no built-in set of that name: give a TOML file or "
+        "one of default, classic."
+    )
+
+
+def test_toml_names_a_default_expression_feature_and_refuses_parameters_for_it() -> None:
+    entries = [{"name": "trade_imb"}, {"name": "trade_imb_ema32"}]
+
+    featureset = parse_featureset({"features": entries}, "f.toml")
+
+    by_name = {d.name: d for d in default_featureset().features}
+    assert featureset.features == (by_name["trade_imb"], by_name["trade_imb_ema32"])
+    with pytest.raises(InvalidInputError, match="is a default expression feature"):
+        parse_featureset({"features": [{"name": "trade_imb_ema32", "span": 8}]}, "f.toml")

@@ -58,4 +58,4 @@ def test_format_featureset_lists_every_column_with_params_and_units() -> None:
     assert "tick_size   0.25 points (from m.json)" in text
     assert "f_ofi_3              ofi_level          level=3, window=100  divided by" in text
     assert "target_fwd_16" in text
-    assert text.count("\n  f_") == 30
+    assert text.count("\n  f_") == 51

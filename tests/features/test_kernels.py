@@ -130,16 +130,6 @@ def test_session_phase_and_cyclical() -> None:
     np.testing.assert_allclose(kernels.cyclical(phase, True), [0.0, 0.0], atol=1e-7)
 
 
-def test_back_adjust_removes_roll_gap_keeps_last_contract() -> None:
-    close = np.array([100.0, 101.0, 121.0, 122.0, 150.0, 149.0])
-    is_roll = np.array([0, 0, 1, 0, 1, 0], dtype=np.uint8)
-
-    out = kernels.back_adjust(close, is_roll)
-
-    # gaps: 121-101 = 20 at bar 2, 150-122 = 28 at bar 4
-    np.testing.assert_allclose(out, [148.0, 149.0, 149.0, 150.0, 150.0, 149.0])
-
-
 @pytest.mark.parametrize(
     ("values", "lo", "hi", "expected"),
     [

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import shutil
@@ -17,10 +18,15 @@ import pyarrow.dataset as ds
 import pytest
 
 import fxstore
+from fxstore.config import FeatureConfig, RollConfig
 from fxstore.errors import InvalidInputError, SchemaError, SymbolNotFoundError
 from fxstore.features.catalog import format_info, list_store
+from fxstore.features.precompute import precompute
 from fxstore.features.reader import FeatureStore
+from fxstore.ingest import ingest
 from fxstore.store import manifest_path
+from tests.conftest import SynthMarket
+from tests.features.conftest import INGEST
 
 
 def _folder(root: Path) -> Path:
@@ -184,7 +190,7 @@ def test_list_store_and_format_info_describe_bars_and_caches(cached_store: Path)
     assert (cache.key, cache.n_rows, cache.n_features, cache.n_targets) == (
         manifest.key,
         manifest.n_rows,
-        30,
+        51,
         3,
     )
     assert json.loads(json.dumps(listing.to_json()))["fxcache"][0]["key"] == manifest.key
@@ -193,18 +199,40 @@ def test_list_store_and_format_info_describe_bars_and_caches(cached_store: Path)
     assert "f_ofi_all" in text and "ofi_multi(levels=10, window=100)" in text
 
 
-def test_read_back_adjusted_close_has_no_roll_jump(cached_store: Path) -> None:
-    table = fxstore.open(cached_store)["ES.FUT"].read(
-        columns=["mkt_close", "is_roll"], back_adjust=True
-    )
+@pytest.fixture(scope="module")
+def adjusted_store(two_roll_market: SynthMarket, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Bars ingested with --adjust difference and the default feature set precomputed."""
+    root = tmp_path_factory.mktemp("adjusted_store")
+    config = dataclasses.replace(INGEST, roll=RollConfig(adjust="difference"))
+    ingest(config, [two_roll_market.folder], root)
+    precompute(FeatureConfig(), root)
+    return root
 
-    close = table.column("mkt_close").to_numpy()
-    adjusted = table.column("mkt_close_adj").to_numpy()
-    roll = int(np.flatnonzero(table.column("is_roll").to_numpy())[0])
-    assert table.column_names == ["mkt_close", "is_roll", "mkt_close_adj"]
-    assert adjusted[roll] == adjusted[roll - 1] and close[roll] != close[roll - 1]
-    np.testing.assert_allclose(adjusted[roll:], close[roll:])  # the last contract unchanged
-    np.testing.assert_allclose(np.diff(adjusted[:roll]), np.diff(close[:roll]))
+
+def test_read_back_adjusted_close_uses_the_roll_gaps_of_the_bars_adj_close(
+    adjusted_store: Path,
+) -> None:
+    store = fxstore.open(adjusted_store)
+    table = store["ES.FUT"].read(columns=["trading_day", "mkt_close"], back_adjust=True)
+    bars = store.read_bars("ES.FUT", columns=["trading_day", "close", "adj_close"])
+
+    close = table.column("mkt_close").to_numpy().astype(np.float64)
+    shift = table.column("mkt_close_adj").to_numpy() - close
+    bar_shift = bars.column("adj_close").to_numpy() - bars.column("close").to_numpy()
+    bar_day = bars.column("trading_day").to_numpy().astype("datetime64[D]")
+    by_day = dict(zip(bar_day, bar_shift, strict=True))  # constant within a trading day
+    day = table.column("trading_day").to_numpy().astype("datetime64[D]")
+    expected = np.array([by_day[d] for d in day])
+    np.testing.assert_allclose(shift, expected, atol=1e-6)
+    assert len(set(np.round(expected, 6))) >= 2  # a priced roll within the rows read
+    assert expected[-1] == 0.0  # the last contract unchanged
+
+
+def test_read_back_adjusted_of_bars_without_adjust_says_how_to_price_the_rolls(
+    cached_store: Path,
+) -> None:
+    with pytest.raises(InvalidInputError, match=r"ingested without --adjust.*--adjust difference"):
+        fxstore.open(cached_store)["ES.FUT"].read(columns=["mkt_close"], back_adjust=True)
 
 
 def test_importing_fxstore_imports_neither_cupy_nor_the_engines() -> None:

@@ -97,13 +97,13 @@ def test_train_on_ray_stopped_by_a_signal_resumes_to_the_serial_runs_metrics(
     store: Path, serial: BacktestResult, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     stop = StopRequest()
-    finish = loop._finish_fold
+    finish = loop.finish_fold
 
     def finish_then_signal(*args: Any) -> None:  # Ctrl-C once the first fold is in
         finish(*args)
         stop.request(signal.SIGINT)
 
-    monkeypatch.setattr(loop, "_finish_fold", finish_then_signal)
+    monkeypatch.setattr(loop, "finish_fold", finish_then_signal)
     with pytest.raises(RunInterruptedError) as err:
         train(THREE, store, executor=RAY, stop=stop)
     monkeypatch.undo()

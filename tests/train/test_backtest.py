@@ -101,7 +101,8 @@ def test_baseline_positions_unknown_policy_raises_listing_choices() -> None:
         baseline_positions("momentum", market, 0, 2, ENV, seed=0)
 
     assert str(info.value) == (
-        "unknown policy 'momentum'; choose from flat, long, random, ofi-sign, linear, oracle."
+        "unknown policy 'momentum'; choose from flat, long, random, ofi-sign, linear, "
+        "ceiling, oracle."
     )
 
 
@@ -161,7 +162,8 @@ def test_evaluate_fold_ofi_sign_books_each_signed_move() -> None:
     [
         (
             {"policies": ("flat", "momentum")},
-            "unknown policy 'momentum'; choose from flat, long, random, ofi-sign, linear, oracle.",
+            "unknown policy 'momentum'; choose from flat, long, random, ofi-sign, linear, "
+            "ceiling, oracle.",
         ),
         ({"policies": ()}, "`policies` must be a non-empty tuple"),
         ({"policies": ("flat", "flat")}, "`policies` must not repeat a policy"),
@@ -266,7 +268,7 @@ def test_run_backtest_format_table_lists_folds_then_totals(backtest) -> None:  #
     best = result.significance[0]
     assert lines[-1 - n_notes].startswith(f"{best.policy}: Sharpe ann.")
     assert f"over {len(BASELINES)} trials" in lines[-1 - n_notes]
-    assert lines[-n_notes].startswith("oracle: planted signal from ")
+    assert lines[-n_notes].startswith("ceiling and oracle: planted signal from ")
 
 
 def test_run_backtest_same_config_gives_same_numbers_in_new_folder(store: Path) -> None:
@@ -297,7 +299,7 @@ def test_cli_backtest_unknown_policy_prints_one_error_line(store: Path) -> None:
     assert result.exit_code == 1
     assert (
         result.output == "Error: unknown policy 'momentum'; choose from "
-        "flat, long, random, ofi-sign, linear, oracle.\n"
+        "flat, long, random, ofi-sign, linear, ceiling, oracle.\n"
     )
 
 

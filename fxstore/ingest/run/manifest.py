@@ -183,7 +183,15 @@ def _transitions_json(writer: DayWriter, schedule: Sequence[RollEntry]) -> Json:
             for p in plan.statistics_files
         ],
         "transitions": [t.to_json() for t in transitions],
-    }
+    } | (
+        {"symbology": [_file_json(plan.config.symbology)]}
+        if plan.config.symbology is not None
+        else {}
+    )
+
+
+def _file_json(path: Path) -> Json:
+    return {"name": path.name, "size": path.stat().st_size, "sha256": file_sha256(path)}
 
 
 def summary_from_manifest(out_dir: Path, manifest: Json, started: float) -> IngestSummary:

@@ -272,7 +272,10 @@ def ingest(
     plan = plan_ingest(config, definitions)
     check_selection(plan.selection, plan.root, source.symbology, _describe_inputs(source))
     series_dir = plan.out_dir(store_root)
-    fingerprint = series_fingerprint(config, source.files, [*definitions, *plan.statistics_files])
+    symbology = [config.symbology] if config.symbology is not None else []
+    fingerprint = series_fingerprint(
+        config, source.files, [*definitions, *plan.statistics_files, *symbology]
+    )
     # Up to date needs no lock: a read-only store (or a teammate's) is read as it is.
     found = None if config.force else _up_to_date(series_dir, fingerprint, started)
     if found is not None:

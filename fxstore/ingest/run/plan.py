@@ -18,6 +18,7 @@ from pathlib import Path
 
 from fxstore.config import BarConfig, IngestConfig, InstrumentSelection, RollConfig
 from fxstore.errors import InvalidInputError
+from fxstore.ingest.select.continuous import DatabentoMapping, read_resolve_json
 from fxstore.ingest.select.front_month import FrontMonthSelector
 from fxstore.ingest.select.roll_rules import OpenInterest, read_open_interest
 from fxstore.market.calendar import DEFAULT_CALENDAR, Sessions, sessions
@@ -49,6 +50,8 @@ class IngestPlan:
     open_interest: OpenInterest | None = None
     #: The --statistics files, expanded (they are inputs: the fingerprint covers them).
     statistics_files: tuple[Path, ...] = ()
+    #: ``--roll databento``: the continuous symbol's mapping of --roll-symbology; else None.
+    continuous: DatabentoMapping | None = None
 
     @property
     def roll(self) -> RollConfig:
@@ -72,6 +75,7 @@ class IngestPlan:
             master=self.master,
             table=self.sessions,
             open_interest=self.open_interest,
+            continuous=self.continuous,
         )
 
     @property
@@ -154,7 +158,25 @@ def plan_ingest(config: IngestConfig, definitions: Sequence[Path] = ()) -> Inges
         calendar=calendar,
         open_interest=open_interest,
         statistics_files=statistics,
+        continuous=_continuous(config),
     )
+
+
+def _continuous(config: IngestConfig) -> DatabentoMapping | None:
+    """The mapping `--roll databento` follows, from the --roll-symbology file."""
+    if config.roll.rule != "databento":
+        if config.symbology is not None:
+            raise InvalidInputError(
+                f"--roll-symbology {config.symbology} is the schedule of `--roll databento`; "
+                f"add it, or leave the file out (was `--roll {config.roll.rule}`)."
+            )
+        return None
+    if config.symbology is None:
+        raise InvalidInputError(
+            "`--roll databento` follows a saved Databento symbology.resolve answer "
+            "(stype_in continuous, e.g. ES.c.0): pass it with --roll-symbology FILE."
+        )
+    return read_resolve_json(config.symbology, config.roll.databento_symbol)
 
 
 def _open_interest(config: IngestConfig, files: Sequence[Path]) -> OpenInterest | None:

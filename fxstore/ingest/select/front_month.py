@@ -20,7 +20,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -40,10 +40,11 @@ from fxstore.market.contracts import Contract, parse_outright
 from fxstore.market.master import InstrumentMaster, contract_expiry
 
 #: The reasons of a day whose contract differs from the day before's.
-ROLL_REASONS = ("volume", "open-interest", "calendar", "expired")
+ROLL_REASONS = ("volume", "open-interest", "calendar", "databento", "expired")
 
 __all__ = [
     "ROLL_REASONS",
+    "ContinuousMap",
     "FrontMonthSelector",
     "RollEntry",
     "iter_selected",
@@ -146,6 +147,19 @@ def _share(volume: int, volumes: Mapping[Contract, int]) -> float:
     return volume / total if total else 0.0
 
 
+class ContinuousMap(Protocol):
+    """A continuous symbol's contract per UTC date (Databento's symbology:
+    :class:`fxstore.ingest.select.continuous.DatabentoMapping`)."""
+
+    @property
+    def symbol(self) -> str: ...
+
+    @property
+    def stype_out(self) -> str: ...
+
+    def on(self, day: dt.date) -> str | None: ...
+
+
 class FrontMonthSelector:
     """Chooses the front month one trading day at a time, by the roll rule of `roll`.
 
@@ -160,9 +174,9 @@ class FrontMonthSelector:
         The product root ("ES").
     roll
         The rule (default: previous-day volume over every listed month).
-    master, table, open_interest
+    master, table, open_interest, continuous
         The calendar rule's contract facts and session table; the open-interest rule's
-        published values (required by those rules).
+        published values; the Databento rule's mapping (required by those rules).
     """
 
     def __init__(
@@ -173,11 +187,15 @@ class FrontMonthSelector:
         master: InstrumentMaster | None = None,
         table: Sessions | None = None,
         open_interest: OpenInterest | None = None,
+        continuous: ContinuousMap | None = None,
     ) -> None:
         self.root = root
         self.roll = roll if roll is not None else RollConfig()
         if self.roll.rule == "open-interest" and open_interest is None:
             raise ValueError("the open-interest rule needs open_interest")
+        if self.roll.rule == "databento" and continuous is None:
+            raise ValueError("the databento rule needs continuous")
+        self._continuous = continuous
         self._master = master if master is not None else InstrumentMaster()
         self._table = table if table is not None else sessions()
         self._open_interest = open_interest
@@ -233,6 +251,8 @@ class FrontMonthSelector:
         rule = self.roll.rule
         if rule == "calendar":
             return self._choose_by_calendar(day)
+        if rule == "databento":
+            return self._choose_by_databento(day)
         live = sorted(
             c for c in self._today if self._allowed(c) and contract_expiry(self.root, c) >= day
         )
@@ -305,7 +325,10 @@ class FrontMonthSelector:
             if current is not None and contract < current:
                 continue
             anchor = calendar_anchor(self._master, self.root, contract, day)
-            roll_day = self._table.day_before(anchor.day, self.roll.offset)
+            if self.roll.offset_unit == "calendar":  # the first session on or after it
+                roll_day = anchor.day - dt.timedelta(days=self.roll.offset)
+            else:
+                roll_day = self._table.day_before(anchor.day, self.roll.offset)
             if roll_day > day:
                 self._facts = _Facts(
                     roll_day=roll_day, anchor=f"{anchor.kind} {anchor.day.isoformat()}"
@@ -316,9 +339,30 @@ class FrontMonthSelector:
         months = "" if self.roll.months is None else f" in months {self.roll.months}"
         raise NoFrontMonthError(
             f"No outright of root {self.root!r}{months} listed on {day} rolls after it with "
-            f"--roll calendar --roll-offset {self.roll.offset}; check --roll-offset and the "
+            f"--roll calendar --roll-offset {self.roll.offset} ({self.roll.offset_unit} days); "
+            "check --roll-offset and the "
             "input's dates."
         )
+
+    def _choose_by_databento(self, day: dt.date) -> tuple[Contract, str]:
+        """The contract Databento maps the continuous symbol to on UTC date `day` (the
+        trading day's hours after 00:00 UTC: all but its first evening)."""
+        mapping = self._continuous
+        assert mapping is not None
+        mapped = mapping.on(day)
+        by_id = mapping.stype_out == "instrument_id"
+        found = [c for c, i in self._today.items() if (str(i) if by_id else c.symbol) == mapped]
+        if not found:
+            listed = ", ".join(sorted(c.symbol for c in self._today))
+            raise NoFrontMonthError(
+                f"--roll databento: {mapping.symbol} maps {day} to {mapped or 'nothing'}, which "
+                f"is not an outright of {self.root!r} listed that day in the input ({listed}); "
+                "pass the symbology.resolve answer of the input's dates and dataset."
+            )
+        chosen, current = found[0], self._current
+        if current is None:
+            return chosen, "first-day"
+        return chosen, "held" if chosen == current else "databento"
 
 
 def select_front_month(

@@ -89,7 +89,7 @@ class UpdateStats:
 #: Rows of the weights are stored padded to a multiple of this many float32s (16 bytes): the
 #: first layer's input rows (n_obs, 31 for the default features) and the head's columns
 #: (51 x 6 = 306) would otherwise be unaligned, and cuBLAS then picks kernels of 1-element
-#: alignment that run at about half the speed of the aligned ones (issue 20's profile).
+#: alignment that run at about half the speed of the aligned ones (the update's profile).
 _ALIGN: Final = 4
 
 

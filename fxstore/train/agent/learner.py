@@ -5,7 +5,7 @@ On CuPy with CUDA graphs (the default on a GPU) the device work of all three is 
 as one CUDA graph: a step is then the host's stratified uniforms (numpy's generator, as
 :meth:`PrioritizedReplay.sample` draws them), their copy to the device and one graph launch,
 instead of about a dozen launches (the sampler's four kernels, the update's graph, the
-write-back). Issue 20 measured the host's side of the step as its limit at batch 16,384. The
+write-back). At batch 16,384 the host's side of the step was measured as its limit. The
 graph runs the same kernels in the same order as the separate calls, so the results are the
 same bits (tests/train/test_learner_gpu.py). On numpy, or with graphs off, the step is the
 three calls one after another.

@@ -13,12 +13,17 @@ import logging
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
+
+import numpy as np
 
 from fxstore.config import TrainConfig
 from fxstore.errors import InvalidInputError
 
-__all__ = ["available_host_bytes", "check_host_memory", "host_bytes_needed"]
+if TYPE_CHECKING:
+    from fxstore.train.env.market import Market
+
+__all__ = ["available_host_bytes", "check_host_memory", "host_bytes_needed", "resolve_sizes"]
 
 logger = logging.getLogger(__name__)
 
@@ -99,3 +104,34 @@ def _human(n_bytes: float) -> str:
         n_bytes /= 1024
         i += 1
     return f"{n_bytes:.3g} {units[i]}"
+
+
+def resolve_sizes(config: TrainConfig, market: Market) -> dict[str, int]:
+    """n_envs, batch_size and replay_size: as set, or sized from the device's free memory.
+
+    Raises
+    ------
+    InvalidInputError
+        `batch_size` larger than `replay_size`.
+    """
+    n_obs = market.features.shape[1] + 1
+    on_gpu = market.xp is not np
+    free = int(market.xp.cuda.runtime.memGetInfo()[0]) if on_gpu else 0
+    # One transition: two observations, action, reward, discount, priority.
+    per_transition = 2 * n_obs * 4 + 8 + 4 + 4 + 4
+    if config.replay_size is not None:
+        replay_size = config.replay_size
+    elif on_gpu:
+        replay_size = int(min(2_000_000, free // 4 // per_transition))
+    else:
+        replay_size = config.agent.replay_size
+    if config.batch_size is not None:
+        batch_size = config.batch_size
+    else:
+        batch_size = 16_384 if on_gpu and free >= 8 << 30 else config.agent.batch_size
+    n_envs = config.n_envs if config.n_envs is not None else (4096 if on_gpu else 64)
+    if batch_size > replay_size:
+        raise InvalidInputError(
+            f"`batch_size` ({batch_size}) must be <= `replay_size` ({replay_size})."
+        )
+    return {"n_envs": n_envs, "batch_size": batch_size, "replay_size": replay_size}

@@ -263,15 +263,21 @@ class BacktestResult:
             },
             "significance": [s.to_json() for s in self.significance],
             "share_of_oracle": {p: _json_float(self.share_of_oracle(p)) for p in self.totals},
+            "share_of_ceiling": {p: _json_float(self.share_of(p, "ceiling")) for p in self.totals},
             "notes": list(self.notes),
         }
 
     def share_of_oracle(self, policy: str) -> float:
         """`policy`'s pooled PnL over the oracle's; NaN without an oracle making money."""
-        oracle = self.totals.get("oracle")
-        if oracle is None or not oracle.total_pnl > 0 or policy not in self.totals:
+        return self.share_of(policy, "oracle")
+
+    def share_of(self, policy: str, reference: str) -> float:
+        """`policy`'s pooled PnL over `reference`'s (``oracle``, ``ceiling``); NaN without
+        that reference, or when it made no money."""
+        top = self.totals.get(reference)
+        if top is None or not top.total_pnl > 0 or policy not in self.totals:
             return math.nan
-        return self.totals[policy].total_pnl / oracle.total_pnl
+        return self.totals[policy].total_pnl / top.total_pnl
 
     def mean_in_sample_sharpe(self, policy: str) -> float:
         """Mean over folds of `policy`'s in-sample daily Sharpe (NaN when it has none)."""
@@ -478,21 +484,28 @@ def load_oracle(
 def reference_notes(
     planted: PlantedSignal, policies: Sequence[str], totals: Mapping[str, BacktestMetrics]
 ) -> tuple[str, ...]:
-    """The oracle's source (or why it is absent) and each policy's share of its PnL."""
-    if "oracle" not in policies:
+    """The planted signal's source (or why the references that trade it are absent), and each
+    policy's share of the oracle's and the ceiling's PnL."""
+    planted_refs = [p for p in ("ceiling", "oracle") if p in policies]
+    if not planted_refs:
         return ()
     if planted.values is None:
-        return (f"oracle: absent: {planted.reason}",)
-    oracle = totals.get("oracle")
-    lines = [f"oracle: {planted.reason}"]
-    if oracle is None or not oracle.total_pnl > 0:
-        lines.append("share of the oracle's PnL: n/a (the oracle made no money after costs)")
-        return tuple(lines)
-    for policy in ("agent", "linear"):
-        if policy in totals:
-            share = totals[policy].total_pnl / oracle.total_pnl
+        return tuple(f"{p}: absent: {planted.reason}" for p in planted_refs)
+    lines = [f"{' and '.join(planted_refs)}: {planted.reason}"]
+    for reference, shared in (("oracle", ("agent", "linear", "ceiling")), ("ceiling", ("agent",))):
+        top = totals.get(reference)
+        if reference not in policies or top is None:
+            continue
+        if not top.total_pnl > 0:
             lines.append(
-                f"{policy}'s share of the oracle's PnL: {share:.1%} "
-                f"({dollars(totals[policy].total_pnl)} of {dollars(oracle.total_pnl)})"
+                f"share of the {reference}'s PnL: n/a (the {reference} made no money after costs)"
             )
+            continue
+        for policy in shared:
+            if policy in totals:
+                share = totals[policy].total_pnl / top.total_pnl
+                lines.append(
+                    f"{policy}'s share of the {reference}'s PnL: {share:.1%} "
+                    f"({dollars(totals[policy].total_pnl)} of {dollars(top.total_pnl)})"
+                )
     return tuple(lines)

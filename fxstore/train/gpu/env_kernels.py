@@ -23,15 +23,17 @@ from typing import TYPE_CHECKING, Final, NamedTuple
 import cupy
 import numpy as np
 
+from fxstore.train.gpu.inputs import CostArrays, MarketArrays
 from fxstore.train.gpu.rng import CUDA_SOURCE, counter_base
+from fxstore.train.gpu.xp import F32, F64, I64, Bool
 
 if TYPE_CHECKING:
     from fxstore.config import EnvConfig
-    from fxstore.train.env.market import F32, F64, I64, Bool, Market, _Costs
 
 __all__ = ["CupyEnvKernels", "Stepped"]
 
 logger = logging.getLogger(__name__)
+
 
 _THREADS: Final = 128
 
@@ -169,8 +171,8 @@ class CupyEnvKernels:
 
     def __init__(
         self,
-        market: Market,
-        costs: _Costs,
+        market: MarketArrays,
+        costs: CostArrays,
         values: F64,
         config: EnvConfig,
         window: tuple[int, int],

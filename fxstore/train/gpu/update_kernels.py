@@ -27,15 +27,16 @@ from fxstore.train.gpu.cublaslt import (
     MASK_BITS_ALIGN,
     CublasLt,
 )
+from fxstore.train.gpu.inputs import AdamArrays, C51Arrays
+from fxstore.train.gpu.xp import F32
 
 if TYPE_CHECKING:
     from fxstore.config import AgentConfig
-    from fxstore.train.agent.ops import AdamInputs, C51Inputs
-    from fxstore.train.agent.replay import F32
 
 __all__ = ["DEFAULT_EPILOGUES", "CupyOps"]
 
 logger = logging.getLogger(__name__)
+
 
 #: cuBLASLt epilogues the update uses by default. Bias+ReLU fuses into the forward GEMMs on
 #: the H200; keeping the ReLU mask (RELU_AUX_BIAS) and the ReLU and bias gradients
@@ -818,7 +819,7 @@ class CupyOps:
             kernel(_grid(rows), (32 * _WARPS,), (head, bias, support, np.int64(rows), q))
         return q
 
-    def c51(self, h: C51Inputs, d_head: F32, ce: F32, weighted_ce: F32) -> None:
+    def c51(self, h: C51Arrays, d_head: F32, ce: F32, weighted_ce: F32) -> None:
         batch = h.batch
         rows = int(batch.action.shape[0])
         n_atoms = h.support.shape[0]
@@ -858,7 +859,7 @@ class CupyOps:
         )
         _step((1,), (1,), args)
 
-    def adam(self, s: AdamInputs) -> None:
+    def adam(self, s: AdamArrays) -> None:
         _adam(
             s.grad,
             s.step,

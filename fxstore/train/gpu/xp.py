@@ -8,14 +8,19 @@ Importing this module never imports CuPy; :func:`array_module` tries it on first
 from __future__ import annotations
 
 from types import ModuleType
-from typing import TypeVar
+from typing import TypeAlias, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["all_finite", "array_module", "to_host"]
+__all__ = ["F32", "F64", "I64", "Bool", "all_finite", "array_module", "to_host"]
 
 _G = TypeVar("_G", bound=np.generic)
+# Arrays of either module, as annotations read them (CuPy's arrays have numpy's interface).
+F32: TypeAlias = npt.NDArray[np.float32]
+F64: TypeAlias = npt.NDArray[np.float64]
+I64: TypeAlias = npt.NDArray[np.int64]
+Bool: TypeAlias = npt.NDArray[np.bool_]
 
 
 def array_module(*arrays: object) -> ModuleType:

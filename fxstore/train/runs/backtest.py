@@ -21,6 +21,7 @@ from fxstore.store import atomic_write_json, create_run_dir, fold_dir
 from fxstore.train.env.data import CachedMarket, open_cache
 from fxstore.train.env.market import ContractSpec, contract_spec
 from fxstore.train.evaluate.metrics import BacktestMetrics
+from fxstore.train.evaluate.references import available
 from fxstore.train.evaluate.references.oracle import PlantedSignal
 from fxstore.train.evaluate.results import (
     BacktestResult,
@@ -153,7 +154,7 @@ def _backtest_into(
         run_dir=folder,
         symbol=config.symbol,
         fxcache_key=cache.key,
-        policies=tuple(p for p in config.policies if p != "oracle" or planted.values is not None),
+        policies=available(config.policies, planted.values is not None),
         folds=tuple(results),
         totals=totals,
         significance=() if best is None else (best,),

@@ -61,12 +61,13 @@ POLICY_COLOURS: Final[Mapping[str, str]] = {
     "random": "#bcbd22",
     "ofi-sign": "#ff7f0e",
     "linear": "#9467bd",
+    "ceiling": "#e377c2",
     "oracle": "#d62728",
 }
 #: Extra agents of a multi-seed run (``agent-s1``, ...): lighter and darker blues.
 _SEED_COLOURS: Final = ("#6baed6", "#08519c", "#9ecae1", "#3182bd", "#c6dbef", "#084594")
 #: Any other policy: one of these, chosen by a checksum of its name (stable across runs).
-_OTHER_COLOURS: Final = ("#17becf", "#8c564b", "#e377c2", "#393b79", "#637939", "#8c6d31")
+_OTHER_COLOURS: Final = ("#17becf", "#8c564b", "#393b79", "#637939", "#8c6d31", "#843c39")
 _TIME_LABEL: Final = (
     "exchange time (America/Chicago): CME sessions side by side, nights and weekends left "
     "out; ticks at each session's open, labelled with its trading date"

@@ -242,14 +242,22 @@ def _totals_section(metrics: Json, finished: bool) -> str:
         )
     in_sample = metrics.get("in_sample_sharpe_daily")
     share = metrics.get("share_of_oracle")
+    of_ceiling = metrics.get("share_of_ceiling")  # absent in runs of older versions
     extra = {
         p: [
             _fmt(".2f")(in_sample.get(p) if isinstance(in_sample, dict) else None),
             _fmt(".1%")(share.get(p) if isinstance(share, dict) else None),
+            _fmt(".1%")(of_ceiling.get(p) if isinstance(of_ceiling, dict) else None),
         ]
         for p in totals
     }
-    header = ["policy", *(c[0] for c in _COLUMNS), "IS Sharpe ann.", "share of oracle"]
+    header = [
+        "policy",
+        *(c[0] for c in _COLUMNS),
+        "IS Sharpe ann.",
+        "share of oracle",
+        "share of ceiling",
+    ]
     parts = [_table(header, _metric_rows(totals, extra, _list(metrics.get("policies"))))]
     lines = [_significance_line(s) for s in _list(metrics.get("significance"))]
     lines += [str(n) for n in _list(metrics.get("notes"))]

@@ -350,6 +350,11 @@ def test_rolls_cli_without_front_month_bars_is_one_error_line(tmp_path: Path) ->
             "Error: `--roll-offset` applies to `--roll calendar` only, was 2 with `--roll volume`.",
         ),
         (
+            ["--roll-offset-unit", "calendar"],
+            "Error: `--roll-offset-unit` applies to `--roll calendar` only, was 'calendar' "
+            "with `--roll volume`.",
+        ),
+        (
             ["--roll-months", "HMX9"],
             "Error: `--roll-months` must be distinct CME month codes (F G H J K M N Q U V X Z, "
             "e.g. GJMQVZ or G,J,M,Q,V,Z), was 'HMX9'.",
@@ -373,6 +378,75 @@ def test_ingest_roll_options_without_their_inputs_are_one_error_line(
     assert result.exit_code == 1
     assert result.output.splitlines() == [message]
     assert not (store / "bars").exists()
+
+
+def test_cli_calendar_rule_in_calendar_days_is_its_own_series_and_records_its_unit(
+    two_roll_market: SynthMarket, tmp_path: Path
+) -> None:
+    args = ["--roll", "calendar", "--roll-offset", "7", "--roll-offset-unit", "calendar", "-q"]
+    store = tmp_path / "store"
+
+    result = CliRunner().invoke(
+        cli, ["ingest", str(two_roll_market.folder), "--store", str(store), *args]
+    )
+
+    assert result.exit_code == 0, result.output
+    series = _series(store, "mbp10_front_month-cal7cd")
+    roll = _manifest(series)["config"]["roll"]  # type: ignore[index]
+    assert (roll["offset"], roll["offset_unit"]) == (7, "calendar")
+
+
+def test_cli_databento_rule_takes_the_schedule_of_a_symbology_answer(
+    built: Path, two_roll_market: SynthMarket, tmp_path: Path
+) -> None:
+    default = _manifest(_series(built, "mbp10_front_month"))["roll_schedule"]
+    days = [dt.date.fromisoformat(e["trading_day"]) for e in default]  # type: ignore[attr-defined,index]
+    contracts = [e["contract"] for e in default]  # type: ignore[attr-defined,index]
+    # Databento's switch: one trading day after the volume rule's
+    changes = [i + 1 for i in range(1, len(days) - 1) if contracts[i] != contracts[i - 1]]
+    starts = [0, *changes]
+    ends = [*changes, len(days)]
+    rows = [
+        {
+            "d0": days[a].isoformat(),
+            "d1": (days[b] if b < len(days) else days[-1] + dt.timedelta(days=1)).isoformat(),
+            "s": contracts[a],
+        }
+        for a, b in zip(starts, ends, strict=True)
+    ]
+    answer = tmp_path / "es-c-0.json"
+    answer.write_text(json.dumps({"result": {"ES.c.0": rows}, "stype_out": "raw_symbol"}))
+    store = tmp_path / "store"
+    args = ["--roll", "databento", "--roll-symbology", str(answer), "-q"]
+
+    result = CliRunner().invoke(
+        cli, ["ingest", str(two_roll_market.folder), "--store", str(store), *args]
+    )
+
+    assert result.exit_code == 0, result.output
+    manifest = _manifest(_series(store, "mbp10_front_month-db"))
+    schedule = manifest["roll_schedule"]
+    by_day = {r["d0"]: r["s"] for r in rows}
+    rolls = [e for e in schedule if e["reason"] == "databento"]  # type: ignore[attr-defined,index]
+    assert [(e["trading_day"], e["contract"]) for e in rolls] == [  # type: ignore[index]
+        (d0, s) for d0, s in by_day.items() if d0 != rows[0]["d0"]
+    ]
+    assert manifest["symbology"][0]["name"] == "es-c-0.json"  # type: ignore[index]
+
+
+def test_cli_databento_rule_without_its_symbology_is_one_error_line(
+    two_roll_market: SynthMarket, tmp_path: Path
+) -> None:
+    result = CliRunner().invoke(
+        cli,
+        ["ingest", str(two_roll_market.folder), "--store", str(tmp_path), "--roll", "databento"],
+    )
+
+    assert result.exit_code == 1
+    assert result.output.splitlines() == [
+        "Error: `--roll databento` follows a saved Databento symbology.resolve answer "
+        "(stype_in continuous, e.g. ES.c.0): pass it with --roll-symbology FILE."
+    ]
 
 
 def test_calendar_rule_without_expiries_is_one_error_line(tmp_path: Path) -> None:

@@ -12,8 +12,10 @@ import pyarrow as pa
 import pytest
 
 from fxstore.config import RollConfig, parse_roll_months
+from fxstore.config.ingest import RollOffsetUnit
 from fxstore.errors import InvalidInputError, NoFrontMonthError
 from fxstore.ingest.select.activity import DailyActivity
+from fxstore.ingest.select.continuous import DatabentoMapping
 from fxstore.ingest.select.front_month import FrontMonthSelector, RollEntry, select_front_month
 from fxstore.ingest.select.roll_rules import OpenInterest
 from fxstore.ingest.select.transitions import Transition, adjusted_column, build_transitions
@@ -132,6 +134,78 @@ def test_calendar_rule_on_cash_settled_counts_back_from_last_trading_day() -> No
     # offset 0: the next contract is the front from the last trading day itself.
     assert (dt.date(2024, 3, 15), "ESM4") in _rolls(schedule)
     assert schedule[0].anchor == "last trading day 2024-03-15"
+
+
+@pytest.mark.parametrize(
+    ("offset", "unit", "roll_day"),
+    [
+        (6, "trading", dt.date(2024, 3, 7)),  # six sessions before Fri 03-15
+        (6, "calendar", dt.date(2024, 3, 11)),  # Sat 03-09: the next session, Mon 03-11
+        (7, "calendar", dt.date(2024, 3, 8)),  # Fri 03-08, a session itself
+    ],
+)
+def test_calendar_rule_offset_in_calendar_days_rolls_on_the_next_session(
+    offset: int, unit: RollOffsetUnit, roll_day: dt.date
+) -> None:
+    schedule = _schedule("ES", RollConfig(rule="calendar", offset=offset, offset_unit=unit))
+
+    assert (roll_day, "ESM4") in _rolls(schedule)
+    march = [e for e in schedule if e.contract == "ESH4"]
+    assert march[-1].trading_day < roll_day
+
+
+def test_calendar_day_offset_has_its_own_key_and_only_its_manifests_record_it() -> None:
+    by_days = RollConfig(rule="calendar", offset=7, offset_unit="calendar")
+    by_sessions = RollConfig(rule="calendar", offset=7)
+
+    assert (by_days.key_suffix, by_sessions.key_suffix) == ("-cal7cd", "-cal7")
+    assert by_days.to_json()["offset_unit"] == "calendar"
+    assert "offset_unit" not in by_sessions.to_json()  # series built before it keep theirs
+    with pytest.raises(InvalidInputError, match="applies to `--roll calendar` only"):
+        RollConfig(offset_unit="calendar")
+
+
+_ES_C0 = DatabentoMapping(
+    "ES.c.0",
+    "raw_symbol",
+    (
+        (dt.date(2024, 1, 1), dt.date(2024, 3, 8), "ESH4"),
+        (dt.date(2024, 3, 8), dt.date(2024, 6, 14), "ESM4"),
+        (dt.date(2024, 6, 14), dt.date(2024, 9, 13), "ESU4"),
+        (dt.date(2024, 9, 13), dt.date(2024, 12, 19), "ESZ4"),
+        (dt.date(2024, 12, 19), dt.date(2025, 1, 1), "ESH5"),
+    ),
+)
+
+
+def test_databento_rule_follows_the_continuous_symbols_contract_per_trading_day() -> None:
+    activity, symbols, _ = _market("ES")
+    roll = RollConfig(rule="databento")
+    selector = FrontMonthSelector(
+        "ES", roll, table=sessions(ROOTS["ES"].calendar), continuous=_ES_C0
+    )
+
+    schedule = select_front_month(activity, symbols, "ES", selector)
+
+    assert _rolls(schedule) == [
+        (dt.date(2024, 3, 8), "ESM4"),
+        (dt.date(2024, 6, 14), "ESU4"),
+        (dt.date(2024, 9, 13), "ESZ4"),
+        (dt.date(2024, 12, 19), "ESH5"),
+    ]
+    assert {e.reason for e in schedule if e.is_roll} == {"databento"}
+    assert all(e.contract == _ES_C0.on(e.trading_day) for e in schedule)
+
+
+def test_databento_rule_to_a_contract_the_input_does_not_list_is_an_error() -> None:
+    activity, symbols, _ = _market("ES")
+    mapping = DatabentoMapping("ES.c.0", "raw_symbol", ((START, END, "ESZ9"),))
+    selector = FrontMonthSelector(
+        "ES", RollConfig(rule="databento"), table=sessions(ROOTS["ES"].calendar), continuous=mapping
+    )
+
+    with pytest.raises(NoFrontMonthError, match=r"ES.c.0 maps 2024-01-02 to ESZ9, which is not"):
+        select_front_month(activity, symbols, "ES", selector)
 
 
 @pytest.mark.parametrize("root", ["ES", "CL", "GC", "ZN"])

@@ -47,6 +47,11 @@ class Reference(Protocol):
     @property
     def name(self) -> str: ...
 
+    @property
+    def needs_planted(self) -> bool:
+        """Whether it trades the planted signal (absent on real data)."""
+        ...
+
     def positions(self, inputs: ReferenceInputs) -> ReferencePositions | None:
         """The positions on `inputs.fold`, or None when this market cannot have them."""
         ...

@@ -78,9 +78,9 @@ def baseline_positions(
             f"window [{lo}, {hi}) must lie in the market's {market.n_rows} rows."
         )
     n = hi - lo
-    if policy == "oracle":
+    if policy in ("oracle", "ceiling"):
         raise InvalidInputError(
-            "policy 'oracle' trades the planted signal: use baseline_results with `planted`."
+            f"policy {policy!r} trades the planted signal: use baseline_results with `planted`."
         )
     if policy == "linear":
         if fold is None or spec is None:
@@ -103,6 +103,7 @@ class _Baseline:
     """A baseline that holds :func:`baseline_positions` over the test window."""
 
     name: str
+    needs_planted: bool = False
 
     def positions(self, inputs: ReferenceInputs) -> ReferencePositions:
         test = baseline_positions(

@@ -226,6 +226,7 @@ class _Linear:
     """``linear`` as a reference: fitted on the fold, scored in and out of sample."""
 
     name: str = "linear"
+    needs_planted: bool = False
 
     def positions(self, inputs: ReferenceInputs) -> ReferencePositions:
         model = fit_linear(

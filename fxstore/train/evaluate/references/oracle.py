@@ -153,6 +153,7 @@ class _Oracle:
     """``oracle`` as a reference: absent (None) without a planted signal."""
 
     name: str = "oracle"
+    needs_planted: bool = True
 
     def positions(self, inputs: ReferenceInputs) -> ReferencePositions | None:
         if inputs.planted is None:

@@ -1,0 +1,105 @@
+"""The ``ceiling`` reference: what the fold's features could have traded of the planted signal.
+
+On a synthetic market the oracle trades the planted signal itself; no policy that sees only
+the fxcache's features can do that. The ceiling trades the part of the signal the features
+carry: on the fold's training rows it fits the signal's least-squares (ridge) projection on
+the features, ``signal ≈ ȳ + z · beta`` with the features standardised on those rows, its
+penalty (from :data:`~fxstore.train.evaluate.references.linear.RIDGE_LAMBDAS`) chosen by the
+projection's correlation with the signal on the validation slice; then it trades that
+projection exactly as the oracle trades the signal (the band rule, the band chosen on the
+validation slice, the same costs:
+:func:`~fxstore.train.evaluate.references.oracle.oracle_positions`). Its PnL answers "what
+could a perfect linear model of these features have traded?"; its share of the oracle's says
+how much of the learnable signal the feature set lets a model see. The test window's signal
+is never read: positions there come from the features alone. On real data there is no
+planted signal and the reports say the ceiling is absent.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+from typing import Final
+
+import numpy as np
+import numpy.typing as npt
+
+from fxstore.train.env.market import Market
+from fxstore.train.evaluate.references.base import ReferenceInputs, ReferencePositions
+from fxstore.train.evaluate.references.linear import RIDGE_LAMBDAS, fit_ridge
+from fxstore.train.evaluate.references.oracle import oracle_positions
+from fxstore.train.evaluate.walkforward import Fold
+from fxstore.train.gpu.xp import to_host
+
+__all__ = ["CEILING", "project_signal"]
+
+logger = logging.getLogger(__name__)
+
+F64 = npt.NDArray[np.float64]
+
+
+def _corr(a: F64, b: F64) -> float:
+    if len(a) < 3 or np.std(a) == 0 or np.std(b) == 0:
+        return -math.inf
+    return float(np.corrcoef(a, b)[0, 1])
+
+
+def project_signal(signal: F64, market: Market, fold: Fold) -> F64:
+    """The planted `signal`'s ridge projection on the features, fitted on `fold`'s training
+    rows, at every market row (rows outside the fit read only their own features).
+
+    Parameters
+    ----------
+    signal : (n_rows,) float64
+        The planted signal per market row; only its training and validation rows are read.
+
+    Returns
+    -------
+    float64 ``(n_rows,)``; zeros when the training part has too few rows to fit.
+    """
+    features = to_host(market.features)
+    lo, hi = fold.train
+    n_features = features.shape[1]
+    if hi - lo < n_features + 2:
+        return np.zeros(market.n_rows)
+    v_lo, v_hi = fold.validation
+    lambdas = RIDGE_LAMBDAS if v_hi - v_lo >= 3 else RIDGE_LAMBDAS[:1]
+    fits = [fit_ridge(features[lo:hi], signal[lo:hi], lam) for lam in lambdas]
+    chosen = 0
+    if len(fits) > 1:
+        val = _clean(features[v_lo:v_hi])
+        scores = [_corr(c + ((val - m) / s) @ b, signal[v_lo:v_hi]) for m, s, b, c in fits]
+        chosen = int(np.argmax(scores))
+    mean, scale, beta, intercept = fits[chosen]
+    projection: F64 = intercept + ((_clean(features) - mean) / scale) @ beta
+    return projection
+
+
+def _clean(features: npt.NDArray[np.floating]) -> F64:
+    return np.nan_to_num(np.asarray(features, dtype=np.float64), nan=0.0, posinf=0.0, neginf=0.0)
+
+
+@dataclass(frozen=True, slots=True)
+class _Ceiling:
+    """``ceiling`` as a reference: absent (None) without a planted signal."""
+
+    name: str = "ceiling"
+    needs_planted: bool = True
+
+    def positions(self, inputs: ReferenceInputs) -> ReferencePositions | None:
+        if inputs.planted is None:
+            return None
+        projection = project_signal(inputs.planted, inputs.market, inputs.fold)
+        test, train, _band = oracle_positions(
+            projection,
+            inputs.market,
+            inputs.fold,
+            inputs.env,
+            inputs.spec,
+            capital=inputs.capital,
+        )
+        return ReferencePositions(test, train)
+
+
+CEILING: Final = _Ceiling()
