@@ -34,11 +34,13 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from fxstore.errors import InvalidInputError, SchemaError, SymbolNotFoundError
+from fxstore.errors import FxStoreError, InvalidInputError, SchemaError, SymbolNotFoundError
 from fxstore.store import (
     MANIFEST,
     atomic_path,
+    bars_dir,
     file_sha256,
+    find_bar_version,
     fxcache_dir,
     list_fxcache_keys,
     list_fxcache_symbols,
@@ -56,10 +58,13 @@ __all__ = [
     "MANIFEST",
     "MARKET_COLUMNS",
     "REDO",
+    "CacheChoice",
     "FxCacheManifest",
     "ShardBy",
     "ShardEntry",
+    "choose_folder",
     "column_dtypes",
+    "current_source_version",
     "describe_truncated",
     "find_folder",
     "open_shard",
@@ -407,15 +412,41 @@ def read_manifest(folder: Path, symbol: str) -> FxCacheManifest:
     )
 
 
-def find_folder(root: Path, symbol: str, featureset: str | None = None) -> Path:
-    """The fxcache folder of `symbol` with hash `featureset` (None: the only one there is).
+@dataclass(frozen=True, slots=True)
+class CacheChoice:
+    """The fxcache a reader takes, and why (a line a command prints)."""
+
+    folder: Path
+    key: str
+    #: Why this one: "the only fxcache of 'ES.FUT'", "built from the current bars (v0002)".
+    reason: str
+
+
+def current_source_version(root: Path, symbol: str, key: str) -> int | None:
+    """The version number of the bars cache `key` was built from, if they are still the
+    current version of their series (None: older bars, or a source it cannot tell)."""
+    try:
+        source = read_json(manifest_path(fxcache_dir(root, symbol, key))).get("source")
+        if not isinstance(source, dict):
+            return None
+        keys = str(source.get("instrument_key")), str(source.get("bar_key"))
+        current = find_bar_version(bars_dir(root, symbol, *keys))
+    except FxStoreError:
+        return None
+    return current.version if current.manifest_sha256 == source.get("manifest_sha256") else None
+
+
+def choose_folder(root: Path, symbol: str, featureset: str | None = None) -> CacheChoice:
+    """The fxcache of `symbol` with hash `featureset`; None: the only one there is, else the
+    only one built from the current version of its bars.
 
     Raises
     ------
     SymbolNotFoundError
         `symbol` has no complete fxcache (the message lists the symbols that have one).
     InvalidInputError
-        `featureset` is not one of the symbol's hashes, or is None while there are several.
+        `featureset` is not one of the symbol's hashes, or is None while no single cache is
+        built from the current bars (the message lists them and names ``--featureset``).
     """
     hashes = sorted(list_fxcache_keys(root, symbol))
     if not hashes:
@@ -424,10 +455,32 @@ def find_folder(root: Path, symbol: str, featureset: str | None = None) -> Path:
             f"No fxcache for symbol {symbol!r} in {root}; known: {known}. "
             f"Run `fxstore precompute` for it first."
         )
-    if featureset is None and len(hashes) == 1:
-        return fxcache_dir(root, symbol, hashes[0])
-    if featureset is not None and featureset in hashes:
-        return fxcache_dir(root, symbol, featureset)
-    raise InvalidInputError(
-        f"`featureset` of {symbol!r} must be one of {', '.join(hashes)}, was {featureset!r}."
+    if featureset is not None:
+        if featureset not in hashes:
+            raise InvalidInputError(
+                f"`--featureset` of {symbol!r} must be one of {', '.join(hashes)}, "
+                f"was {featureset!r} (`fxstore ls` lists them)."
+            )
+        return CacheChoice(fxcache_dir(root, symbol, featureset), featureset, "--featureset")
+    if len(hashes) == 1:
+        reason = f"the only fxcache of {symbol!r}"
+        return CacheChoice(fxcache_dir(root, symbol, hashes[0]), hashes[0], reason)
+    current = {key: current_source_version(root, symbol, key) for key in hashes}
+    fresh = [key for key, version in current.items() if version is not None]
+    if len(fresh) == 1:
+        reason = f"built from the current bars, v{current[fresh[0]]:04d}"
+        return CacheChoice(fxcache_dir(root, symbol, fresh[0]), fresh[0], reason)
+    which = (
+        f"{len(fresh)} of them are built from the current bars ({', '.join(fresh)})"
+        if fresh
+        else "none is built from the current bars (`fxstore precompute` builds one)"
     )
+    raise InvalidInputError(
+        f"{symbol!r} has {len(hashes)} fxcaches ({', '.join(hashes)}) and {which}: "
+        "pick one with --featureset KEY (`fxstore ls` lists them)."
+    )
+
+
+def find_folder(root: Path, symbol: str, featureset: str | None = None) -> Path:
+    """The folder of :func:`choose_folder`'s cache."""
+    return choose_folder(root, symbol, featureset).folder

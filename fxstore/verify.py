@@ -91,16 +91,19 @@ class VerifyReport:
 
     def format_lines(self) -> list[str]:
         """One line per problem, then the summary."""
+        caches = "fxcache" if self.n_caches == 1 else "fxcaches"
+        files = "file" if self.n_files == 1 else "files"
         checked = (
-            f"{self.n_series} bar series and {self.n_caches} fxcaches ({self.n_files} files) "
+            f"{self.n_series} bar series and {self.n_caches} {caches} ({self.n_files} {files}) "
             f"in {location(self.root)}"
         )
         if not self.problems:
             return [f"Verified {checked}: no problems."]
         repaired = len(self.problems) - self.n_left
+        problems = "problem" if len(self.problems) == 1 else "problems"
         return [
             *(p.format_line() for p in self.problems),
-            f"Verified {checked}: {len(self.problems)} problems, {repaired} repaired, "
+            f"Verified {checked}: {len(self.problems)} {problems}, {repaired} repaired, "
             f"{self.n_left} left.",
         ]
 

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 import fxstore
 from fxstore import errors
+
+pytestmark = pytest.mark.quick
 
 
 def _defined(base: type[BaseException]) -> set[str]:

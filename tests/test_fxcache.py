@@ -15,7 +15,9 @@ from fxstore.errors import InvalidInputError, SchemaError, SymbolNotFoundError
 from fxstore.fxcache import (
     FORMAT,
     LEADING_COLUMNS,
+    CacheChoice,
     FxCacheManifest,
+    choose_folder,
     column_dtypes,
     find_folder,
     read_entry,
@@ -24,10 +26,20 @@ from fxstore.fxcache import (
     split_shards,
     write_shard,
 )
-from fxstore.store import atomic_write_json, fxcache_dir, manifest_path
+from fxstore.store import (
+    atomic_write_json,
+    bars_dir,
+    commit_bar_version,
+    fxcache_dir,
+    manifest_path,
+    stage_bar_version,
+)
+
+pytestmark = pytest.mark.quick
 
 DAY_2024_01_31 = 19753  # days since 1970-01-01
 SYMBOL = "ES.FUT"
+_SERIES = ("mbp10_front_month", "dib-b100")
 
 
 def _table(rows: int = 5) -> pa.Table:
@@ -249,7 +261,53 @@ def test_find_folder_picks_the_only_cache_or_the_named_one(tmp_path: Path) -> No
     _write_cache(tmp_path, key="k1")
 
     assert find_folder(tmp_path, SYMBOL, "k1") == fxcache_dir(tmp_path, SYMBOL, "k1")
-    with pytest.raises(InvalidInputError, match=r"must be one of k0, k1, was None\."):
+    with pytest.raises(InvalidInputError, match=r"\(k0, k1\) and none is built from the cur"):
         find_folder(tmp_path, SYMBOL)
     with pytest.raises(SymbolNotFoundError, match=r"'NQ\.FUT' in .*; known: ES\.FUT\. Run"):
         find_folder(tmp_path, "NQ.FUT")
+
+
+def _bar_version(root: Path, payload: bytes) -> dict[str, object]:
+    """Commit a build of the series `_SERIES` of `root`; the `source` a cache of it records."""
+    series = bars_dir(root, SYMBOL, *_SERIES)
+    folder = stage_bar_version(series)
+    atomic_write_json(manifest_path(folder), {"days": [], "payload": payload.decode()})
+    version = commit_bar_version(series, folder)
+    keys = dict(zip(("instrument_key", "bar_key"), _SERIES, strict=True))
+    return keys | {"bar_version": version.version, "manifest_sha256": version.manifest_sha256}
+
+
+def test_choose_folder_several_caches_takes_the_one_of_the_current_bars(tmp_path: Path) -> None:
+    _write_cache(tmp_path, "k0", source=_bar_version(tmp_path, b"first"))
+    _write_cache(tmp_path, "k1", source=_bar_version(tmp_path, b"second"))
+
+    choice = choose_folder(tmp_path, SYMBOL)
+
+    assert choice == CacheChoice(
+        fxcache_dir(tmp_path, SYMBOL, "k1"), "k1", "built from the current bars, v0002"
+    )
+
+
+def test_choose_folder_two_caches_of_the_current_bars_names_the_option(tmp_path: Path) -> None:
+    source = _bar_version(tmp_path, b"first")
+    _write_cache(tmp_path, "k0", source=source)
+    _write_cache(tmp_path, "k1", source=source)
+
+    with pytest.raises(InvalidInputError) as err:
+        choose_folder(tmp_path, SYMBOL)
+
+    assert str(err.value) == (
+        "'ES.FUT' has 2 fxcaches (k0, k1) and 2 of them are built from the current bars "
+        "(k0, k1): pick one with --featureset KEY (`fxstore ls` lists them)."
+    )
+
+
+def test_choose_folder_unknown_featureset_names_the_option(tmp_path: Path) -> None:
+    _write_cache(tmp_path, "k0")
+
+    with pytest.raises(InvalidInputError) as err:
+        choose_folder(tmp_path, SYMBOL, "nope")
+
+    assert str(err.value) == (
+        "`--featureset` of 'ES.FUT' must be one of k0, was 'nope' (`fxstore ls` lists them)."
+    )

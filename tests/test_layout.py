@@ -17,6 +17,8 @@ import pytest
 import fxstore
 from fxstore import ingest
 
+pytestmark = pytest.mark.quick
+
 PACKAGE = Path(fxstore.__file__).resolve().parent
 STAGES = ("fxstore.ingest", "fxstore.features", "fxstore.train", "fxstore.synth")
 

@@ -9,6 +9,8 @@ from fxstore.rng import GOLDEN, MASK, TO_UNIT, UNIT_SHIFT, mix64, mix64_array, t
 from fxstore.synth.rng import uniform_at
 from fxstore.train.gpu.rng import CounterRng, counter_base, derive_key, uniform
 
+pytestmark = pytest.mark.quick
+
 KEYS = [0, 1, 0xDEADBEEF, MASK, 0x0123456789ABCDEF]
 
 

@@ -33,6 +33,8 @@ from fxstore.store import (
     validate_key,
 )
 
+pytestmark = pytest.mark.quick
+
 
 @pytest.mark.parametrize("key", ["ES.FUT", "mbp10_front_month", "dib-t7500", "6E.FUT"])
 def test_validate_key_valid_keys_pass(key: str) -> None:

@@ -20,6 +20,8 @@ The command modules never import this one: it adds their commands to the group.
 from __future__ import annotations
 
 import logging
+import signal
+import threading
 import warnings
 from collections.abc import Sequence
 from typing import TextIO
@@ -50,10 +52,33 @@ class _Group(click.Group):
             ) from err
 
     def invoke(self, ctx: click.Context) -> object:
+        is_main = threading.current_thread() is threading.main_thread()
+        previous = signal.signal(signal.SIGTERM, _terminate) if is_main else None
         try:
             return super().invoke(ctx)
         except FxStoreError as err:
             raise click.ClickException(str(err)) from err
+        except KeyboardInterrupt as err:
+            # Ctrl-C or SIGTERM in a command without safe points of its own (train has):
+            # every file is written whole or not at all (temp file, then rename).
+            signum = signal.SIGTERM if isinstance(err, _Terminated) else signal.SIGINT
+            click.echo(
+                f"\n{signal.Signals(signum).name}: stopped; nothing is left half-written. Run "
+                "the same command again (synth and ingest resume where they stopped).",
+                err=True,
+            )
+            raise click.exceptions.Exit(128 + signum) from None
+        finally:
+            if is_main:
+                signal.signal(signal.SIGTERM, previous)
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the command runs so that it unwinds as on Ctrl-C."""
+
+
+def _terminate(_signum: int, _frame: object) -> None:
+    raise _Terminated
 
 
 def _show_warning(

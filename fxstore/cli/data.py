@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 from collections.abc import Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
@@ -27,7 +28,7 @@ from fxstore.cli._options import (
     symbol_option,
     synth_options,
 )
-from fxstore.cli._output import echo_json, progress
+from fxstore.cli._output import Output, echo_json, progress
 from fxstore.config import (
     BarConfig,
     IngestConfig,
@@ -79,12 +80,22 @@ def run_synth(config: SynthConfig, out_dir: Path, quiet: bool) -> SynthSummary:
     with progress("synth", quiet) as bar, os_errors(out_dir, "write into"):
         bar.start(len(trading_days_between(config.start, config.end)))
         summary = generate_market(config, out_dir, on_progress=bar.advance)
-    click.echo(
-        f"Wrote {len(summary.files)} DBN files ({summary.n_records:,} records, "
-        f"{len(summary.trading_days)} trading days) to {out_dir} in {summary.elapsed_s:.1f} s",
-        err=True,
-    )
+    click.echo(synth_line(summary, out_dir), err=True)
     return summary
+
+
+def synth_line(summary: SynthSummary, out_dir: Path) -> str:
+    """What synth did, in one line: files written, or left as they were."""
+    days = len(summary.trading_days)
+    what = f"{len(summary.files)} DBN files ({summary.n_records:,} records, {days} trading days)"
+    if summary.is_up_to_date:
+        return (
+            f"Up to date: {what} in {out_dir}, written before with the same options; "
+            "left as they are."
+        )
+    kept = summary.days_kept
+    resumed = f" ({kept} of the days were there already: left as they are)" if kept else ""
+    return f"Wrote {what} to {out_dir} in {summary.elapsed_s:.1f} s{resumed}"
 
 
 @command()
@@ -97,6 +108,7 @@ def run_synth(config: SynthConfig, out_dir: Path, quiet: bool) -> SynthSummary:
     show_default=True,
     help="One file per trading day, or per UTC day as Databento batch downloads split.",
 )
+@json_option
 @store_option
 @quiet_option
 def synth(
@@ -109,6 +121,7 @@ def synth(
     signal_ic: float | None,
     root: str,
     split: SplitMode,
+    as_json: bool,
     store_root: Path,
     quiet: bool,
 ) -> None:
@@ -133,7 +146,10 @@ def synth(
         root=root,
         split=split,
     )
-    run_synth(config, out_dir or default_synth_dir(store_root, config.root), quiet)
+    folder = out_dir or default_synth_dir(store_root, config.root)
+    summary = run_synth(config, folder, quiet)
+    if as_json:
+        echo_json(synth_json(summary, folder))
 
 
 def scan_files(
@@ -185,8 +201,22 @@ def scan(
         click.echo(report.format_text())
 
 
+def synth_json(summary: SynthSummary, out_dir: Path) -> dict[str, object]:
+    """What synth wrote (or found written), as JSON data."""
+    return {"out_dir": out_dir, "is_up_to_date": summary.is_up_to_date, **asdict(summary)}
+
+
+def ingest_json(summary: IngestSummary) -> dict[str, object]:
+    """What ingest built, as JSON data."""
+    return {**asdict(summary), "bars_per_day": summary.bars_per_day}
+
+
 def run_ingest(
-    config: IngestConfig, paths: Sequence[Path], store_root: Path, quiet: bool
+    config: IngestConfig,
+    paths: Sequence[Path],
+    store_root: Path,
+    quiet: bool,
+    output: Output = "text",
 ) -> IngestSummary:
     """Build the bars with a progress bar, then report the days, bars and rolls."""
     if config.workers > 1 and not config.executor.is_ray:
@@ -200,6 +230,10 @@ def run_ingest(
         summary = ingest(config, paths, store_root, on_start=bar.start, on_progress=bar.advance)
     commit(store_root)  # in an s3:// store: success is told once the bucket holds it
     where = location(summary.out_dir)
+    if output == "json":
+        echo_json({**ingest_json(summary), "out_dir": where})
+    if output != "text":
+        return summary
     if summary.up_to_date:
         click.echo(f"Up to date: {where} ({summary.n_bars:,} bars); --force rebuilds.")
         return summary
@@ -332,6 +366,7 @@ def run_ingest(
     help="Databento statistics file or folder (open interest for --roll open-interest).",
 )
 @click.option("--force", is_flag=True, help="Rebuild even when inputs and config are unchanged.")
+@json_option
 @store_option
 @quiet_option
 def ingest(
@@ -357,6 +392,7 @@ def ingest(
     adjust_direction: AdjustDirection,
     statistics: tuple[Path, ...],
     force: bool,
+    as_json: bool,
     store_root: Path,
     quiet: bool,
 ) -> None:
@@ -402,7 +438,7 @@ def ingest(
     )
     endpoint, cache_dir = remote_settings()
     inputs = fetch_inputs(paths, endpoint=endpoint, cache_dir=cache_dir)
-    run_ingest(config, inputs, store_root, quiet)
+    run_ingest(config, inputs, store_root, quiet, "json" if as_json else "text")
 
 
 def run_rolls(store_root: Path, symbol: str, **options: object) -> RollsReport:

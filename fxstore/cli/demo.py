@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+from dataclasses import asdict
 from pathlib import Path
 from typing import Final
 
@@ -11,12 +12,22 @@ import click
 
 from fxstore.cli._options import (
     command,
+    json_option,
     profile_option,
     quiet_option,
     store_option,
     synth_options,
 )
-from fxstore.cli.data import default_synth_dir, run_ingest, run_synth, scan_files, synth_config
+from fxstore.cli._output import Output, echo_json
+from fxstore.cli.data import (
+    default_synth_dir,
+    ingest_json,
+    run_ingest,
+    run_synth,
+    scan_files,
+    synth_config,
+    synth_json,
+)
 from fxstore.cli.features import run_precompute
 from fxstore.cli.train import run_train, train_config
 from fxstore.config import FeatureConfig, IngestConfig
@@ -33,6 +44,13 @@ DEMO_PROFILE: Final = "smoke"
 @synth_options(signal_ic=DEMO_SIGNAL_IC)
 @profile_option(default=DEMO_PROFILE)
 @click.option("--train/--no-train", "with_train", default=True, help="End with `fxstore train`.")
+@click.option(
+    "--verbose",
+    is_flag=True,
+    help="Also print the scan's instruments (their records and volume, each trading day's "
+    "too) and every fold's rows of the results.",
+)
+@json_option
 @store_option
 @quiet_option
 def demo(
@@ -45,6 +63,8 @@ def demo(
     root: str,
     profile: str | None,
     with_train: bool,
+    verbose: bool,
+    as_json: bool,
     store_root: Path,
     quiet: bool,
 ) -> None:
@@ -55,6 +75,10 @@ def demo(
     (front month schedule included), ingests it into front-month dollar-imbalance bars,
     precomputes the default feature set into the fxcache, and trains the agent walk-forward
     with the smoke profile, printing its out-of-sample results next to the baselines'.
+
+    It prints what each step did: the scan's summary and front month (--verbose: its
+    instruments too, with their records and volume per trading day) and the results'
+    totals (--verbose: every fold's rows too; `fxstore runs show` prints them later).
 
     \b
     Example:
@@ -74,10 +98,26 @@ def demo(
         root=root,
     )
     out_dir = default_synth_dir(store_root, market.root)
-    run_synth(market, out_dir, quiet)
-    click.echo(scan_files([out_dir], market.parent_symbol, quiet).format_text())
+    output: Output = "none" if as_json else "text"
+    synth = run_synth(market, out_dir, quiet)
+    scan = scan_files([out_dir], market.parent_symbol, quiet)
+    if not as_json:
+        click.echo(scan.format_text(brief=not verbose))
     ingest = IngestConfig(symbol=market.parent_symbol, workers=os.cpu_count() or 1)
-    run_ingest(ingest, [out_dir], store_root, quiet)
-    run_precompute(FeatureConfig(symbol=ingest.symbol, bar_key=ingest.bars.key), store_root)
+    bars = run_ingest(ingest, [out_dir], store_root, quiet, output)
+    features = FeatureConfig(symbol=ingest.symbol, bar_key=ingest.bars.key)
+    cache = run_precompute(features, store_root, output)
+    result = None
     if with_train:
-        run_train(train_config(profile or DEMO_PROFILE, symbol=ingest.symbol), store_root, quiet)
+        config = train_config(profile or DEMO_PROFILE, symbol=ingest.symbol)
+        result = run_train(config, store_root, quiet, output=output, per_fold=verbose)
+    if as_json:
+        echo_json(
+            {
+                "synth": synth_json(synth, out_dir),
+                "scan": scan.to_json(),
+                "ingest": ingest_json(bars),
+                "precompute": asdict(cache),
+                "train": None if result is None else result.to_json(),
+            }
+        )

@@ -20,8 +20,9 @@ from fxstore.cli._options import (
     store_option,
     symbol_option,
 )
-from fxstore.cli._output import echo_json
+from fxstore.cli._output import Output, echo_json, echo_report
 from fxstore.config import FeatureConfig
+from fxstore.errors import InvalidInputError
 
 if TYPE_CHECKING:
     from fxstore.config import ShardBy
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
 
 
 def run_precompute(
-    config: FeatureConfig, store_root: Path, as_json: bool = False
+    config: FeatureConfig, store_root: Path, output: Output = "text"
 ) -> PrecomputeSummary:
     """Compute the fxcache, then print its summary (as text or JSON)."""
     from dataclasses import asdict
@@ -39,9 +40,9 @@ def run_precompute(
 
     summary = run(config, store_root)
     commit(store_root)  # in an s3:// store: success is told once the bucket holds it
-    if as_json:
+    if output == "json":
         echo_json({**asdict(summary), "out_dir": location(summary.out_dir)})
-    else:
+    elif output == "text":
         click.echo(summary.format_text(where=location(summary.out_dir)))
     return summary
 
@@ -104,7 +105,7 @@ def precompute(
         shard_by=shard_by,
         force=force,
     )
-    run_precompute(config, store_root, as_json)
+    run_precompute(config, store_root, "json" if as_json else "text")
 
 
 @command("ls")
@@ -182,6 +183,11 @@ def info(
     "it says otherwise) or an age (30d, 12h).",
 )
 @click.option(
+    "--caches",
+    is_flag=True,
+    help="Prune fxcaches instead: those built from bars since replaced that no run read.",
+)
+@click.option(
     "--dry-run/--delete",
     default=True,
     show_default=True,
@@ -193,30 +199,41 @@ def gc(
     symbol: str | None,
     keep: int | None,
     older_than: str | None,
+    caches: bool,
     dry_run: bool,
     as_json: bool,
     store_root: Path,
 ) -> None:
-    """Prune old versions of bar series (of SYMBOL, or of every symbol).
+    """Prune old versions of bar series, or (--caches) old fxcaches, of SYMBOL or of all.
 
     Never deletes the current version of a series, nor a version an fxcache was built from.
     By default nothing is deleted: the versions that would be are listed; --delete deletes.
     With both --keep and --older-than, a version goes only when both rules let it go.
+    With --caches, an fxcache goes unless it is built from the current bars (what train
+    and backtest read by default) or a run read it (its report and --resume need it).
 
     \b
     Examples:
       fxstore gc ES.FUT --keep 3
       fxstore gc --older-than 30d --delete
+      fxstore gc --caches --delete
     """
     from fxstore.features.versions import gc as run
     from fxstore.features.versions import parse_time_ns
 
+    if caches:
+        if keep is not None or older_than is not None:
+            raise InvalidInputError(
+                "--caches prunes fxcaches by what reads them: drop --keep and --older-than "
+                "(they choose bar versions)."
+            )
+        from fxstore.features.caches import gc_caches
+
+        echo_report(gc_caches(store_root, symbol=symbol, dry_run=dry_run), as_json)
+        return
     older_than_ns = None if older_than is None else parse_time_ns(older_than, "--older-than")
     report = run(store_root, symbol=symbol, keep=keep, older_than_ns=older_than_ns, dry_run=dry_run)
-    if as_json:
-        echo_json(report.to_json())
-    else:
-        click.echo(report.format_text())
+    echo_report(report, as_json)
 
 
 @click.group("features", invoke_without_command=True, context_settings=CONTEXT_SETTINGS)

@@ -14,7 +14,7 @@ from fxstore.cli._output import echo_json
 if TYPE_CHECKING:
     from fxstore.train.runs.status import RunStatus
 
-_HEADER = ("run", "kind", "symbol", "started", "status", "folds", "policy", "PnL $", "Sharpe(d)")
+_HEADER = ("run", "kind", "symbol", "started", "status", "folds", "policy", "PnL $", "Sharpe ann.")
 
 
 def _row(status: RunStatus) -> tuple[str, ...]:

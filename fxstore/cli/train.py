@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -30,9 +31,10 @@ from fxstore.cli._options import (
     symbol_option,
     walkforward_options,
 )
-from fxstore.cli._output import echo_json, fold_progress, progress, training_display
+from fxstore.cli._output import Output, echo_json, fold_progress, progress, training_display
 from fxstore.config import BacktestConfig, TrainConfig
 from fxstore.config.executor import ExecutorConfig
+from fxstore.errors import InvalidInputError
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -58,6 +60,8 @@ _SECTION_OF: Final = {
 }
 #: Where a bad setting came from, in its error line (as a profile file names its path).
 _WHERE: Final = "the command line"
+#: The option of each TrainSettings key whose option is not its name with dashes.
+_OPTION_OF: Final = {"commission_per_contract": "--commission"}
 
 
 @command()
@@ -184,6 +188,7 @@ def run_backtest(
     from fxstore.train.runs.backtest import run_backtest as run
     from fxstore.train.runs.status import report_command
 
+    say_cache(store_root, config.symbol, config.featureset)
     with progress("backtest", quiet) as bar:
         result = run(config, store_root, on_progress=fold_progress(bar))
     if as_json:
@@ -193,6 +198,15 @@ def run_backtest(
         click.echo(f"Wrote {_committed(result.run_dir, store_root)}")
         click.echo(f"its report: {report_command(result.run_dir.name, store_root)}")
     return result
+
+
+def say_cache(store_root: Path, symbol: str, featureset: str | None) -> None:
+    """Say on stderr which fxcache a run without --featureset reads, and why that one."""
+    from fxstore.fxcache import choose_folder
+
+    if featureset is None:
+        choice = choose_folder(store_root, symbol)
+        click.echo(f"fxcache {symbol}/{choice.key}: {choice.reason}", err=True)
 
 
 class TrainSettings(TypedDict, total=False):
@@ -225,14 +239,24 @@ class TrainSettings(TypedDict, total=False):
 def train_config(profile: str, **settings: Unpack[TrainSettings]) -> TrainConfig:
     """The profile's TrainConfig with every setting given (not None) in place of its own.
 
-    A bad value fails as it would in a profile file: "the command line: [agent]: ...".
+    A bad value fails naming its option: "`--hidden` must be > 0, was 0."
     """
-    from fxstore.train.profiles import load_profile, replace_settings
+    from fxstore.train.profiles import load_profile
 
     base = load_profile(profile)
+    changes = given(**settings)
+    try:
+        return _with_settings(base, changes)
+    except InvalidInputError as err:
+        raise InvalidInputError(_option_message(str(err), changes)) from err
+
+
+def _with_settings(base: TrainConfig, changes: dict[str, object]) -> TrainConfig:
+    from fxstore.train.profiles import replace_settings
+
     top: dict[str, object] = {}
     sections: dict[str, dict[str, object]] = {}
-    for name, value in given(**settings).items():
+    for name, value in changes.items():
         if name in _SECTION_OF:
             sections.setdefault(_SECTION_OF[name], {})[name] = value
         else:
@@ -246,6 +270,15 @@ def train_config(profile: str, **settings: Unpack[TrainSettings]) -> TrainConfig
     return replace_settings(base, top, where=_WHERE, section="the top level") if top else base
 
 
+def _option_message(message: str, changes: dict[str, object]) -> str:
+    """A setting's error as the command line gave it: its option, not its config field."""
+    message = re.sub(rf"^{_WHERE}: (\[\w+\]|the top level): ", "", message)
+    for name in changes:
+        option = _OPTION_OF.get(name, f"--{name.replace('_', '-')}")
+        message = message.replace(f"`{name}`", f"`{option}`")
+    return message
+
+
 def run_train(
     config: TrainConfig,
     store_root: Path,
@@ -253,11 +286,13 @@ def run_train(
     *,
     resume: str | None = None,
     profile: str | None = None,
-    as_json: bool = False,
+    output: Output = "text",
+    per_fold: bool = True,
     executor: ExecutorConfig | None = None,
     gpus: tuple[str, ...] = (),
 ) -> BacktestResult:
-    """Train with a progress display, then print the results (as a table or JSON).
+    """Train with a progress display, then print the results (as a table, without the
+    per-fold rows unless `per_fold`, or JSON).
 
     Prints the run id and how to resume it first (stderr). SIGINT or SIGTERM stops the run
     at its next safe point (checkpoint saved) and exits 128 + the signal (130, 143); a
@@ -274,6 +309,8 @@ def run_train(
         started.append(run_id)
         click.echo(f"run {run_id}; to resume it: {resume_command(run_id, store_root)}", err=True)
 
+    if resume is None:
+        say_cache(store_root, config.symbol, config.featureset)
     try:
         with _stop_on_signals(stop), training_display(quiet) as show:
             result = run(
@@ -293,11 +330,12 @@ def run_train(
     except KeyboardInterrupt as err:
         click.echo(f"Stopped at once: {_after_abort(started, store_root)}", err=True)
         raise click.exceptions.Exit(128 + signal.SIGINT) from err
-    if as_json:
+    if output == "json":
         echo_json(result.to_json())
-    else:
-        click.echo(result.format_table())
-        click.echo(f"run folder: {_committed(result.run_dir, store_root)}")
+    elif output == "text":
+        click.echo(result.format_table(per_fold=per_fold))
+        each = "" if per_fold else f" (each fold: fxstore runs show {result.run_dir.name})"
+        click.echo(f"run folder: {_committed(result.run_dir, store_root)}{each}")
         click.echo(f"its report: {report_command(result.run_dir.name, store_root)}")
     return result
 
@@ -481,7 +519,7 @@ def train(
         quiet,
         resume=resume,
         profile=expected,
-        as_json=as_json,
+        output="json" if as_json else "text",
         executor=runs_on,
         gpus=gpus,
     )

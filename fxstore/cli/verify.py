@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 
 import click
 
-from fxstore.cli._options import command, store_option
+from fxstore.cli._options import command, json_option, store_option
+from fxstore.cli._output import echo_json
 
 
 @command()
@@ -16,8 +18,9 @@ from fxstore.cli._options import command, store_option
     is_flag=True,
     help="Remove temporary files of killed writes and rebuild damaged fxcaches from their bars.",
 )
+@json_option
 @store_option
-def verify(symbol: str | None, repair: bool, store_root: Path) -> None:
+def verify(symbol: str | None, repair: bool, as_json: bool, store_root: Path) -> None:
     """Check every bar series and fxcache (of SYMBOL, or all) against its manifest.
 
     Each listed file must exist inside the store with the recorded size and SHA-256 (every
@@ -33,7 +36,10 @@ def verify(symbol: str | None, repair: bool, store_root: Path) -> None:
     from fxstore.verify import verify_store
 
     report = verify_store(store_root, symbol, repair=repair)
-    for line in report.format_lines():
-        click.echo(line)
+    if as_json:
+        echo_json({**asdict(report), "n_left": report.n_left})
+    else:
+        for line in report.format_lines():
+            click.echo(line)
     if report.n_left:
         raise SystemExit(1)

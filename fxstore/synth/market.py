@@ -18,8 +18,9 @@ from fxstore.errors import InvalidInputError
 from fxstore.ingest import MBP10_DTYPE
 from fxstore.market.calendar import NS_PER_DAY, is_trading_day, trading_days_between
 from fxstore.synth.day import DayPlan, DaySimulation, DayVolume, daily_log_vol, plan_day
-from fxstore.synth.definitions import write_definitions
+from fxstore.synth.definitions import definition_file_name, write_definitions
 from fxstore.synth.prices import anchor_levels
+from fxstore.synth.record import SynthRecord
 from fxstore.synth.signal import SAMPLES_PER_HALF_LIFE, SignalLog
 from fxstore.synth.writer import DbnFileWriter, dbn_file_name, mbp10_metadata, utc_date_of
 
@@ -45,6 +46,14 @@ class SynthSummary:
     #: Per trading day and instrument: volume, trades and records (the roll schedule's truth).
     day_volumes: tuple[DayVolume, ...]
     elapsed_s: float
+    #: Trading days left as an earlier run with the same options wrote them (all of them:
+    #: nothing was written; some: a stopped run resumed).
+    days_kept: int = 0
+
+    @property
+    def is_up_to_date(self) -> bool:
+        """Every day was there already: no file was written."""
+        return self.days_kept == len(self.trading_days)
 
     def volume_by_symbol(self) -> dict[str, int]:
         """Contracts traded per raw symbol over the whole range."""
@@ -95,6 +104,14 @@ class _TradingDayFiles:
         assert self._writer is not None
         self._files.append(self._writer.commit())
         self._writer = None
+
+    def keep_day(self, path: Path) -> None:
+        """A day's file an earlier run wrote, left as it is."""
+        self._files.append(path)
+
+    @property
+    def last_file(self) -> Path:
+        return self._files[-1]
 
     def finish(self) -> tuple[Path, ...]:
         return tuple(self._files)
@@ -160,9 +177,53 @@ class _UtcDayFiles:
         self._commit()
         return tuple(self._files)
 
+    def keep_files(self, paths: list[Path]) -> None:
+        """The files an earlier run wrote (every day kept), left as they are."""
+        self._files = list(paths)
+
     def abort(self) -> None:
         if self._writer is not None:
             self._writer.abort()
+
+
+def _days_to_keep(
+    record: SynthRecord, plans: list[DayPlan], layout: _Layout
+) -> dict[dt.date, tuple[Path, list[DayVolume]]]:
+    """The days an earlier run with the same options wrote that stay as they are: any of
+    them for one file per trading day; for UTC-day files (shared by two days) all or none."""
+    kept = {}
+    for plan in plans:
+        found = record.written_day(plan.trading_day)
+        if found is not None:
+            kept[plan.trading_day] = (found[0][0], found[1])
+    if isinstance(layout, _TradingDayFiles):
+        return kept
+    return kept if len(kept) == len(plans) and record.shared_intact() else {}
+
+
+def _write_day(
+    config: SynthConfig,
+    plan: DayPlan,
+    layout: _Layout,
+    signal: SignalLog,
+    buffer: npt.NDArray[np.void],
+    record: SynthRecord,
+) -> list[DayVolume]:
+    """Generate one trading day into `layout` and its signal file; record it; its volumes."""
+    sim = DaySimulation(config, plan)
+    layout.start_day(plan)
+    signal.start_day()
+    for records in sim.iter_chunks(buffer):
+        layout.write(records)
+        if int(records["ts_recv"][0]) >= plan.open_ns:  # not the pre-open's chunks
+            signal.observe(records)
+    layout.end_day()
+    signal_file = signal.end_day(plan.trading_day, *sim.signal_stream())
+    own = [layout.last_file] if isinstance(layout, _TradingDayFiles) else []
+    volumes = list(sim.volumes())
+    record.add_day(plan.trading_day, [*own, signal_file], volumes)
+    logger.debug("generated trading day %s", plan.trading_day)
+    return volumes
 
 
 def _next_trading_day(day: dt.date) -> dt.date:
@@ -234,23 +295,29 @@ def generate_market(
     buffer = np.empty(_CHUNK_RECORDS, dtype=MBP10_DTYPE)
     volumes: list[DayVolume] = []
     signal = SignalLog(out_dir, config.signal_half_life // SAMPLES_PER_HALF_LIFE)
+    record = SynthRecord(out_dir, config)
+    kept = _days_to_keep(record, plans, layout)
+    if len(kept) < len(plans):
+        record.forget_shared()  # rewritten below: definitions, and UTC-day files
     try:
         for plan in plans:
-            sim = DaySimulation(config, plan)
-            layout.start_day(plan)
-            signal.start_day()
-            for records in sim.iter_chunks(buffer):
-                layout.write(records)
-                if int(records["ts_recv"][0]) >= plan.open_ns:  # not the pre-open's chunks
-                    signal.observe(records)
-            layout.end_day()
-            signal.end_day(plan.trading_day, *sim.signal_stream())
-            volumes.extend(sim.volumes())
-            logger.debug("generated trading day %s", plan.trading_day)
+            if plan.trading_day in kept:
+                path, day_volumes = kept[plan.trading_day]
+                if isinstance(layout, _TradingDayFiles):
+                    layout.keep_day(path)
+                volumes.extend(day_volumes)
+            else:
+                volumes.extend(_write_day(config, plan, layout, signal, buffer, record))
             if on_progress is not None:
                 on_progress(plan.trading_day)
+        definitions = out_dir / definition_file_name(plans[0].trading_day, plans[-1].trading_day)
+        if isinstance(layout, _UtcDayFiles) and len(kept) == len(plans):
+            layout.keep_files([p for p in record.shared_paths() if p != definitions])
         files = layout.finish()
-        definitions = write_definitions(config, plans, out_dir)
+        shared = [*([] if isinstance(layout, _TradingDayFiles) else files), definitions]
+        if len(kept) < len(plans) or not record.shared_written([p.name for p in shared]):
+            write_definitions(config, plans, out_dir)
+            record.set_shared(shared)
     except BaseException:
         layout.abort()
         raise
@@ -261,6 +328,7 @@ def generate_market(
         n_records=sum(v.n_records for v in volumes),
         day_volumes=tuple(volumes),
         elapsed_s=time.perf_counter() - started,
+        days_kept=len(kept),
     )
     logger.info(
         "synthetic %s: %d trading days, %d records, %d files in %.1f s",

@@ -250,7 +250,7 @@ def _train_run(
             done = found[fold.index]
             if done is None:
                 if stop is not None and stop.signum is not None:
-                    raise interrupted(run, stop.signum, f"the start of fold {fold.index}")
+                    raise interrupted(run, stop.signum, f"the start of fold {fold.number}")
                 done = fold_results(
                     market,
                     cache,
@@ -460,7 +460,7 @@ def _run_fold(
             clock, samples = now, 0
         if stop is not None and stop.signum is not None:  # a safe point: the step is whole
             save_fold(checkpoint, learner, state, obs)
-            raise interrupted(run, stop.signum, f"fold {fold.index} step {state.step}")
+            raise interrupted(run, stop.signum, f"fold {fold.number} step {state.step}")
     sync_losses(agent, state)
     if not has_validation:  # nothing to select on: the last weights trade
         chosen = "last"

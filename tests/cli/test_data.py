@@ -102,6 +102,42 @@ def test_synth_then_ingest_twice_reports_up_to_date(tmp_path: Path) -> None:
     assert second.exit_code == 0 and second.output.startswith("Up to date:")
 
 
+def test_synth_twice_says_the_files_are_left_as_they_are(tmp_path: Path) -> None:
+    args = ["synth", str(tmp_path), "--start", "2024-03-04", "--end", "2024-03-05", "-q"]
+    args += ["--events-per-day", "2000"]
+    first = CliRunner().invoke(cli, args, catch_exceptions=False)
+
+    second = CliRunner().invoke(cli, args, catch_exceptions=False)
+
+    assert first.output.startswith("Wrote 2 DBN files (4,096 records, 2 trading days) to ")
+    assert second.output == (
+        f"Up to date: 2 DBN files (4,096 records, 2 trading days) in {tmp_path}, "
+        "written before with the same options; left as they are.\n"
+    )
+
+
+def test_synth_and_ingest_json_print_what_they_did(tmp_path: Path) -> None:
+    market = tmp_path / "m"
+    synth_args = ["synth", str(market), "--start", "2024-03-04", "--end", "2024-03-05", "-q"]
+    ingest_args = ["ingest", str(market), "--store", str(tmp_path), "--workers", "1", "-q"]
+
+    synth = CliRunner().invoke(cli, [*synth_args, "--events-per-day", "2000", "--json"])
+    ingest = CliRunner().invoke(cli, [*ingest_args, "--json"], catch_exceptions=False)
+
+    wrote, built = json.loads(synth.stdout), json.loads(ingest.stdout)
+    assert (wrote["out_dir"], wrote["is_up_to_date"], wrote["n_records"]) == (
+        str(market),
+        False,
+        4096,
+    )
+    assert [Path(f).name for f in wrote["files"]] == [
+        "glbx-mdp3-20240304.mbp-10.dbn.zst",
+        "glbx-mdp3-20240305.mbp-10.dbn.zst",
+    ]
+    assert (built["n_days"], built["up_to_date"]) == (2, False)
+    assert built["bars_per_day"] == built["n_bars"] / 2
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

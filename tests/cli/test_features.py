@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from fxstore.cli import cli
 from fxstore.features.definitions import default_featureset, load_featureset
+
+pytestmark = pytest.mark.quick
 
 
 def test_features_lists_the_default_set_with_tick_size_left_to_precompute() -> None:

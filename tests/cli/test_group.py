@@ -11,6 +11,8 @@ from click.testing import CliRunner
 
 from fxstore.cli import cli
 
+pytestmark = pytest.mark.quick
+
 COMMANDS = (
     "backtest",
     "demo",

@@ -28,6 +28,8 @@ from fxstore.cli._options import FROM_PROFILE
 from fxstore.config import BASELINE_POLICIES
 from fxstore.train.profiles import load_profile
 
+pytestmark = pytest.mark.quick
+
 #: Arguments each command needs to run at all.
 ARGS = {"info": ["ES.FUT"], "ingest": ["in.dbn"], "rolls": ["ES.FUT"], "scan": ["in.dbn"]}
 #: The library calls of each command, by module and name, replaced while it runs.
@@ -129,7 +131,7 @@ def _run(command: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[
             arguments = inspect.signature(original).bind(*args, **kwargs).arguments
             seen.extend(a for a in arguments.values() if dataclasses.is_dataclass(a))
             seen.append(arguments)
-            return SimpleNamespace(format_text=lambda: "", to_json=lambda: {})
+            return SimpleNamespace(format_text=lambda **_: "", to_json=lambda: {})
 
         return record
 

@@ -10,6 +10,8 @@ from fxstore.cli.train import train_config
 from fxstore.errors import InvalidInputError
 from fxstore.train.profiles import load_profile
 
+pytestmark = pytest.mark.quick
+
 
 def test_train_config_no_options_is_the_profile() -> None:
     assert train_config("smoke") == load_profile("smoke")
@@ -38,14 +40,13 @@ def test_train_config_options_replace_settings_in_their_sections() -> None:
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"hidden": 0}, "the command line: [agent]: `hidden` must be > 0, was 0."),
-        ({"train_days": 0}, "the command line: [walkforward]: `train_days` must be > 0, was 0."),
-        ({"max_folds": 0}, "the command line: the top level: `max_folds` must be > 0, was 0."),
+        ({"hidden": 0}, "`--hidden` must be > 0, was 0."),
+        ({"train_days": 0}, "`--train-days` must be > 0, was 0."),
+        ({"max_folds": 0}, "`--max-folds` must be > 0, was 0."),
+        ({"commission_per_contract": -1.0}, "`--commission` must be >= 0, was -1.0."),
     ],
 )
-def test_train_config_bad_option_names_the_command_line_and_section(
-    options: dict[str, int], message: str
-) -> None:
+def test_train_config_bad_option_names_the_option(options: dict[str, int], message: str) -> None:
     with pytest.raises(InvalidInputError) as info:
         train_config("smoke", **options)  # type: ignore[arg-type]
 

@@ -5,6 +5,8 @@ import pytest
 from fxstore.config import IngestConfig, InstrumentSelection
 from fxstore.errors import InvalidInputError
 
+pytestmark = pytest.mark.quick
+
 
 @pytest.mark.parametrize(
     ("text", "expected", "key"),

@@ -12,6 +12,8 @@ import pytest
 
 import fxstore.config
 
+pytestmark = pytest.mark.quick
+
 CONFIG_DIR = Path(fxstore.config.__file__).parent
 STAGES = ("fxstore.ingest", "fxstore.features", "fxstore.train", "fxstore.synth")
 

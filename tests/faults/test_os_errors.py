@@ -387,7 +387,7 @@ def test_cli_train_resume_empty_is_one_error_line(store_copy: Path) -> None:
 def test_cli_train_negative_seed_says_at_least_zero(store_copy: Path) -> None:
     result = _run("train", "--store", str(store_copy), "--seed", "-1")
 
-    assert _error_line(result).endswith("`seed` must be >= 0, was -1.")
+    assert _error_line(result) == "Error: `--seed` must be >= 0, was -1."
 
 
 def test_cli_unknown_command_exits_1_with_one_error_line() -> None:

@@ -62,8 +62,20 @@ def test_verify_clean_store_finds_no_problem(store: Path) -> None:
 
     assert code == 0
     assert len(lines) == 1
-    assert lines[0].startswith("Verified 1 bar series and 1 fxcaches (")
+    assert lines[0].startswith("Verified 1 bar series and 1 fxcache (")
     assert lines[0].endswith(f" files) in {store}: no problems.")
+
+
+def test_verify_json_lists_the_problems_and_exits_1_while_any_is_left(store: Path) -> None:
+    shard = _cache(store) / "2024-04.arrow"
+    _flip_byte(shard)
+
+    result = CliRunner().invoke(cli, ["verify", "--json", "--store", str(store)])
+
+    data = json.loads(result.stdout)
+    assert result.exit_code == 1
+    assert (data["n_series"], data["n_caches"], data["n_left"]) == (1, 1, 1)
+    assert [(p["path"], p["is_repaired"]) for p in data["problems"]] == [(str(shard), False)]
 
 
 def test_verify_damaged_shard_is_reported_and_exit_1(store: Path) -> None:
@@ -77,7 +89,7 @@ def test_verify_damaged_shard_is_reported_and_exit_1(store: Path) -> None:
         f"{shard}: SHA-256 differs from its manifest's (damaged or replaced); rebuild it with "
         "`fxstore precompute --force` (or `fxstore verify --repair`)."
     )
-    assert lines[1].endswith(": 1 problems, 0 repaired, 1 left.")
+    assert lines[1].endswith(": 1 problem, 0 repaired, 1 left.")
 
 
 @pytest.mark.parametrize("damage", ["flip", "delete", "truncate"])

@@ -11,6 +11,8 @@ from click.testing import CliRunner
 from fxstore.cli import cli
 from tests.features.conftest import INGEST
 
+pytestmark = pytest.mark.quick
+
 
 def _run(*args: str) -> tuple[int, str]:
     result = CliRunner().invoke(cli, list(args))
@@ -153,6 +155,11 @@ def test_gc_lists_by_default_and_keeps_the_current_version(store: Path) -> None:
             ["--older-than", "soon"],
             "Error: `--older-than` must be an ISO date or time (2024-06-01, 2024-06-01T12:00Z) "
             "or an age (30d, 12h), was 'soon'.",
+        ),
+        (
+            ["--caches", "--keep", "2"],
+            "Error: --caches prunes fxcaches by what reads them: drop --keep and --older-than "
+            "(they choose bar versions).",
         ),
     ],
 )

@@ -24,6 +24,8 @@ from fxstore.features.definitions import (
     parse_featureset,
 )
 
+pytestmark = pytest.mark.quick
+
 SOURCE = {
     "instrument_key": "mbp10_front_month",
     "bar_key": "dib-b100-946dfb62",

@@ -5,6 +5,8 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
+import pytest
+
 from fxstore.features.definitions import (
     FeatureDef,
     FeatureSet,
@@ -14,6 +16,8 @@ from fxstore.features.definitions import (
     parse_featureset,
 )
 from fxstore.features.describe import featureset_toml, format_featureset
+
+pytestmark = pytest.mark.quick
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "features.toml"
 SOURCE = {"instrument_key": "mbp10_front_month", "bar_key": "dib-b100-0", "bars_sha256": "0" * 64}

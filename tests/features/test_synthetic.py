@@ -9,6 +9,8 @@ from fxstore.errors import InvalidInputError
 from fxstore.features.synthetic import synthetic_bars
 from fxstore.ingest.bars.builder import BAR_SCHEMA
 
+pytestmark = pytest.mark.quick
+
 
 def test_synthetic_bars_follow_the_bar_store_schema_and_invariants() -> None:
     bars = synthetic_bars(1_000, n_days=5, roll_days=(2, 4), seed=1)

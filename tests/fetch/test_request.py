@@ -10,6 +10,8 @@ from fxstore.errors import InvalidInputError
 from fxstore.fetch import FetchRequest, RetryPolicy
 from fxstore.fetch.api import _option_named
 
+pytestmark = pytest.mark.quick
+
 DAY = dt.date(2024, 1, 2)
 
 

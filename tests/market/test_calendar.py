@@ -21,6 +21,8 @@ from fxstore.market.calendar import (
     trading_days_between,
 )
 
+pytestmark = pytest.mark.quick
+
 NS = 1_000_000_000
 
 

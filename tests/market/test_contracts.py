@@ -7,6 +7,8 @@ import pytest
 from fxstore.errors import InvalidInputError
 from fxstore.market.contracts import Contract, parse_outright, root_of_outright, root_of_parent
 
+pytestmark = pytest.mark.quick
+
 JAN_2024 = dt.date(2024, 1, 2)
 
 

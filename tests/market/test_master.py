@@ -16,6 +16,8 @@ from fxstore.market.master import (
     root_spec,
 )
 
+pytestmark = pytest.mark.quick
+
 PEER = Path(__file__).parents[1] / "data" / "peer-dbn"
 ES_FUT = PEER / "GLBX.MDP3.definition-es-fut.dbn.zst"
 ES_SPREADS = PEER / "GLBX.MDP3.definition-es-futspread.dbn.zst"

@@ -5,6 +5,8 @@ import pytest
 from fxstore.market.master import ROOTS
 from fxstore.market.plausible import GENERIC_LIMIT, PLAUSIBLE, plausible_range
 
+pytestmark = pytest.mark.quick
+
 
 def test_plausible_ranges_cover_every_root_of_the_built_in_table() -> None:
     assert set(PLAUSIBLE) == set(ROOTS)

@@ -22,8 +22,10 @@ def ray_options() -> dict[str, object]:
 
 @pytest.fixture(scope="module")
 def ray_cluster() -> Iterator[None]:
-    """A two-CPU Ray instance on this machine for the module."""
-    ray.init(num_cpus=2, **ray_options())
+    """A two-CPU Ray instance on this machine for the module: a new one ("local"), never
+    the cluster another test module (test_two_nodes) may run at the same time in another
+    pytest worker, which ray.init() would otherwise join."""
+    ray.init(address="local", num_cpus=2, **ray_options())
     try:
         yield
     finally:

@@ -71,7 +71,7 @@ def test_train_on_ray_names_a_failed_fold_and_keeps_the_others(store: Path) -> N
         train(THREE, store, executor=RAY, on_start=block_fold_1)
 
     message = str(err.value)
-    assert message.startswith("fold 1: ")
+    assert message.startswith("fold 2: ")
     assert "fold01/evals.json" in message and "--resume" in message
     assert "\n" not in message
     run_dir = next(

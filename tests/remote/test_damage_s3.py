@@ -45,7 +45,7 @@ def test_verify_checks_the_objects_in_the_bucket_not_the_warm_cache(
 
     assert code == 1, out
     assert f"{s3_store.url}/{shard}: SHA-256 in the bucket differs from its manifest's" in out
-    assert f"in {s3_store.url}: 1 problems, 0 repaired, 1 left." in out
+    assert f"in {s3_store.url}: 1 problem, 0 repaired, 1 left." in out
 
 
 def test_a_damaged_shard_blocks_no_command_and_verify_repair_rebuilds_it(
@@ -76,7 +76,7 @@ def test_a_damaged_shard_blocks_no_command_and_verify_repair_rebuilds_it(
     assert "rebuilt by precompute from its bars" in repaired
     assert bucket_files(s3_store)[shard] == good
     code, again = run_cli("verify", *_fresh(s3_store, tmp_path / "e"))
-    assert code == 0 and again.startswith("Verified 1 bar series and 1 fxcaches"), again
+    assert code == 0 and again.startswith("Verified 1 bar series and 1 fxcache"), again
 
 
 def test_a_damaged_day_file_blocks_no_command_and_ingest_force_builds_past_it(

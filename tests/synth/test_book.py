@@ -22,6 +22,8 @@ from fxstore.synth.book import (
 from tests.synth.conftest import Market
 from tests.synth.dbn_io import file_day
 
+pytestmark = pytest.mark.quick
+
 TICK = 250_000_000
 KEY = np.uint64(12345)
 

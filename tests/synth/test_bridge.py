@@ -17,6 +17,8 @@ import pytest
 from fxstore.synth.events import DayConsts, advance_walk
 from fxstore.synth.signal import bridge_terms
 
+pytestmark = pytest.mark.quick
+
 N = 4_000  # records a day
 PHI = 0.5 ** (1 / 400)  # a half-life of 400 records: a tenth of the day
 SIGMA, LOAD = 0.05, 1.0

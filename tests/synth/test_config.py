@@ -10,6 +10,8 @@ import pytest
 from fxstore.config import SynthConfig
 from fxstore.errors import InvalidInputError
 
+pytestmark = pytest.mark.quick
+
 START, END = dt.date(2024, 3, 1), dt.date(2024, 3, 22)
 
 VALID = [

@@ -15,6 +15,8 @@ from fxstore.synth.contracts import (
     trading_days_from,
 )
 
+pytestmark = pytest.mark.quick
+
 
 @pytest.mark.parametrize(
     ("root", "year", "month", "symbol"),

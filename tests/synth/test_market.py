@@ -20,6 +20,8 @@ from fxstore.synth.writer import DbnFileWriter
 from tests.synth.conftest import Market, make_market
 from tests.synth.dbn_io import file_day, read_dbn
 
+pytestmark = pytest.mark.quick
+
 SMALL = {"events_per_day": 3_000}
 
 
@@ -39,8 +41,8 @@ def test_generate_market_one_file_per_trading_day(roll_market: Market) -> None:
     side = [f"glbx-mdp3-{d:%Y%m%d}.planted-signal.npz" for d in days]
     definitions = f"glbx-mdp3-{days[0]:%Y%m%d}-{days[-1]:%Y%m%d}.definition.dbn.zst"
     assert roll_market.summary.definitions.name == definitions
-    # the planted signal's side files and the definition file sit beside them
-    assert listed == sorted([*names, *side, definitions])
+    # the planted signal's side files, the definition file and the record sit beside them
+    assert listed == sorted([*names, *side, definitions, "fxstore-synth.json"])
 
 
 def test_generate_market_metadata_header_is_parent_query(roll_market: Market) -> None:

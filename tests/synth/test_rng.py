@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from fxstore.synth.rng import geometric, normal_at, stream_keys, uniform_at
+
+pytestmark = pytest.mark.quick
 
 KEY = np.uint64(0xDEADBEEF)
 

@@ -5,11 +5,14 @@ from __future__ import annotations
 import datetime as dt
 
 import numpy as np
+import pytest
 
 from fxstore.market.calendar import CHICAGO, roll_date
 from fxstore.synth import outright_id, spread_id
 from tests.synth.conftest import Market
 from tests.synth.dbn_io import file_day
+
+pytestmark = pytest.mark.quick
 
 ESH4, ESM4, ESU4 = (
     outright_id("ES", 2024, 3),

@@ -20,6 +20,8 @@ from fxstore.ingest.dbn.format import F_LAST
 from fxstore.synth import generate_market
 from tests.synth.dbn_io import read_dbn
 
+pytestmark = pytest.mark.quick
+
 INTERVAL = 300
 
 

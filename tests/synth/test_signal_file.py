@@ -16,6 +16,8 @@ from fxstore.synth.events import advance_walk
 from fxstore.synth.signal import SAMPLES_PER_HALF_LIFE, signal_file_name, signal_path
 from tests.synth.dbn_io import read_dbn
 
+pytestmark = pytest.mark.quick
+
 DAY = dt.date(2024, 5, 6)
 
 

@@ -11,6 +11,8 @@ from fxstore.store import list_temps
 from fxstore.synth import writer
 from fxstore.synth.writer import DbnFileWriter, dbn_file_name, mbp10_metadata
 
+pytestmark = pytest.mark.quick
+
 _DAY = dt.date(2024, 6, 4)
 
 

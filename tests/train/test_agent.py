@@ -15,6 +15,8 @@ from fxstore.train.agent.dqn import Agent, make_rng, project_distribution
 from fxstore.train.agent.ops import dueling_log_probs
 from fxstore.train.agent.replay import Batch, NStepAccumulator, PrioritizedReplay
 
+pytestmark = pytest.mark.quick
+
 SMALL = AgentConfig(hidden=8, layers=2, n_atoms=5, v_min=-2.0, v_max=2.0, lr=1e-3, seed=3)
 SUPPORT = np.linspace(-2.0, 2.0, 5)
 

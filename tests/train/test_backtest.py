@@ -23,6 +23,8 @@ from fxstore.train.evaluate.walkforward import Fold
 from fxstore.train.runs.backtest import run_backtest
 from tests.conftest import SynthMarket
 
+pytestmark = pytest.mark.quick
+
 ES = ContractSpec("ES", 50.0, 0.25)
 #: 0.125 * 50 (half spread) + 1.25 (commission) = $7.50 per contract traded.
 COST = 7.5
@@ -256,15 +258,15 @@ def test_run_backtest_format_table_lists_folds_then_totals(backtest) -> None:  #
     lines = result.format_table().splitlines()
 
     assert " ".join(lines[0].split()) == (
-        "fold test span policy PnL $ Sharpe(d) max DD $ trades PSR IS Sharpe(d)"
+        "fold test span policy PnL $ Sharpe ann. max DD $ trades PSR IS Sharpe ann."
     )
     # folds, totals, one significance line for the best policy of the table, the notes
     n_notes = len(result.notes)
     assert len(lines) == 2 + len(result.folds) + len(BASELINES) + 1 + n_notes
     assert lines[-2 - n_notes].startswith("all") and lines[-2 - n_notes].split()[2] == "oracle"
-    assert " n/a " in lines[2]  # fold 0, flat: Sharpe undefined
+    assert " n/a " in lines[2]  # fold 1, flat: Sharpe undefined
     best = result.significance[0]
-    assert lines[-1 - n_notes].startswith(f"{best.policy}: daily Sharpe")
+    assert lines[-1 - n_notes].startswith(f"{best.policy}: Sharpe ann.")
     assert f"over {len(BASELINES)} trials" in lines[-1 - n_notes]
     assert lines[-n_notes].startswith("ceiling and oracle: planted signal from ")
 
@@ -319,7 +321,7 @@ def test_cli_backtest_json_reports_folds_totals_and_run_dir(store: Path) -> None
     result = CliRunner().invoke(cli, args, catch_exceptions=False)
 
     assert result.exit_code == 0
-    report = json.loads(result.output)
+    report = json.loads(result.stdout)
     assert report["policies"] == ["long", "flat"] and list(report["totals"]) == ["long", "flat"]
     config = json.loads((Path(report["run_dir"]) / "config.json").read_text())["config"]
     assert config["env"]["commission_per_contract"] == 2.0 and config["env"]["roll"] == "close"
@@ -332,7 +334,9 @@ def test_cli_backtest_table_prints_rows_and_run_folder(store: Path) -> None:
     result = CliRunner().invoke(cli, [*args, "--train-days", "20", "-q"], catch_exceptions=False)
 
     assert result.exit_code == 0
-    lines = result.output.splitlines()
+    (key,) = (p.name for p in (store / "fxcache" / "ES.FUT").iterdir())
+    assert result.stderr == f"fxcache ES.FUT/{key}: the only fxcache of 'ES.FUT'\n"
+    lines = result.stdout.splitlines()
     assert lines[0].startswith("fold") and "ofi-sign" in lines[2]
     assert lines[-2].startswith("Wrote ") and "-backtest" in lines[-2]
     run_id = lines[-2].rsplit("/", 1)[1]
@@ -357,3 +361,13 @@ def test_run_backtest_that_fails_midway_leaves_no_run_folder(
 
     after = sorted((store / "runs").iterdir()) if (store / "runs").exists() else []
     assert after == before  # the folder it had created is gone
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [(-817.5, "-$817.50"), (1234.0, "$1,234.00"), (0.0, "$0.00"), (float("nan"), "n/a")],
+)
+def test_dollars_puts_the_sign_before_the_dollar(value: float, text: str) -> None:
+    from fxstore.train.evaluate.results import dollars
+
+    assert dollars(value) == text

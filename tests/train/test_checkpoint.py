@@ -12,6 +12,8 @@ import pytest
 from fxstore.errors import InvalidInputError
 from fxstore.train.agent.checkpoint import load_checkpoint, save_checkpoint
 
+pytestmark = pytest.mark.quick
+
 
 def test_save_checkpoint_round_trips_arrays_shapes_and_meta(tmp_path: Path) -> None:
     arrays = {"a/params": np.arange(6, dtype=np.float32).reshape(2, 3), "step": np.array(7)}

@@ -11,6 +11,8 @@ from fxstore.store import file_sha256, manifest_path
 from fxstore.train.env.data import open_cache
 from tests.train._fxcache import FEATURESET, SYMBOL, Fxcache
 
+pytestmark = pytest.mark.quick
+
 
 def test_open_cache_records_key_manifest_checksum_and_horizon(cache: Fxcache) -> None:
     cached = open_cache(cache.root, SYMBOL, None)

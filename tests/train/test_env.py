@@ -25,6 +25,8 @@ from fxstore.train.env.market import (
 from fxstore.train.env.vecenv import VecEnv
 from tests.train._fxcache import SYMBOL, write_fxcache
 
+pytestmark = pytest.mark.quick
+
 ES = ContractSpec("ES", 50.0, 0.25)
 #: 1 contract traded costs 0.125 * 50 + 1 * 0.25 * 50 + 1.25 = 6.25 + 12.5 + 1.25 = $20.
 COST = 20.0

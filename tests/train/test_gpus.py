@@ -109,8 +109,7 @@ def test_train_display_counts_folds_reporting_out_of_order() -> None:
             report(3, 100, last=True),
         ]:
             display(r)
-            assert display._bar is not None
-            positions.append(display._bar.pos)
+            positions.append(display.steps_done)
     finally:
         display.close()
     assert positions == [240, 270, 330, 400]
@@ -132,9 +131,8 @@ def test_train_display_counts_every_seed_of_a_fold() -> None:
             report(1, 0, 10),
         ]:
             display(r)
-            assert display._bar is not None
-            positions.append(display._bar.pos)
-        assert display._bar.length == 600
+            positions.append(display.steps_done)
+        assert display.steps_total == 600
     finally:
         display.close()
     assert positions == [100, 150, 250, 260]
@@ -151,7 +149,7 @@ def test_train_on_gpus_names_a_failed_fold_and_resume_trains_only_it(
         train(THREE, store, gpus=TWO_GPUS, on_start=lambda r: (started.append(r), block_fold_1(r)))
     run_dir = store / "runs" / started[0]
     message = str(err.value)
-    assert message.startswith("fold 1: ") and "fold01/evals.json" in message
+    assert message.startswith("fold 2: ") and "fold01/evals.json" in message
     assert f"--resume {started[0]}" in message and "\n" not in message
     assert [(fold_dir(run_dir, i) / "results.npz").is_file() for i in range(3)] == [1, 0, 1]
     assert json.loads((run_dir / "status.json").read_text())["folds_done"] == 2
@@ -181,7 +179,7 @@ def test_train_on_gpus_a_dead_worker_fails_its_fold_and_the_others_finish(
     with pytest.raises(FoldFailedError) as err:
         train(THREE, store, gpus=TWO_GPUS, on_start=started.append)
 
-    assert str(err.value).startswith("fold 1: its worker process on GPU 1 died (")
+    assert str(err.value).startswith("fold 2: its worker process on GPU 1 died (")
     run_dir = store / "runs" / started[0]
     assert [(fold_dir(run_dir, i) / "results.npz").is_file() for i in range(3)] == [1, 0, 1]
 

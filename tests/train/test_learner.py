@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from fxstore.train.agent.learner import LearnerStep
 from tests.train._learner_pairs import add, learner_pair
+
+pytestmark = pytest.mark.quick
 
 
 def test_learner_step_on_numpy_is_sample_update_and_write_back() -> None:

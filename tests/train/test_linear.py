@@ -18,6 +18,8 @@ from fxstore.train.evaluate.references.linear import (
 from fxstore.train.evaluate.results import baseline_results
 from fxstore.train.evaluate.walkforward import Fold
 
+pytestmark = pytest.mark.quick
+
 ES = ContractSpec("ES", 50.0, 0.25)
 ENV = EnvConfig(commission_per_contract=1.25)
 BARS_PER_DAY = 20

@@ -27,6 +27,8 @@ from tests.train._fxcache import (
     write_shard,
 )
 
+pytestmark = pytest.mark.quick
+
 
 def mapped_ranges(path: Path) -> list[tuple[int, int]]:
     """Address ranges at which this process maps `path` (from /proc/self/maps)."""
@@ -243,12 +245,13 @@ def test_open_fxcache_empty_store_says_none_known(tmp_path: Path) -> None:
 def test_open_fxcache_several_featuresets_need_one_named(cache: Fxcache) -> None:
     write_fxcache(cache.root, featureset="fs000other")
     with pytest.raises(
-        InvalidInputError, match=rf"must be one of fs000other, {FEATURESET}, was None"
+        InvalidInputError,
+        match=rf"2 fxcaches \(fs000other, {FEATURESET}\) and none .*: pick one with --featureset",
     ):
         open_fxcache(cache.root, SYMBOL, device="cpu")
     with open_fxcache(cache.root, SYMBOL, featureset=FEATURESET, device="cpu") as view:
         assert view.manifest["featureset"] == {"hash": FEATURESET, "features": cache.features}
-    with pytest.raises(InvalidInputError, match=r"was 'fs999'\."):
+    with pytest.raises(InvalidInputError, match=r"was 'fs999' \(`fxstore ls` lists them\)\."):
         open_fxcache(cache.root, SYMBOL, featureset="fs999")
 
 

@@ -207,9 +207,7 @@ def test_cli_train_bad_override_is_one_error_line(store: Path) -> None:
         cli, ["train", "--store", str(store), "--profile", "smoke", "--hidden", "0"]
     )
     assert result.exit_code == 1
-    assert result.output.strip().splitlines()[-1] == (
-        "Error: the command line: [agent]: `hidden` must be > 0, was 0."
-    )
+    assert result.output.strip().splitlines()[-1] == ("Error: `--hidden` must be > 0, was 0.")
 
 
 def test_train_agent_significance_counts_every_validation_candidate(store: Path) -> None:

@@ -22,6 +22,8 @@ from fxstore.train.evaluate.metrics import (
 )
 from fxstore.train.gpu.xp import array_module
 
+pytestmark = pytest.mark.quick
+
 # The hand case: 2 days of 2 bars, capital 1000, bars_per_day 2.
 PNL = np.array([10.0, -15.0, 30.0, -5.0])
 POSITIONS = np.array([1, 0, -2, -2])

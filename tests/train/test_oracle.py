@@ -20,6 +20,8 @@ from fxstore.train.evaluate.references.oracle import (
 from fxstore.train.evaluate.results import baseline_results, reference_notes
 from tests.train.test_backtest import tiny_market, whole_fold
 
+pytestmark = pytest.mark.quick
+
 ES = ContractSpec("ES", 50.0, 0.25)
 ENV = EnvConfig(commission_per_contract=1.25)  # + half spread 0.125 x $50: $7.50 a contract
 

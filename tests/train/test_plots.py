@@ -24,6 +24,8 @@ from fxstore.train.runs.plots import (
     session_axis,
 )
 
+pytestmark = pytest.mark.quick
+
 #: Thu 2024-03-07, Fri 03-08, then a weekend, Mon 03-11, Tue 03-12 (the day after US DST).
 DAYS = (dt.date(2024, 3, 7), dt.date(2024, 3, 8), dt.date(2024, 3, 11), dt.date(2024, 3, 12))
 BARS_PER_DAY = 20
@@ -172,7 +174,7 @@ def test_equity_figure_legend_holds_pnl_and_sharpe_of_each_policy() -> None:
     for text, (policy, result) in zip(texts, results.items(), strict=True):  # agent first
         assert text.startswith(f"{policy}: PnL ")
         assert f"{abs(result.metrics.total_pnl):,.0f}" in text
-        assert f"Sharpe(d) {result.metrics.sharpe_daily:.2f}" in text
+        assert f"Sharpe ann. {result.metrics.sharpe_daily:.2f}" in text
 
 
 def test_equity_figure_has_a_drawdown_panel_under_the_equity_panel() -> None:
@@ -214,7 +216,7 @@ def test_equity_all_figure_chains_folds_and_marks_each_fold() -> None:
     np.testing.assert_allclose(agent.get_ydata(), 100_000.0 + np.cumsum(pnl))
     assert np.all(np.diff(agent.get_xdata()) > 0)
     marks = [t.get_text() for t in figure.axes[0].texts]
-    assert marks == ["fold 0", "fold 1"]
+    assert marks == ["fold 1", "fold 2"]
 
 
 def test_plot_equity_all_writes_a_png(tmp_path: Path) -> None:

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 import numpy.typing as npt
+import pytest
 
 from fxstore.config import EnvConfig
 from fxstore.train.agent.policy import QFunction, action_values, banded_positions, greedy_positions
 from tests.train.test_env import random_market
+
+pytestmark = pytest.mark.quick
 
 CONFIG = EnvConfig()  # positions -2..2: action j holds position j
 

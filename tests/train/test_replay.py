@@ -11,6 +11,8 @@ import pytest
 from fxstore.errors import InvalidInputError
 from fxstore.train.agent.replay import NStepAccumulator, PrioritizedReplay
 
+pytestmark = pytest.mark.quick
+
 
 def filled_replay(
     priorities: list[float], *, alpha: float = 1.0, capacity: int | None = None, seed: int = 0

@@ -172,7 +172,7 @@ def test_report_tables_hold_totals_and_every_fold_and_policy(tmp_path: Path) -> 
     page = render_report(tmp_path, make_run(tmp_path))
 
     assert page.count("<table>") == 1 + 2 + 1  # totals, two folds, data
-    assert "fold 0: test" in page and "fold 1: test" in page
+    assert "fold 1: test" in page and "fold 2: test" in page
     cells = parse(page).cells
     assert cells.count("agent") == 3 and cells.count("flat") == 3
 

@@ -6,9 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from fxstore.train.runs.folder import RunFolder
 from tests.train.test_plots import results_of
+
+pytestmark = pytest.mark.quick
 
 
 def test_write_fold_then_read_fold_keeps_ts_close(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 import pytest
@@ -87,6 +88,7 @@ def test_train_sigint_saves_checkpoint_and_resume_equals_uninterrupted(
         [*args, "--profile", str(profile), "-q"], stderr=subprocess.PIPE, text=True, env=env
     )
     assert proc.stderr is not None
+    assert proc.stderr.readline().startswith("fxcache ES.FUT/")  # the cache it reads
     first = proc.stderr.readline()
     run_id = first.split()[1].rstrip(";")
     assert first == f"run {run_id}; to resume it: fxstore train --resume {run_id} --store {root}\n"
@@ -252,6 +254,12 @@ def _train_subprocess(
     )
 
 
+def _announced_run_id(stderr: IO[str]) -> str:
+    """The run id train prints on stderr after the line naming the fxcache it reads."""
+    assert stderr.readline().startswith("fxcache ES.FUT/")
+    return stderr.readline().split()[1].rstrip(";")
+
+
 def _wait_for_fold_folder(root: Path, run_id: str) -> None:
     deadline = time.monotonic() + 60
     while not (root / "runs" / run_id / "fold00").is_dir() and time.monotonic() < deadline:
@@ -261,7 +269,7 @@ def _wait_for_fold_folder(root: Path, run_id: str) -> None:
 def test_train_sigterm_stops_at_a_safe_point_and_exits_143(root: Path, tmp_path: Path) -> None:
     proc = _train_subprocess(root, _profile(tmp_path, env_steps=400))
     assert proc.stderr is not None
-    run_id = proc.stderr.readline().split()[1].rstrip(";")
+    run_id = _announced_run_id(proc.stderr)
     _wait_for_fold_folder(root, run_id)
 
     proc.send_signal(signal.SIGTERM)
@@ -281,7 +289,7 @@ def test_train_second_sigint_stops_at_once(root: Path, tmp_path: Path) -> None:
     mark = tmp_path / "learning"
     proc = _train_subprocess(root, _profile(tmp_path, env_steps=400), slow_update_s=6.0, mark=mark)
     assert proc.stderr is not None
-    run_id = proc.stderr.readline().split()[1].rstrip(";")
+    run_id = _announced_run_id(proc.stderr)
     deadline = time.monotonic() + 120
     while not mark.exists() and time.monotonic() < deadline:  # inside the first update
         time.sleep(0.01)

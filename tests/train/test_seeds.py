@@ -14,6 +14,8 @@ from fxstore.train.evaluate.seeds import agent_policies, seed_notes, summarize_s
 from fxstore.train.loop import train
 from tests.train.test_loop import TINY
 
+pytestmark = pytest.mark.quick
+
 
 def _totals(pnl: float, sharpe: float) -> BacktestMetrics:
     base = compute_metrics(

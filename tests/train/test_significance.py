@@ -18,6 +18,8 @@ from fxstore.train.evaluate.significance import (
     sharpe_significance,
 )
 
+pytestmark = pytest.mark.quick
+
 # Bailey & López de Prado (2014), "The Deflated Sharpe Ratio", numerical example: the best of
 # N = 100 trials has an annualised Sharpe of 2.5 over T = 1250 daily returns (250 a year in
 # the paper), skewness -3, kurtosis 10; the trials' annualised Sharpes have variance 0.5.

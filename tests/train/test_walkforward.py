@@ -14,6 +14,8 @@ from fxstore.config import WalkForwardConfig
 from fxstore.errors import InvalidInputError, SchemaError
 from fxstore.train.evaluate.walkforward import Fold, make_folds
 
+pytestmark = pytest.mark.quick
+
 DAY0 = 19_700  # days since 1970-01-01 of the first trading day
 
 
@@ -169,7 +171,7 @@ def test_make_folds_later_fold_purge_eats_training_raises() -> None:
     # window days [6, 10), validation day 9, purge days 7-8 -> 1 training day < 2
     cfg = WalkForwardConfig(train_days=4, test_days=1, min_train_days=2, validation_fraction=0.25)
 
-    with pytest.raises(InvalidInputError, match=r"fold 6 .* does not fit"):
+    with pytest.raises(InvalidInputError, match=r"fold 7 .* does not fit"):
         make_folds(days_of([10] * 8 + [1] + [10] * 10), cfg, max_target_horizon_bars=5)
 
 

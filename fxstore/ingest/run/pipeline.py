@@ -64,7 +64,12 @@ from fxstore.ingest.run.manifest import (
 )
 from fxstore.ingest.run.manifest import fingerprint as series_fingerprint
 from fxstore.ingest.run.plan import expand_definitions, plan_ingest
-from fxstore.ingest.run.pool import WarningsToParent, start_worker_server, worker_context
+from fxstore.ingest.run.pool import (
+    WarningsToParent,
+    ignore_interrupts,
+    start_worker_server,
+    worker_context,
+)
 from fxstore.ingest.run.progress import PROGRESS, ProgressLog, load_progress
 from fxstore.ingest.run.resplit import SPLIT_DIR, build_split_groups, can_split
 from fxstore.ingest.select.coverage import (
@@ -201,7 +206,7 @@ def _pool(ray_pool: RayPool | None, processes: int) -> Iterator[TaskPool]:
     if ray_pool is not None:
         yield WarningsToParent(ray_pool)
         return
-    with worker_context().Pool(processes) as pool:
+    with worker_context().Pool(processes, initializer=ignore_interrupts) as pool:
         yield WarningsToParent(pool)
 
 

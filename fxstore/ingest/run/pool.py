@@ -11,6 +11,7 @@ import functools
 import multiprocessing
 import multiprocessing.context
 import multiprocessing.forkserver
+import signal
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, TypeVar
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, TypeVar
 if TYPE_CHECKING:
     from fxstore.executor import TaskPool
 
-__all__ = ["WarningsToParent", "start_worker_server", "worker_context"]
+__all__ = ["WarningsToParent", "ignore_interrupts", "start_worker_server", "worker_context"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -56,6 +57,13 @@ class WarningsToParent:
         return list(self.imap(fn, items))
 
 
+def ignore_interrupts() -> None:
+    """A pool process's initializer: Ctrl-C reaches every process of the terminal, but only
+    the parent decides what to do (it stops the pool); a worker left to it would print a
+    traceback of its own."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def worker_context() -> multiprocessing.context.BaseContext:
     """Processes that start fast and safely: forked from a server that already imported the
     day builder and ran its kernels once (compiled code loaded once, not per worker), or
@@ -63,7 +71,11 @@ def worker_context() -> multiprocessing.context.BaseContext:
     if "forkserver" in multiprocessing.get_all_start_methods():
         context = multiprocessing.get_context("forkserver")
         context.set_forkserver_preload(
-            ["fxstore.ingest.run.day_builder", "fxstore.ingest.run.warm"]
+            [
+                "fxstore.ingest.run.server_signals",
+                "fxstore.ingest.run.day_builder",
+                "fxstore.ingest.run.warm",
+            ]
         )
         return context
     return multiprocessing.get_context("spawn")

@@ -99,8 +99,9 @@ class RollsReport:
         """A table for people."""
         rule = self.roll.rule + (f" {self.roll.offset}" if self.roll.rule == "calendar" else "")
         months = f", months {self.roll.months}" if self.roll.months else ""
+        n = len(self.transitions)
         lines = [
-            f"{self.symbol} v{self.version}: {len(self.transitions)} rolls by {rule}{months} "
+            f"{self.symbol} v{self.version}: {n} roll{'' if n == 1 else 's'} by {rule}{months} "
             f"(adjust {self.roll.adjust}, {self.roll.direction}) in {self.folder}"
         ]
         for t in self.transitions:

@@ -99,11 +99,11 @@ class ScanReport:
             ],
         }
 
-    def format_text(self) -> str:
-        """The report as a human-readable text block."""
-        return "\n".join(
-            [*_format_header(self), "", *_format_instruments(self), "", *_format_schedule(self)]
-        )
+    def format_text(self, *, brief: bool = False) -> str:
+        """The report as a human-readable text block; `brief`: the header and the front
+        month, without the instruments' tables (their totals and each trading day's)."""
+        instruments = [] if brief else [*_format_instruments(self), ""]
+        return "\n".join([*_format_header(self), "", *instruments, *_format_schedule(self)])
 
 
 _MAX_COLUMNS = 6

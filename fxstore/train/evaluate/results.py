@@ -101,7 +101,7 @@ def with_ts_close(
         lo, hi = result.fold.test
         if hi - lo != result.pnl.size:
             raise InvalidInputError(
-                f"fold {result.fold.index}'s {result.policy!r} result has {result.pnl.size} "
+                f"fold {result.fold.number}'s {result.policy!r} result has {result.pnl.size} "
                 f"rows, its test window {hi - lo}."
             )
         out.append(dataclasses.replace(result, ts_close=np.asarray(ts_close[lo:hi], np.int64)))
@@ -285,31 +285,33 @@ class BacktestResult:
         finite = [v for v in values if math.isfinite(v)]
         return float(np.mean(finite)) if finite else math.nan
 
-    def format_table(self) -> str:
-        """A text table: one row per fold and policy, then the totals per policy.
+    def format_table(self, *, per_fold: bool = True) -> str:
+        """A text table: one row per fold and policy (unless not `per_fold`), then the totals
+        per policy.
 
-        Columns after ``trades``: PSR, the probability that the true daily Sharpe is above
-        0; IS Sharpe(d), the in-sample daily Sharpe of a fitted policy (its fold's training
-        part; in the totals, the mean over folds), "-" for policies that fit nothing. Then
-        one line per :attr:`significance` entry.
+        Sharpe ratios are of daily returns, annualised (x sqrt(252)): "Sharpe ann.". Columns
+        after ``trades``: PSR, the probability that the true daily Sharpe is above 0;
+        IS Sharpe ann., the in-sample Sharpe of a fitted policy (its fold's training part;
+        in the totals, the mean over folds), "-" for policies that fit nothing. Then one
+        line per :attr:`significance` entry.
         """
         header = (
             "fold",
             "test span",
             "policy",
             "PnL $",
-            "Sharpe(d)",
+            SHARPE_HEADER,
             "max DD $",
             "trades",
             "PSR",
-            "IS Sharpe(d)",
+            f"IS {SHARPE_HEADER}",
         )
         rows = [header]
-        for r in self.folds:
+        for r in self.folds if per_fold else ():
             span = f"{_iso_day(r.fold.test_span[0])}..{_iso_day(r.fold.test_span[1])}"
             rows.append(
                 (
-                    str(r.fold.index),
+                    str(r.fold.number),
                     span,
                     r.policy,
                     *_metric_cells(r.metrics),
@@ -333,6 +335,17 @@ class BacktestResult:
         lines.insert(1, "-" * len(lines[0]))
         lines += [s.format_line() for s in self.significance]
         return "\n".join([*lines, *self.notes])
+
+
+#: The column of the Sharpe ratio of daily returns, annualised (x sqrt(252)).
+SHARPE_HEADER: Final = "Sharpe ann."
+
+
+def dollars(value: float) -> str:
+    """`value` as money: ``-$817.50``, ``$1,234.00``; "n/a" when not finite."""
+    if not math.isfinite(value):
+        return "n/a"
+    return f"{'-' if value < 0 else ''}${abs(value):,.2f}"
 
 
 #: Policies fitted on the training part, which have an in-sample Sharpe.
@@ -493,6 +506,6 @@ def reference_notes(
                 share = totals[policy].total_pnl / top.total_pnl
                 lines.append(
                     f"{policy}'s share of the {reference}'s PnL: {share:.1%} "
-                    f"(${totals[policy].total_pnl:,.2f} of ${top.total_pnl:,.2f})"
+                    f"({dollars(totals[policy].total_pnl)} of {dollars(top.total_pnl)})"
                 )
     return tuple(lines)

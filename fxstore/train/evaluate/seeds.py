@@ -56,7 +56,7 @@ class SeedSummary:
 
         return (
             f"agent over {self.n_seeds} seeds (mean ± std): PnL $ {f(self.pnl, ',.2f')}, "
-            f"Sharpe(d) {f(self.sharpe_daily, '.2f')}, "
+            f"Sharpe ann. {f(self.sharpe_daily, '.2f')}, "
             f"share of the oracle {f(self.share_of_oracle, '.1%')}"
         )
 

@@ -189,7 +189,7 @@ class SharpeSignificance:
             return "n/a" if not math.isfinite(value) else format(value, spec)
 
         return (
-            f"{self.policy}: daily Sharpe {f(self.sharpe_annual)} over {self.n_days} days, "
+            f"{self.policy}: Sharpe ann. {f(self.sharpe_annual)} over {self.n_days} days, "
             f"PSR {f(self.psr, '.3f')} (p {f(self.psr_p_value, '.3f')}); deflated Sharpe "
             f"{f(self.dsr, '.3f')} (p {f(self.dsr_p_value, '.3f')}) over {self.n_trials} "
             f"trials (trial Sharpe variance {f(self.trial_sharpe_variance_annual)}, "

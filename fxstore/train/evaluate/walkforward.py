@@ -53,6 +53,11 @@ class Fold:
     """First and last trading day of `test` (inclusive, days since 1970-01-01)."""
 
     @property
+    def number(self) -> int:
+        """The fold as people count it, from 1: in tables, progress and messages."""
+        return self.index + 1
+
+    @property
     def embargo_rows(self) -> int:
         """Rows between the last training or validation row and the first test row."""
         return self.test[0] - max(self.train[1], self.validation[1])
@@ -254,7 +259,7 @@ def make_folds(
         fold = _layout(days, test_lo, index, config, horizon)
         if not isinstance(fold, Fold):
             raise InvalidInputError(
-                f"fold {index} (test from day {test_lo} of {days.n}) does not fit: {fold}; "
+                f"fold {index + 1} (test from day {test_lo} of {days.n}) does not fit: {fold}; "
                 "lower embargo_days or validation_fraction, or raise train_days."
             )
         folds.append(fold)

@@ -58,7 +58,7 @@ class FoldTask:
     n_folds: int
 
     def describe(self) -> str:
-        return f"fold {self.fold.index} of run {self.run_path.name}"
+        return f"fold {self.fold.number} of run {self.run_path.name}"
 
 
 class _FoldPool(Protocol):
@@ -197,15 +197,15 @@ def _failure(failed: dict[int, BaseException], run: RunFolder, how: str) -> Base
     first = min(failed)
     err = failed[first]
     others = sorted(set(failed) - {first})
-    more = f"; folds {', '.join(map(str, others))} failed too" if others else ""
+    more = f"; folds {', '.join(str(i + 1) for i in others)} failed too" if others else ""
     if isinstance(err, FxStoreError):
         failure = FoldFailedError(
-            f"fold {first}: {str(err).rstrip('.')}{more} (the other folds are kept: --resume "
+            f"fold {first + 1}: {str(err).rstrip('.')}{more} (the other folds are kept: --resume "
             f"{run.run_id} trains the failed ones again)"
         )
         failure.__cause__ = err
         return failure
-    err.add_note(f"in fold {first} (trained as {how}){more}")
+    err.add_note(f"in fold {first + 1} (trained as {how}){more}")
     return err
 
 

@@ -149,7 +149,7 @@ def _dollars(value: float, _pos: object = None) -> str:
 
 def _legend_label(policy: str, metrics: BacktestMetrics) -> str:
     sharpe = "n/a" if not math.isfinite(metrics.sharpe_daily) else f"{metrics.sharpe_daily:.2f}"
-    return f"{policy}: PnL {_dollars(metrics.total_pnl)}, Sharpe(d) {sharpe}"
+    return f"{policy}: PnL {_dollars(metrics.total_pnl)}, Sharpe ann. {sharpe}"
 
 
 def _iso(day: int) -> str:
@@ -251,7 +251,7 @@ def equity_figure(fold: Fold, results: Mapping[str, FoldResult]) -> Figure:
         axis = session_axis(result.ts_close, result.trading_day)
         curves[policy] = (axis.x, _equity(result), _legend_label(policy, result.metrics))
     first, last = fold.test_span
-    return _draw(f"fold {fold.index}: test {_iso(first)} .. {_iso(last)}", curves, axis)
+    return _draw(f"fold {fold.number}: test {_iso(first)} .. {_iso(last)}", curves, axis)
 
 
 def plot_equity_all(
@@ -293,7 +293,9 @@ def equity_all_figure(
         if not boundaries:
             rows = np.cumsum([0, *(r.pnl.size for r in mine[:-1])])
             at = np.floor(axis.x[rows]) if axis.is_time else axis.x[rows]  # the session's open
-            boundaries = [(float(x), f"fold {r.fold.index}") for x, r in zip(at, mine, strict=True)]
+            boundaries = [
+                (float(x), f"fold {r.fold.number}") for x, r in zip(at, mine, strict=True)
+            ]
     title = "all folds"
     if folds:
         first, last = folds[0][1].test_span[0], folds[-1][1].test_span[1]

@@ -73,8 +73,8 @@ def _ci(value: object) -> str:
 _COLUMNS: Final[tuple[tuple[str, str, Callable[[object], str]], ...]] = (
     ("PnL $", "total_pnl", _fmt(",.2f")),
     ("PnL/day $", "pnl_per_day", _fmt(",.2f")),
-    ("Sharpe(d)", "sharpe_daily", _fmt(".2f")),
-    ("Sharpe(d) 95% CI", "sharpe_daily_ci", _ci),
+    ("Sharpe ann.", "sharpe_daily", _fmt(".2f")),
+    ("Sharpe ann. 95% CI", "sharpe_daily_ci", _ci),
     ("PSR", "psr_daily", _fmt(".3f")),
     ("max DD $", "max_drawdown", _fmt(",.2f")),
     ("max DD %", "max_drawdown_fraction", _fmt(".2%")),
@@ -254,7 +254,7 @@ def _totals_section(metrics: Json, finished: bool) -> str:
     header = [
         "policy",
         *(c[0] for c in _COLUMNS),
-        "IS Sharpe(d)",
+        "IS Sharpe ann.",
         "share of oracle",
         "share of ceiling",
     ]
@@ -274,7 +274,7 @@ def _significance_line(entry: object) -> str:
     s = entry if isinstance(entry, dict) else {}
     f = _fmt(".3f")
     return (
-        f"{s.get('policy')}: daily Sharpe {_fmt('.2f')(s.get('sharpe_annual'))} over "
+        f"{s.get('policy')}: Sharpe ann. {_fmt('.2f')(s.get('sharpe_annual'))} over "
         f"{s.get('n_days')} days, PSR {f(s.get('psr'))} (p {f(s.get('psr_p_value'))}); "
         f"deflated Sharpe {f(s.get('dsr'))} (p {f(s.get('dsr_p_value'))}) over "
         f"{s.get('n_trials')} trials"
@@ -293,9 +293,10 @@ def _folds_section(metrics: Json) -> str:
             p: [_fmt(".2f")(in_sample.get(p) if isinstance(in_sample, dict) else None)]
             for p in policies
         }
-        index = fold.get("index") if isinstance(fold, dict) else "?"
-        parts.append(f"<h3>fold {_e(index)}: test {_e(_span(fold))}</h3>")
-        header = ["policy", *(c[0] for c in _COLUMNS), "IS Sharpe(d)"]
+        index = fold.get("index") if isinstance(fold, dict) else None
+        number = index + 1 if isinstance(index, int) else "?"  # counted from 1, as tables do
+        parts.append(f"<h3>fold {_e(number)}: test {_e(_span(fold))}</h3>")
+        header = ["policy", *(c[0] for c in _COLUMNS), "IS Sharpe ann."]
         parts.append(_table(header, _metric_rows(policies, extra, _list(metrics.get("policies")))))
     return "".join(parts) or '<p class="note">No fold has finished yet.</p>'
 

@@ -12,6 +12,8 @@ from fxstore.errors import InvalidInputError
 from fxstore.ingest import open_dbn
 from tests.ingest._dbn_files import DAY_NS, T0, esh1_mapping, mbp10_records, metadata, write_dbn
 
+pytestmark = pytest.mark.quick
+
 ESH1 = metadata(mappings=(esh1_mapping(),))
 
 

@@ -15,6 +15,8 @@ from fxstore.errors import InvalidInputError
 from fxstore.ingest import ingest
 from fxstore.synth import generate_market
 
+pytestmark = pytest.mark.quick
+
 PEER = Path(__file__).parents[2] / "data" / "peer-dbn"
 BARS = BarConfig(target_bars_per_day=15)  # what a 4,000-event day can give
 

@@ -8,6 +8,8 @@ from hypothesis import strategies as st
 
 from fxstore.ingest.run.dispatch import TAIL_ROUNDS, dispatch_order, in_order
 
+pytestmark = pytest.mark.quick
+
 
 def test_the_head_keeps_its_order_and_the_tail_goes_largest_first() -> None:
     sizes = [5, 1, 9, 2, 7, 3, 8, 4, 6, 10]

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from fxstore.ingest.run.progress import PROGRESS, ProgressLog, load_progress
+
+pytestmark = pytest.mark.quick
 
 ENTRY = {"days": [{"trading_day": "2024-03-05", "n_bars": 3}], "inputs": [], "n_records": 9}
 

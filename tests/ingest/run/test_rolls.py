@@ -536,3 +536,14 @@ def test_rolls_cli_text_names_each_roll_and_the_days_databento_differs(
         in lines
     )
     assert any(line.endswith("  no") and "fxstore ESU4" in line for line in lines)
+
+
+def test_rolls_text_of_one_transition_says_one_roll(built: Path) -> None:
+    from fxstore.ingest import read_rolls
+
+    report = read_rolls(built, "ES.FUT", instrument_key="mbp10_front_month")
+    one = dataclasses.replace(report, transitions=report.transitions[:1])
+
+    first = one.format_text().splitlines()[0]
+
+    assert first.startswith("ES.FUT v1: 1 roll by volume (adjust none, backward) in ")

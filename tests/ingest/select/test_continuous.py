@@ -11,6 +11,8 @@ from fxstore.ingest.select.continuous import compare_with_databento, read_resolv
 from fxstore.ingest.select.front_month import RollEntry
 from fxstore.market.calendar import sessions
 
+pytestmark = pytest.mark.quick
+
 DATA = Path(__file__).parents[2] / "data" / "databento"
 TABLE = sessions()
 

@@ -11,6 +11,8 @@ from fxstore.ingest.select.activity import ActivityCounter, DailyActivity
 from fxstore.ingest.select.front_month import select_front_month
 from fxstore.market.calendar import session_bounds_ns
 
+pytestmark = pytest.mark.quick
+
 SYMBOLS = {1: "ESH4", 2: "ESM4", 3: "ESU4", 4: "ESH4-ESM4", 5: "MESH4", 6: "ESXH4"}
 
 

@@ -19,6 +19,8 @@ from fxstore.ingest.select.transitions import (
 )
 from fxstore.market.calendar import sessions
 
+pytestmark = pytest.mark.quick
+
 D1, D2, D3, D4 = (dt.date(2024, 3, d) for d in (11, 12, 13, 14))
 TABLE = sessions()
 
