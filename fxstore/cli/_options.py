@@ -261,7 +261,7 @@ def features_file_option(purpose: str) -> Callable[[F], F]:
         default=None,
         metavar="NAME|FILE",
         help=f"Feature set {purpose}: a TOML file, or a built-in set's name (default, "
-        "classic) [default: default].",
+        "classic) [default: the default set].",
     )
 
 

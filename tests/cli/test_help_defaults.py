@@ -58,6 +58,7 @@ def _from_profile(value: object, command: str, name: str) -> bool:
 #: Shown defaults that describe rather than state the value, and how to check them.
 DESCRIBED: dict[str, Callable[[object, str, str], bool]] = {
     "the only one": _is_none,
+    "the only one in it": _is_none,
     "AWS": _is_none,
     "the user's cache folder/fxstore": _is_none,
     "a Ray instance on this machine, for the run": _is_none,
