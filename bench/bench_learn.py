@@ -52,6 +52,7 @@ def main() -> None:
     parser.add_argument("--store", action="append", required=True, help="NAME=ROOT, repeatable")
     parser.add_argument("--profile", default="default")
     parser.add_argument("--env-steps", type=int, default=None)
+    parser.add_argument("--seeds", type=int, default=None, help="agents per fold")
     parser.add_argument("--device", default=None)
     parser.add_argument("--name", default="learn", help="results/<name>.json")
     parser.add_argument(
@@ -60,7 +61,9 @@ def main() -> None:
         help="GPU counts to train each store with, comma-separated (1: the serial loop)",
     )
     args = parser.parse_args()
-    config = profile_config(args.profile, env_steps=args.env_steps, device=args.device)
+    config = profile_config(
+        args.profile, env_steps=args.env_steps, device=args.device, seeds=args.seeds
+    )
     counts = [int(n) for n in args.gpus.split(",")]
     visible = gpus.visible_gpus(os.environ.get("CUDA_VISIBLE_DEVICES"))
     try:
@@ -102,6 +105,9 @@ def main() -> None:
             "best_baseline_sharpe_daily": best_baseline,
             "sharpe_daily_per_fold": per_fold,
             "totals": totals,
+            "share_of_oracle": {p: result.share_of(p, "oracle") for p in result.totals},
+            "share_of_ceiling": {p: result.share_of(p, "ceiling") for p in result.totals},
+            "notes": list(result.notes),
             "run_dir": str(result.run_dir),
             # how far each fold trained before early stopping (its last validation's step):
             # wall times compare only between runs that trained as far
