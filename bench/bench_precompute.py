@@ -174,6 +174,8 @@ def write_bar_store(bars: pa.Table, root: Path, bar_key: str) -> None:
                 "file": path.name,
                 "sha256": file_sha256(path),
                 "n_bars": hi - lo,
+                "n_records": 0,  # bars made in code: no DBN record was read
+                "n_kept": 0,
             }
         )
     atomic_write_json(folder / "manifest.json", {"stage": "bench", "days": entries})
