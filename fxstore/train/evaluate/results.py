@@ -349,7 +349,7 @@ def dollars(value: float) -> str:
 
 
 #: Policies fitted on the training part, which have an in-sample Sharpe.
-_FITTED: Final = ("agent", "linear")
+_FITTED: Final = ("agent", "linear", "ceiling")
 
 
 def _in_sample_cell(policy: str, value: float) -> str:
