@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
+import logging
 import os
 import platform
 import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -85,3 +87,22 @@ def write_result(name: str, payload: dict[str, object]) -> Path:
     path = RESULTS / f"{name}.json"
     path.write_text(json.dumps(payload, indent=2) + "\n")
     return path
+
+
+@contextlib.contextmanager
+def local_s3() -> Iterator[str]:
+    """A moto S3 server on 127.0.0.1 for the block (dummy credentials set when absent); yields
+    its endpoint URL and stops it after."""
+    from moto.server import ThreadedMotoServer
+
+    for key, value in (("AWS_ACCESS_KEY_ID", "bench"), ("AWS_SECRET_ACCESS_KEY", "bench")):
+        os.environ.setdefault(key, value)
+    os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        yield f"http://{host}:{port}"
+    finally:
+        server.stop()

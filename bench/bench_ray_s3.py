@@ -21,7 +21,6 @@ import argparse
 import dataclasses
 import datetime as dt
 import hashlib
-import logging
 import os
 import statistics
 import sys
@@ -32,7 +31,7 @@ from pathlib import Path
 os.environ.setdefault("NUMBA_NUM_THREADS", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import write_result
+from _common import local_s3, write_result
 from bench_s3 import s3_ingest
 
 from fxstore.config import BarConfig, IngestConfig, SynthConfig
@@ -52,7 +51,6 @@ def _digests(root: Path) -> dict[str, str]:
 def main() -> None:
     """Run the bench and write bench/results/ray_s3_ingest.json."""
     import ray
-    from moto.server import ThreadedMotoServer
     from ray.cluster_utils import Cluster
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -61,15 +59,6 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2, help="processes, or Ray CPUs")
     parser.add_argument("--repeat", type=int, default=2)
     args = parser.parse_args()
-    for name, value in (("AWS_ACCESS_KEY_ID", "bench"), ("AWS_SECRET_ACCESS_KEY", "bench")):
-        os.environ.setdefault(name, value)
-    os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
-
-    logging.getLogger("werkzeug").setLevel(logging.WARNING)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    endpoint = f"http://{host}:{port}"
     per_node = max(1, args.workers // 2)
     cluster = Cluster(
         initialize_head=True,
@@ -81,7 +70,7 @@ def main() -> None:
     on_ray = dataclasses.replace(local, workers=0, executor=ExecutorConfig("ray", cluster.address))
     rows: dict[str, list[dict[str, float]]] = {"local": [], "ray_s3": []}
     try:
-        with tempfile.TemporaryDirectory() as name:
+        with local_s3() as endpoint, tempfile.TemporaryDirectory() as name:
             tmp = Path(name)
             first = dt.date(2024, 3, 4)
             end = first + dt.timedelta(days=args.days * 7 // 5 + 2)
@@ -99,7 +88,6 @@ def main() -> None:
     finally:
         ray.shutdown()
         cluster.shutdown()
-        server.stop()
     medians = {
         kind: {k: statistics.median(r[k] for r in runs) for k in runs[0]}
         for kind, runs in rows.items()

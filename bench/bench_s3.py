@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import logging
 import os
 import secrets
 import statistics
@@ -30,7 +29,7 @@ from pathlib import Path
 os.environ.setdefault("NUMBA_NUM_THREADS", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import write_result
+from _common import local_s3, write_result
 
 from fxstore.config import BarConfig, IngestConfig, SynthConfig
 from fxstore.ingest.run.pipeline import ingest
@@ -88,25 +87,14 @@ def s3_ingest(
 
 def main() -> None:
     """Run the bench and write bench/results/s3_ingest.json."""
-    from moto.server import ThreadedMotoServer
-
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--days", type=int, default=16)
     parser.add_argument("--events", type=int, default=200_000, help="events per day")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
-    for name, value in (("AWS_ACCESS_KEY_ID", "bench"), ("AWS_SECRET_ACCESS_KEY", "bench")):
-        os.environ.setdefault(name, value)
-    os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
-
-    logging.getLogger("werkzeug").setLevel(logging.WARNING)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    endpoint = f"http://{host}:{port}"
     config = IngestConfig(symbol="ES.FUT", bars=BarConfig(), workers=args.workers)
-    with tempfile.TemporaryDirectory() as name:
+    with local_s3() as endpoint, tempfile.TemporaryDirectory() as name:
         tmp = Path(name)
         first = dt.date(2024, 3, 4)
         end = first + dt.timedelta(days=args.days * 7 // 5 + 2)
@@ -120,7 +108,6 @@ def main() -> None:
             rows["local"].append({"total_s": time.perf_counter() - started})
             rows["s3"].append(s3_ingest(config, folder, endpoint, tmp, from_bucket=False)[0])
             rows["s3_inputs"].append(s3_ingest(config, folder, endpoint, tmp, from_bucket=True)[0])
-    server.stop()
     medians = {
         kind: {k: statistics.median(r[k] for r in runs) for k in runs[0]}
         for kind, runs in rows.items()

@@ -120,26 +120,17 @@ def paired(paths: list[Path], tmp: Path, workers: list[int], repeat: int) -> dic
 
 def s3_vs_local(paths: list[Path], tmp: Path, workers: int, repeat: int) -> dict[str, object]:
     """Local pool ingest into a local store vs into an S3 store on moto, paired per repeat."""
-    import logging
     import statistics
 
     import boto3
+    from _common import local_s3
     from bench_s3 import s3_ingest
-    from moto.server import ThreadedMotoServer
 
-    for key, value in (("AWS_ACCESS_KEY_ID", "bench"), ("AWS_SECRET_ACCESS_KEY", "bench")):
-        os.environ.setdefault(key, value)
-    os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
-    logging.getLogger("werkzeug").setLevel(logging.WARNING)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    endpoint = f"http://{host}:{port}"
     config = dataclasses.replace(CONFIG, workers=workers)
     folder = paths[0].parent
     input_bytes = sum(p.stat().st_size for p in paths)
     rows: dict[str, list[dict[str, float]]] = {"local": [], "s3": [], "s3_inputs": []}
-    try:
+    with local_s3() as endpoint:
         # Paid once per process, not per ingest: the pool's forkserver and numba's cache load
         # (as in `paired`), moto's S3 backend and botocore's service model (first request).
         _ingest(paths[:workers], tmp / "warm", workers, False)
@@ -150,8 +141,6 @@ def s3_vs_local(paths: list[Path], tmp: Path, workers: int, repeat: int) -> dict
             rows["s3"].append(s3_ingest(config, folder, endpoint, tmp / f"s3_{i}", False)[0])
             rows["s3_inputs"].append(s3_ingest(config, folder, endpoint, tmp / f"s3i_{i}", True)[0])
             print({k: v[-1] for k, v in rows.items()}, file=sys.stderr)
-    finally:
-        server.stop()
     medians = {k: {f: statistics.median(r[f] for r in v) for f in v[0]} for k, v in rows.items()}
     local_s = medians["local"]["total_s"]
     store_mb = medians["s3"]["store_bytes"] / 1e6
