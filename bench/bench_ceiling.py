@@ -5,8 +5,9 @@ given (a built-in name such as ``default`` or ``classic``, or a TOML file), prec
 set (skipped when its fxcache is there) and runs the references on the walk-forward folds of
 ``--profile``: ``linear``, ``ceiling`` (the planted signal's projection on the set's features,
 fitted on each fold's training rows, traded with the oracle's band rule) and ``oracle``.
-Records, per set, every reference's pooled out-of-sample PnL and the ceiling's and linear's
-share of the oracle's.
+Records, per set, every reference's pooled out-of-sample PnL, the ceiling's and linear's
+share of the oracle's, and the pooled out-of-sample correlation of the ceiling's projection
+with the planted signal over the test windows.
 
 Run (CPU; one market per store, built first with synth and ingest)::
 
@@ -22,11 +23,16 @@ import dataclasses
 import time
 from pathlib import Path
 
+import numpy as np
 from _common import profile_config, write_result
 
-from fxstore.config import BacktestConfig, FeatureConfig
+from fxstore.config import BacktestConfig, FeatureConfig, TrainConfig
 from fxstore.features.definitions import featureset_named
 from fxstore.features.precompute import precompute
+from fxstore.train.env.data import open_cache
+from fxstore.train.evaluate.references.ceiling import project_signal
+from fxstore.train.evaluate.results import load_oracle
+from fxstore.train.evaluate.walkforward import make_folds
 from fxstore.train.runs.backtest import run_backtest
 
 POLICIES = ("linear", "ceiling", "oracle")
@@ -69,14 +75,37 @@ def main() -> None:
             "pnl": {p: totals[p].total_pnl for p in POLICIES if p in totals},
             "sharpe_daily": {p: totals[p].sharpe_daily for p in POLICIES if p in totals},
             "share_of_oracle": {p: result.share_of_oracle(p) for p in ("linear", "ceiling")},
+            "oof_corr_with_signal": _oof_corr(args.store, args.symbol, built.key, config),
             "notes": list(result.notes),
         }
         out[name] = row
-        print(name, row["pnl"], row["share_of_oracle"], flush=True)
+        print(name, row["pnl"], row["share_of_oracle"], row["oof_corr_with_signal"], flush=True)
     write_result(
         args.name,
         {"store": str(args.store), "profile": args.profile, "config": dataclasses.asdict(config)}
         | {"sets": out},
+    )
+
+
+def _oof_corr(store: Path, symbol: str, key: str, config: TrainConfig) -> float:
+    """Pooled correlation, over every fold's test window, of the signal's projection on the
+    fold's features (fitted on its training rows) with the signal itself."""
+    cache = open_cache(store, symbol, key)
+    market = cache.market
+    signal = load_oracle(store, symbol, None, cache).values
+    if signal is None:
+        return float("nan")
+    folds = make_folds(
+        market.trading_day, config.walkforward, max_target_horizon_bars=cache.horizon
+    )
+    pairs = [
+        (project_signal(signal, market, f)[f.test[0] : f.test[1]], signal[f.test[0] : f.test[1]])
+        for f in folds
+    ]
+    return float(
+        np.corrcoef(np.concatenate([a for a, _ in pairs]), np.concatenate([b for _, b in pairs]))[
+            0, 1
+        ]
     )
 
 

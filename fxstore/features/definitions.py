@@ -335,10 +335,11 @@ SLOW_SPANS: Final = (4, 8, 16, 32, 64, 128, 256)
 #: The flow read over many bars, restarted at each trading day's first bar: exponential
 #: averages of the bar's trade imbalance (a ratio), of its signed volume (contracts bought
 #: minus sold at the ask and bid), and of the signed volume per trade. Chosen by the feature
-#: ceiling (the planted signal's out-of-fold projection on the features): on two synthetic
-#: years these 21 views raised its correlation with the signal from 0.47 to 0.71 and its
-#: PnL from about 0% to 43-70% of the oracle's, while views of returns, OFI and the book
-#: added nothing (``bench/diag_slow_views.py``, docs/findings.md).
+#: ceiling (the planted signal's out-of-fold projection on the features): on three synthetic
+#: years these 21 views raised its correlation with the signal from 0.47-0.49 to 0.71-0.72
+#: and its PnL from about 0% to 43-70% of the oracle's, while views of returns, OFI and the
+#: book added nothing (``bench/diag_slow_views.py``, ``bench/bench_ceiling.py``,
+#: docs/findings.md).
 _SLOW_VIEWS: Final = (
     *(ExprDef(f"trade_imb_ema{n}", f"ema(trade_imb, {n})", "session") for n in SLOW_SPANS),
     *(
