@@ -141,11 +141,15 @@ def _full_windows(
     total: float,
     squares: float,
     shift: float,
+    scratch: F64,
 ) -> tuple[float, float, int]:
-    """Rows of full windows (the oldest value leaves as each enters), one loop per statistic;
-    returns the running sums and the ring position."""
+    """Rows of full windows (the oldest value leaves as each enters); returns the running
+    sums and the ring position. The running sums are one serial loop; a std or z-score
+    then takes its square roots and divisions in a second loop with no dependence from
+    row to row (vectorised)."""
     inv_w = 1.0 / w
-    for j in range(src.shape[0]):
+    m = src.shape[0]
+    for j in range(m):
         d = src[j] - shift
         old = ring[pos]
         ring[pos] = d
@@ -161,17 +165,30 @@ def _full_windows(
         squares += d * d - old * old
         mean_square = squares * inv_w
         var = mean_square - mean * mean
-        std = math.sqrt(var) if var > _CONSTANT_VARIANCE * mean_square else 0.0
-        if op == _RSTD:
-            dst[j] = std
-        else:
-            dst[j] = (d - mean) / std if std > 0.0 else 0.0
+        dst[j] = var if var > _CONSTANT_VARIANCE * mean_square else 0.0
+        scratch[j] = d - mean
+    if op == _RSTD:
+        for j in range(m):
+            dst[j] = math.sqrt(dst[j])
+    elif op == _RZSCORE:
+        for j in range(m):
+            std = math.sqrt(dst[j])
+            dst[j] = scratch[j] / std if std > 0.0 else 0.0
     return total, squares, pos
 
 
 @njit_fma
 def _window(
-    src: F64, dst: F64, first: int, cuts: I64, n_cuts: int, node: I64, ring: F64, f: F64, s: I64
+    src: F64,
+    dst: F64,
+    first: int,
+    cuts: I64,
+    n_cuts: int,
+    node: I64,
+    ring: F64,
+    f: F64,
+    s: I64,
+    scratch: F64,
 ) -> None:
     """Rolling sum, mean, std or z-score over the window (values shifted by the restart's
     first one, so the running sums of squares keep their precision on prices)."""
@@ -195,7 +212,7 @@ def _window(
             i += 1
         if i < end:
             total, squares, pos = _full_windows(
-                op, src[i:end], dst[i:end], ring, w, pos, total, squares, shift
+                op, src[i:end], dst[i:end], ring, w, pos, total, squares, shift, scratch
             )
         i = max(i, end)
     f[0], f[1], f[2] = total, squares, shift
@@ -203,43 +220,64 @@ def _window(
 
 
 @njit_fma
+def _max(a: float, b: float) -> float:
+    """The greater of `a` and `b`, NaN if either is (`a` on a tie)."""
+    return a if a >= b or a != a else b
+
+
+@njit_fma
+def _suffix_maxima(raw: F64, suffix: F64) -> None:
+    """``suffix[j] = max(raw[j:])`` for a completed chunk; ``suffix[w]`` is the identity."""
+    w = raw.shape[0]
+    acc = -np.inf
+    suffix[w] = acc
+    for j in range(w - 1, -1, -1):
+        acc = _max(raw[j], acc)
+        suffix[j] = acc
+
+
+@njit_fma
 def _extreme(
-    src: F64,
-    dst: F64,
-    first: int,
-    cuts: I64,
-    n_cuts: int,
-    node: I64,
-    values: F64,
-    bars: I64,
-    s: I64,
-    t0: int,
+    src: F64, dst: F64, first: int, cuts: I64, n_cuts: int, node: I64, ring: F64, f: F64, s: I64
 ) -> None:
-    """Rolling min or max: a monotone queue of (bar, value) in a power-of-two ring."""
-    is_max, w, reset, mask = node[0] == _RMAX, node[3], node[4], node[8] - 1
-    head, tail, c = s[0], s[1], s[2]
+    """Rolling min or max by van Herk and Gil-Werman: the bars since the restart are cut in
+    chunks of w; the window ending at position j of a chunk is the greater of that chunk's
+    running maximum through j and the previous chunk's maximum from j + 1 to its end
+    (computed once, backwards, as the chunk completes). Two passes per value and no branch
+    on the data, where a monotone queue mispredicts on every value it pops. A window that
+    holds a NaN is NaN. A minimum is the maximum of the negated values, negated (exact)."""
+    w, reset = node[3], node[4]
+    sign = 1.0 if node[0] == _RMAX else -1.0
+    raw, suffix = ring[:w], ring[w : 2 * w + 1]
+    prefix = f[0]
+    pos, have_prev = s[0], s[1]
     m = dst.shape[0]
-    k = 0
-    for i in range(first, m):
+    i, k = first, 0
+    while i < m:
         if k < n_cuts and cuts[k] == i:
-            head, tail, c = 0, 0, 0
+            pos, have_prev, prefix = 0, 0, -np.inf
             k += 1
-        t = t0 + i
-        x = src[i]
-        c = min(c + 1, w)
-        if is_max:
-            while tail > head and values[(tail - 1) & mask] <= x:
-                tail -= 1
-        else:
-            while tail > head and values[(tail - 1) & mask] >= x:
-                tail -= 1
-        values[tail & mask] = x
-        bars[tail & mask] = t
-        tail += 1
-        if bars[head & mask] <= t - w:
-            head += 1
-        dst[i] = values[head & mask] if reset or c >= w else np.nan
-    s[0], s[1], s[2] = head, tail, c
+        end = cuts[k] if k < n_cuts else m
+        while i < end:
+            run = min(end - i, w - pos)
+            if have_prev:
+                for j in range(run):
+                    x = sign * src[i + j]
+                    raw[pos + j] = x
+                    prefix = _max(prefix, x)
+                    dst[i + j] = sign * _max(suffix[pos + j + 1], prefix)
+            else:  # the restart's first chunk: partial windows (NaN before w without reset)
+                for j in range(run):
+                    x = sign * src[i + j]
+                    raw[pos + j] = x
+                    prefix = _max(prefix, x)
+                    dst[i + j] = sign * prefix if reset or pos + j + 1 == w else np.nan
+            pos, i = pos + run, i + run
+            if pos == w:
+                _suffix_maxima(raw, suffix)
+                pos, have_prev, prefix = 0, 1, -np.inf
+    f[0] = prefix
+    s[0], s[1] = pos, have_prev
 
 
 @njit_fma
@@ -422,11 +460,11 @@ def _step(
     m: int,
     days: tuple[I64, int],
     slots: F64,
-    state: tuple[F64, I64, F64, I64, I64, I64],
+    state: tuple[F64, I64, F64, I64, I64, F64],
 ) -> None:
     """Node `k`'s values for bars ``t0 .. t0 + m - 1`` into ``slots[k]``."""
     node, dst = nodes[k], slots[k, :m]
-    f, s, ring, ring_bars, cuts = state[0][k], state[1][k], state[2], state[3], state[4]
+    f, s, ring, cuts = state[0][k], state[1][k], state[2], state[3]
     op, a = node[0], node[1]
     if op == _INPUT:
         dst[:] = inputs[a, t0 : t0 + m]
@@ -441,16 +479,16 @@ def _step(
     src = slots[a, :m]
     lo, cap = node[7], node[8]
     if op == _EMA_GROUP:
-        members = state[5][lo : lo + cap]
+        members = state[4][lo : lo + cap]
         _ema_group(src, slots[:, :m], first, cuts, n_cuts, members, nodes, params, state[:2])
         return
-    window_ring, queue_bars = ring[lo : lo + cap], ring_bars[lo : lo + cap]
+    window_ring = ring[lo : lo + cap]
     if op == _EMA:
         _ema(src, dst, first, cuts, n_cuts, node, params[k, 0], f, s)
     elif op <= _RZSCORE:
-        _window(src, dst, first, cuts, n_cuts, node, window_ring, f, s)
+        _window(src, dst, first, cuts, n_cuts, node, window_ring, f, s, state[5])
     elif op <= _RMAX:
-        _extreme(src, dst, first, cuts, n_cuts, node, window_ring, queue_bars, s, t0)
+        _extreme(src, dst, first, cuts, n_cuts, node, window_ring, f, s)
     else:
         _lag(src, dst, first, cuts, n_cuts, node, window_ring, f, s)
 
@@ -511,9 +549,9 @@ def run_program(
         np.zeros((n_nodes, 3)),
         np.zeros((n_nodes, 3), dtype=np.int64),
         np.zeros(max(ring_size, 1)),
-        np.zeros(max(ring_size, 1), dtype=np.int64),
         np.empty(BLOCK + 1, dtype=np.int64),  # a node's restart rows in a block
         groups,
+        np.empty(BLOCK),  # a window's deviations from its mean, for its z-scores
     )
     days = np.empty(BLOCK, dtype=np.int64)  # the block's trading days' first rows
     for k in range(n_nodes):

@@ -106,8 +106,8 @@ class _Builder:
         key = (node.op, args[0], count, is_reset)
         if key in self.keys:
             return self.keys[key]
-        # a power of two above the window for the min/max queues (indices are masked)
-        cap = 1 << count.bit_length() if node.op in ("rolling_min", "rolling_max") else count
+        # min/max keep the current chunk of w values and the previous chunk's suffix maxima
+        cap = 2 * count + 1 if node.op in ("rolling_min", "rolling_max") else count
         ring, self.ring_size = self.ring_size, self.ring_size + cap
         fields = {"count": count, "reset": int(is_reset), "begin": begin, "ring": ring}
         k = self.add(key, node.op, args, cap=cap, **fields)
