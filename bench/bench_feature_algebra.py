@@ -6,7 +6,10 @@ columns, 96 over those: EMAs at spans 4 to 256, rolling mean/std/sum/min/max/z-s
 differences, clips, spreads of EMAs; 12 of them restarted each trading day), no targets:
   (a) fxstore: compute_features(bars, set).to_table(): every feature of the set, float32,
       warm-up dropped; in bars/s (bars of the table per second for the whole set, i.e. rows
-      x 1, not rows x features);
+      x 1, not rows x features). The output comes from Arrow's memory pool, which reuses
+      the pages of the previous call's freed table, as a precompute of several symbols or
+      shards does; also timed with the pool's free pages returned to the system before
+      each call (fresh memory: every output page faulted in, as for a process's first);
   (b) the same definitions as vectorised polars expressions (ewm_mean, rolling_*, shift,
       over("trading_day") for the restarted ones), one thread (POLARS_MAX_THREADS=1), from a
       DataFrame of the same bars to float32 numpy columns;
@@ -230,6 +233,10 @@ def main() -> None:
         raise TypeError(df)
     fxstore_features(bars, featureset)  # JIT warm-up
     fx = timed(lambda: fxstore_features(bars, featureset), args.repeat)
+    # The same with the memory pool's free pages returned to the system first: every page
+    # of the output is faulted in and zeroed again, as for a process's first set.
+    release = pa.default_memory_pool().release_unused
+    fx_fresh = timed(lambda: fxstore_features(bars, featureset), args.repeat, before=release)
     pl_ = timed(lambda: polars_features(df, featureset), max(3, args.repeat // 2))
     fast = fxstore_features(bars, featureset)
     diffs = compare(fast, polars_features(df, featureset))
@@ -238,9 +245,14 @@ def main() -> None:
     n = bars.num_rows
     rates: dict[str, object] = {}
     for clock in ("cpu", "wall"):
-        f, p, e = (float(t[f"{clock}_median"]) for t in (fx, pl_, e2e))  # type: ignore[arg-type]
+        f, p, e, f0 = (float(t[f"{clock}_median"]) for t in (fx, pl_, e2e, fx_fresh))  # type: ignore[arg-type]
         rates[clock] = {
-            "bars_per_s": {"fxstore": n / f, "polars": n / p, "end_to_end": n / e},
+            "bars_per_s": {
+                "fxstore": n / f,
+                "fxstore_fresh_memory": n / f0,
+                "polars": n / p,
+                "end_to_end": n / e,
+            },
             "feature_values_per_s": {"fxstore": n * 100 / f, "polars": n * 100 / p},
             "ratio_fxstore_vs_polars": p / f,
         }
@@ -258,6 +270,8 @@ def main() -> None:
         "load_average_1_5_15min_at_start": load,
         "load_average_1_5_15min_at_end": list(os.getloadavg()),
         "fxstore_compute_s": fx,
+        "fxstore_compute_fresh_memory_s": fx_fresh,
+        "memory_pool": pa.default_memory_pool().backend_name,
         "polars_compute_s": pl_,
         "precompute_end_to_end_s": e2e,
         **rates,

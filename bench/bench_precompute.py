@@ -192,14 +192,19 @@ def compare(fast: pa.Table, slow: pd.DataFrame) -> dict[str, float]:
     return diffs
 
 
-def timed(func: Callable[[], object], repeat: int) -> dict[str, object]:
-    """Run `func` `repeat` times: median and all of its CPU time and of its wall time (s).
+def timed(
+    func: Callable[[], object], repeat: int, before: Callable[[], object] | None = None
+) -> dict[str, object]:
+    """Run `func` `repeat` times (`before` untimed ahead of each): median and all of its CPU
+    time and of its wall time (s).
 
     CPU time is what the one core spent on it; on a machine shared with other work the wall
     time also holds the waits for a core (see the load average recorded with the result).
     """
     cpu, wall = [], []
     for _ in range(repeat):
+        if before is not None:
+            before()
         cpu_start, wall_start = time.process_time(), time.perf_counter()
         func()
         cpu.append(time.process_time() - cpu_start)
