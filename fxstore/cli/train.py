@@ -232,6 +232,7 @@ class TrainSettings(TypedDict, total=False):
     slippage_ticks: float | None
     seed: int | None
     seeds: int | None
+    ensemble: bool | None
     prior_trials: int | None
     signal_dir: str | None
 
@@ -444,6 +445,12 @@ def _stop_on_signals(stop: StopRequest) -> Iterator[None]:
     type=int,
     default=None,
     help="Agents trained per fold, each from its own seed; reports mean ± std [default: 1].",
+)
+@click.option(
+    "--ensemble/--no-ensemble",
+    default=None,
+    help="With --seeds N > 1, also trade the seeds' average action values, reported as "
+    f"'ensemble' beside them [default: {FROM_PROFILE}].",
 )
 @click.option(
     "--prior-trials",

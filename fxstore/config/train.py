@@ -236,6 +236,11 @@ class TrainConfig:
     """Agents trained per fold, each from its own seed (the first from `seed`): the report
     gives the mean and spread over seeds of PnL, Sharpe and share of the oracle."""
 
+    ensemble: bool = False
+    """With `seeds` > 1, also trade the seeds' average: the mean of the action values of each
+    seed's kept weights (seeds that stood aside left out), its no-trade band chosen on the
+    validation slice, reported as policy ``ensemble`` beside the single seeds."""
+
     signal_dir: str | None = None
     """Folder of the planted signal's side files for the 'oracle' baseline; None: the store's
     synthetic market folder ``<root>/synth/<symbol>``."""
@@ -265,6 +270,12 @@ class TrainConfig:
             validate_at_least(name, getattr(self, name), 0, integral=True)
         validate_number("prior_trials", self.prior_trials, above=0, integral=True)
         validate_number("seeds", self.seeds, above=0, integral=True)
+        validate_bool("ensemble", self.ensemble)
+        if self.ensemble and self.seeds < 2:
+            raise InvalidInputError(
+                f"`ensemble` averages several seeds' agents; it needs `seeds` >= 2, was "
+                f"{self.seeds}."
+            )
         if self.episode_bars < 2:
             raise InvalidInputError(f"`episode_bars` must be >= 2, was {self.episode_bars}.")
         validate_number("capital", self.capital, above=0.0)

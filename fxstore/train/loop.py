@@ -33,7 +33,7 @@ from fxstore.errors import InvalidInputError
 from fxstore.train.agent.dqn import Agent
 from fxstore.train.agent.learner import LearnerStep
 from fxstore.train.agent.memory import check_host_memory, resolve_sizes
-from fxstore.train.agent.policy import action_values, banded_positions, greedy_positions
+from fxstore.train.agent.policy import action_values, banded_positions
 from fxstore.train.agent.replay import NStepAccumulator, PrioritizedReplay
 from fxstore.train.env.data import CachedMarket, open_cache
 from fxstore.train.env.market import ContractSpec, Market, contract_spec, evaluate_positions
@@ -85,6 +85,18 @@ _STREAM_ENV: Final = 1
 _STREAM_ACT: Final = 2
 _STREAM_SEEDS: Final = 3
 _LOG_EVERY: Final = 100
+
+
+@dataclass(frozen=True, slots=True)
+class KeptValues:
+    """Action values (host float32, rows x held position x action) of a seed's kept weights
+    on the fold's validation slice (empty unless an ensemble needs it), test window and
+    training part, and the no-trade band it trades with."""
+
+    validation: npt.NDArray[np.float32]
+    test: npt.NDArray[np.float32]
+    train: npt.NDArray[np.float32]
+    band: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,10 +297,13 @@ def fold_results(
 ) -> dict[str, FoldResult]:
     """Train one fold's agents (every seed) and score them and the baselines on its test
     window, by policy (in this process, or in a Ray task: :mod:`fxstore.train.runs.fold_tasks`)."""
-    agents = [
+    trained = [
         _train_seed(market, fold, config, spec, sizes, run, on_progress, n_folds, k, stop)
         for k in range(config.seeds)
     ]
+    agents = [result for result, _ in trained]
+    if config.ensemble:
+        agents.append(_ensemble(market, fold, config, spec, [kept for _, kept in trained]))
     baselines = baseline_results(
         market,
         fold,
@@ -339,16 +354,35 @@ def _train_seed(
     n_folds: int,
     seed_index: int,
     stop: StopRequest | None,
-) -> FoldResult:
-    """Train the fold's agent of seed `seed_index` and score it on the test window."""
+) -> tuple[FoldResult, KeptValues | None]:
+    """Train the fold's agent of seed `seed_index` and score it on the test window; also
+    return its kept weights' action values (None: it stands aside)."""
     seeded = config
     if seed_index:
         seeded = dataclasses.replace(
             config, seed=crng.derive_key(config.seed, _STREAM_SEEDS, seed_index) % (1 << 31)
         )
-    positions, train_positions = _run_fold(
-        market, fold, seeded, spec, sizes, run, on_progress, n_folds, seed_index, stop
-    )
+    kept = _run_fold(market, fold, seeded, spec, sizes, run, on_progress, n_folds, seed_index, stop)
+    policy = agent_policies(config.seeds)[seed_index]
+    return _score(market, fold, config, spec, kept, policy), kept
+
+
+def _score(
+    market: Market,
+    fold: Fold,
+    config: TrainConfig,
+    spec: ContractSpec,
+    kept: KeptValues | None,
+    policy: str,
+) -> FoldResult:
+    """The test window's result of trading `kept`'s greedy banded policy (flat if None),
+    with its in-sample Sharpe on the training part."""
+    if kept is None:
+        positions = np.zeros(fold.test[1] - fold.test[0])
+        train_positions = np.zeros(fold.train[1] - fold.train[0])
+    else:
+        positions = banded_positions(kept.test, market, *fold.test, config.env, kept.band)
+        train_positions = banded_positions(kept.train, market, *fold.train, config.env, kept.band)
     return evaluate_fold(
         market,
         fold,
@@ -357,11 +391,39 @@ def _train_seed(
         spec,
         capital=config.capital,
         seed=config.seed,
-        policy=agent_policies(config.seeds)[seed_index],
+        policy=policy,
         in_sample=in_sample_sharpe(
             market, fold, train_positions, config.env, spec, capital=config.capital
         ),
     )
+
+
+def _ensemble(
+    market: Market,
+    fold: Fold,
+    config: TrainConfig,
+    spec: ContractSpec,
+    seeds: list[KeptValues | None],
+) -> FoldResult:
+    """Policy ``ensemble``: the mean of the seeds' action values (seeds that stand aside
+    left out; flat if all do), its no-trade band chosen on the validation slice as each
+    seed's is."""
+    kept = [k for k in seeds if k is not None]
+    if not kept:
+        return _score(market, fold, config, spec, None, "ensemble")
+
+    def mean(window: str) -> npt.NDArray[np.float32]:
+        stacked = np.stack([getattr(k, window) for k in kept])
+        return np.asarray(stacked.mean(axis=0, dtype=np.float32), dtype=np.float32)
+
+    q_validation = mean("validation")
+    band = (
+        _best_band(q_validation, market, fold, config, spec)[1]
+        if fold.validation[1] > fold.validation[0]
+        else config.no_trade_bands[0]
+    )
+    average = KeptValues(q_validation, mean("test"), mean("train"), band)
+    return _score(market, fold, config, spec, average, "ensemble")
 
 
 def _run_fold(
@@ -375,9 +437,10 @@ def _run_fold(
     n_folds: int,
     seed_index: int = 0,
     stop: StopRequest | None = None,
-) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-    """Learn on one fold; return the greedy positions of the kept weights on its test window
-    and on its training part (for the in-sample Sharpe).
+) -> KeptValues | None:
+    """Learn on one fold; return the kept weights' action values on its test window and on
+    its training part (for the in-sample Sharpe), and on its validation slice for an
+    ensemble; None where no weights earned on validation (the agent stands aside).
 
     When `stop` is set, the fold saves its checkpoint after the step in progress and raises
     RunInterruptedError."""
@@ -472,11 +535,18 @@ def _run_fold(
     run.write_evals(fold.index, state.evals, chosen, state.best_step, seed_index)
     logger.info("fold %d: trading the %s policy on the test window", fold.index, chosen)
     if chosen == "flat":
-        return np.zeros(fold.test[1] - fold.test[0]), np.zeros(fold.train[1] - fold.train[0])
+        return None
     band = state.best_band if chosen == "best" else config.no_trade_bands[0]
-    return (
-        greedy_positions(agent.q_values, market, *fold.test, config.env, band),
-        greedy_positions(agent.q_values, market, *fold.train, config.env, band),
+    env_config = config.env
+
+    def values(lo: int, hi: int) -> npt.NDArray[np.float32]:
+        return action_values(agent.q_values, market, lo, hi, env_config)
+
+    return KeptValues(
+        values(*fold.validation) if config.ensemble else np.zeros((0, 0, 0), np.float32),
+        values(*fold.test),
+        values(*fold.train),
+        band,
     )
 
 
@@ -522,8 +592,15 @@ def _validation_sharpe(
 ) -> tuple[float, float]:
     """The best annualised per-bar Sharpe of the greedy policy on the fold's validation slice
     over the no-trade bands, and its band (the first of equal scores)."""
+    q = action_values(agent.q_values, market, *fold.validation, config.env)
+    return _best_band(q, market, fold, config, spec)
+
+
+def _best_band(
+    q: npt.NDArray[np.float32], market: Market, fold: Fold, config: TrainConfig, spec: ContractSpec
+) -> tuple[float, float]:
+    """The best validation Sharpe of action values `q` over the no-trade bands, and its band."""
     lo, hi = fold.validation
-    q = action_values(agent.q_values, market, lo, hi, config.env)
     best, best_band = -np.inf, config.no_trade_bands[0]
     for band in config.no_trade_bands:
         positions = banded_positions(q, market, lo, hi, config.env, band)

@@ -9,9 +9,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from fxstore.errors import InvalidInputError
+from fxstore.train.env.data import open_cache
+from fxstore.train.env.market import contract_spec
 from fxstore.train.evaluate.metrics import BacktestMetrics, compute_metrics
+from fxstore.train.evaluate.results import BacktestResult, evaluate_fold
 from fxstore.train.evaluate.seeds import agent_policies, seed_notes, summarize_seeds
-from fxstore.train.loop import train
+from fxstore.train.evaluate.walkforward import make_folds
+from fxstore.train.loop import KeptValues, _ensemble, train
 from tests.train.test_loop import TINY
 
 pytestmark = pytest.mark.quick
@@ -77,3 +82,62 @@ def test_train_two_seeds_trains_two_agents_per_fold(store: Path) -> None:
     assert lines[-1].startswith("agent over 2 seeds (mean ± std): PnL $ ")
     (sig,) = result.significance
     assert sig.n_trials == 4 * 2  # 3 evaluations + flat, x 2 seeds
+
+
+def test_train_ensemble_trades_the_seeds_average_beside_them(store: Path) -> None:
+    config = dataclasses.replace(TINY, seeds=2, max_folds=1, no_trade_bands=(0.0, 0.5))
+
+    plain = train(config, store)
+    result = train(dataclasses.replace(config, ensemble=True), store)
+
+    assert result.policies[:3] == ("agent", "agent-s1", "ensemble")
+    for policy in ("agent", "agent-s1"):  # the seeds trade as without the ensemble
+        np.testing.assert_array_equal(_pnl(result, policy), _pnl(plain, policy))
+    assert _pnl(result, "ensemble").shape == _pnl(result, "agent").shape
+    agent, ensemble = result.significance
+    assert (agent.policy, ensemble.policy) == ("agent", "ensemble")
+    # per seed: 3 evaluations x 2 bands + flat; x 2 seeds; + the ensemble's 2 bands
+    assert agent.n_trials == ensemble.n_trials == 7 * 2 + 2
+    assert "ensemble" in result.format_table()
+
+
+def _pnl(result: BacktestResult, policy: str) -> np.ndarray:
+    return next(r.pnl for r in result.folds if r.policy == policy)
+
+
+def test_ensemble_averages_the_seeds_that_trade_and_leaves_out_those_that_stand_aside(
+    store: Path,
+) -> None:
+    config = dataclasses.replace(TINY, seeds=3, ensemble=True)
+    cache = open_cache(store, config.symbol, None, "cpu")
+    market = cache.market
+    fold = make_folds(
+        market.trading_day, config.walkforward, max_target_horizon_bars=cache.horizon
+    )[0]
+    spec = contract_spec(config.symbol, config.env, cache.contracts)
+
+    def values(long: float, short: float) -> KeptValues:
+        """Action values that prefer going long by `long` and short by `short` everywhere."""
+
+        def window(lo: int, hi: int) -> np.ndarray:
+            q = np.zeros((hi - lo, 3, 3), np.float32)
+            q[:, :, 0], q[:, :, 2] = short, long
+            return q
+
+        return KeptValues(window(*fold.validation), window(*fold.test), window(*fold.train), 0.0)
+
+    # one seed strongly long, one weakly short, one standing aside: the mean goes long
+    result = _ensemble(market, fold, config, spec, [values(3.0, 0.0), values(0.0, 1.0), None])
+    held = np.ones(fold.test[1] - fold.test[0])
+    long = evaluate_fold(market, fold, held, config.env, spec, capital=config.capital, seed=0)
+    assert result.policy == "ensemble"
+    np.testing.assert_array_equal(result.pnl, long.pnl)
+    assert result.metrics.total_pnl == long.metrics.total_pnl
+
+    flat = _ensemble(market, fold, config, spec, [None, None, None])
+    assert not flat.positions.any() and flat.metrics.n_trades == 0
+
+
+def test_ensemble_needs_two_seeds() -> None:
+    with pytest.raises(InvalidInputError, match=r"`ensemble` .* needs `seeds` >= 2, was 1"):
+        dataclasses.replace(TINY, ensemble=True)

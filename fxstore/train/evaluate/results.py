@@ -349,7 +349,7 @@ def dollars(value: float) -> str:
 
 
 #: Policies fitted on the training part, which have an in-sample Sharpe.
-_FITTED: Final = ("agent", "linear", "ceiling")
+_FITTED: Final = ("agent", "ensemble", "linear", "ceiling")
 
 
 def _in_sample_cell(policy: str, value: float) -> str:
@@ -492,7 +492,10 @@ def reference_notes(
     if planted.values is None:
         return tuple(f"{p}: absent: {planted.reason}" for p in planted_refs)
     lines = [f"{' and '.join(planted_refs)}: {planted.reason}"]
-    for reference, shared in (("oracle", ("agent", "linear", "ceiling")), ("ceiling", ("agent",))):
+    for reference, shared in (
+        ("oracle", ("agent", "ensemble", "linear", "ceiling")),
+        ("ceiling", ("agent", "ensemble")),
+    ):
         top = totals.get(reference)
         if reference not in policies or top is None:
             continue

@@ -56,6 +56,7 @@ logger = logging.getLogger(__name__)
 #: The colour of each policy in every plot (matplotlib's tab10, the agent in blue).
 POLICY_COLOURS: Final[Mapping[str, str]] = {
     "agent": "#1f77b4",
+    "ensemble": "#17becf",
     "flat": "#7f7f7f",
     "long": "#2ca02c",
     "random": "#bcbd22",
@@ -67,7 +68,7 @@ POLICY_COLOURS: Final[Mapping[str, str]] = {
 #: Extra agents of a multi-seed run (``agent-s1``, ...): lighter and darker blues.
 _SEED_COLOURS: Final = ("#6baed6", "#08519c", "#9ecae1", "#3182bd", "#c6dbef", "#084594")
 #: Any other policy: one of these, chosen by a checksum of its name (stable across runs).
-_OTHER_COLOURS: Final = ("#17becf", "#8c564b", "#393b79", "#637939", "#8c6d31", "#843c39")
+_OTHER_COLOURS: Final = ("#aec7e8", "#8c564b", "#393b79", "#637939", "#8c6d31", "#843c39")
 _TIME_LABEL: Final = (
     "exchange time (America/Chicago): CME sessions side by side, nights and weekends left "
     "out; ticks at each session's open, labelled with its trading date"

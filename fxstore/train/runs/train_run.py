@@ -131,14 +131,18 @@ def write_run_result(
     ``equity_all.png``; mark the run complete with the agent's headline."""
     totals = policy_totals(results, market, capital=config.capital, seed=config.seed)
     shown = available(config.baselines, planted.values is not None, market.feature_names)
+    ensemble = ("ensemble",) if config.ensemble else ()
     result = BacktestResult(
         run_dir=run.path,
         symbol=config.symbol,
         fxcache_key=cache.key,
-        policies=(*agent_policies(config.seeds), *shown),
+        policies=(*agent_policies(config.seeds), *ensemble, *shown),
         folds=tuple(results),
         totals=totals,
-        significance=(_agent_significance(results, run, folds, config),),
+        significance=tuple(
+            _agent_significance(results, run, folds, config, policy)
+            for policy in ("agent", *ensemble)
+        ),
         notes=(
             *reference_notes(planted, config.baselines, totals),
             *feature_notes(config.baselines, market.feature_names),
@@ -156,16 +160,22 @@ def write_run_result(
 
 
 def _agent_significance(
-    results: list[FoldResult], run: RunFolder, folds: Sequence[Fold], config: TrainConfig
+    results: list[FoldResult],
+    run: RunFolder,
+    folds: Sequence[Fold],
+    config: TrainConfig,
+    policy: str = "agent",
 ) -> SharpeSignificance:
-    """PSR/DSR of the agent's pooled test days, counting every candidate it was chosen from.
+    """PSR/DSR of `policy`'s (the agent's or the ensemble's) pooled test days, counting every
+    candidate it was chosen from.
 
     Trials: in each fold the kept weights are the best of its validation evaluations or
     standing aside, so a fold chooses among (evaluations x no-trade bands + 1) candidates;
     the count is the largest such number over folds and seeds, times `seeds` (any one could
-    be shown), times `prior_trials` (profiles or settings already tried on the same data).
-    The trials' Sharpe variance is that of every finite validation Sharpe kept (annualised
-    per bar, about the annualised daily Sharpe of independent bars).
+    be shown), plus the ensemble's no-trade bands when it is traded, times `prior_trials`
+    (profiles or settings already tried on the same data). The trials' Sharpe variance is
+    that of every finite validation Sharpe kept (annualised per bar, about the annualised
+    daily Sharpe of independent bars).
     """
     sharpes: list[float] = []
     candidates = 1
@@ -175,10 +185,11 @@ def _agent_significance(
             candidates = max(candidates, len(evals) * len(config.no_trade_bands) + 1)
             sharpes += [float(v) for e in evals if isinstance(v := e.get("val_sharpe"), float)]
     variance = float(np.var(sharpes, ddof=1)) if len(sharpes) > 1 else 0.0
+    trials = candidates * config.seeds + (len(config.no_trade_bands) if config.ensemble else 0)
     return pooled_significance(
         results,
-        "agent",
-        n_trials=candidates * config.seeds * config.prior_trials,
+        policy,
+        n_trials=trials * config.prior_trials,
         trial_variance=variance,
         capital=config.capital,
     )
