@@ -359,6 +359,8 @@ def _manifest(
             "bar_version": source.version,
             "manifest_sha256": source.manifest_sha256,
             "truncated_inputs": _truncated(source),
+            # records of the inputs in no bar, neither MBP-10 nor symbol mappings
+            "n_records_passed_over": source.manifest.get("n_records_passed_over", 0),
             # the instrument master's facts the bars were built with: what PnL is booked at
             "contracts": source.manifest.get("contracts", {}),
         },

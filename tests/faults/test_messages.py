@@ -112,3 +112,56 @@ def test_ingest_of_a_plain_dbn_cut_on_a_record_boundary_warns_and_records_it(
     days = json.loads((summary.out_dir / "manifest.json").read_text())["days"]
     early = [d["trading_day"] for d in days if "records_end_before_close_s" in d]
     assert early == [days[-1]["trading_day"]]
+
+
+def _records(path: Path) -> int:
+    """368-byte records after the metadata of a (zstd) DBN MBP-10 file."""
+    data = path.read_bytes()
+    if path.suffix == ".zst":
+        with zstandard.ZstdDecompressor().stream_reader(data) as reader:
+            data = reader.read()
+    start = 8 + int.from_bytes(data[4:8], "little")
+    return (len(data) - start) // 368
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_ingest_counts_a_record_whose_type_byte_changed_in_the_manifest(
+    two_roll_market: SynthMarket, tmp_path: Path, workers: int
+) -> None:
+    import dataclasses
+    import json
+
+    from fxstore.ingest.run.pipeline import ingest
+    from tests.faults.conftest import INGEST
+
+    folder = subset(two_roll_market, tmp_path / "in", n_days=3)
+    second = sorted(folder.glob("*.mbp-10.dbn.zst"))[1]
+    with zstandard.ZstdDecompressor().stream_reader(second.read_bytes()) as reader:
+        data = bytearray(reader.read())
+    start = 8 + int.from_bytes(data[4:8], "little")
+    data[start + 5 * 368 + 1] = 0x0B  # the sixth record's rtype: no longer MBP-10 (0x0A)
+    second.unlink()
+    second.with_suffix("").write_bytes(bytes(data))
+
+    with pytest.warns(FxStoreWarning, match=r": 1 records are not MBP-10"):
+        summary = ingest(dataclasses.replace(INGEST, workers=workers), [folder], tmp_path / "s")
+
+    manifest = json.loads((summary.out_dir / "manifest.json").read_text())
+    counted = {e["name"]: e["passed_over"] for e in manifest["inputs"] if "passed_over" in e}
+    assert counted == {
+        second.with_suffix("").name: [
+            {
+                "rtype": "0x0B",
+                "records": 1,
+                "reason": "not MBP-10 (0x0A): a damaged record header or another schema's record",
+            }
+        ]
+    }
+    assert manifest["n_records_passed_over"] == 1
+    # every record read is in a day's n_records (MBP-10) or passed over and counted
+    read = sum(d["n_records"] for d in manifest["days"])
+    assert read + 1 == sum(_records(p) for p in folder.glob("*.mbp-10.dbn*"))
+    listing = CliRunner().invoke(
+        cli, ["info", "ES.FUT", "--versions", "--store", str(tmp_path / "s")]
+    )
+    assert "1 records passed over (not MBP-10)" in listing.output
