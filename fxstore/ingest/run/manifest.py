@@ -379,8 +379,9 @@ def warn_ended_early(plan: IngestPlan, entries: Sequence[Json]) -> None:
     warnings.warn(
         FxStoreWarning(
             f"{plan.symbol}: the records of {len(days)} trading day(s) end well before the "
-            f"session closes: {shown}; the inputs stop inside those sessions (a download cut "
-            "short on a record boundary, or files that end mid-session), so their bars are "
+            f"session closes: {shown}, though their inputs' requests (the DBN metadata's end) "
+            "asked for more: the inputs were cut inside those sessions (a download cut short "
+            "on a record boundary), so their bars are "
             "of part of a session (the manifest's days say records_end_before_close_s). "
             "Download the missing part and re-run with --force."
         ),

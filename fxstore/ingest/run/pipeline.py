@@ -51,7 +51,7 @@ from fxstore.ingest.run.day_builder import (
 from fxstore.ingest.run.day_files import (
     PARTS_DIR,
 )
-from fxstore.ingest.run.day_writer import DayWriter, Json
+from fxstore.ingest.run.day_writer import DayWriter, Json, Request
 from fxstore.ingest.run.dispatch import dispatch_order, in_order
 from fxstore.ingest.run.manifest import (
     IngestSummary,
@@ -302,6 +302,9 @@ def ingest(
             discard_bar_stage(out_dir)  # a killed build of other inputs: start afresh
         _remove_scratch(out_dir)  # a killed run's candidates and fragments
         writer = DayWriter(out_dir, plan)
+        writer.requests = tuple(
+            Request(f.metadata.start, f.metadata.end, f.metadata.limit) for f in source.files
+        )
         groups = plan_groups(source.files, plan.sessions)
         if config.workers > 1 and len(groups) == 1 and len(groups[0]) == 1:
             logger.info(
