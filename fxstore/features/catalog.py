@@ -210,6 +210,12 @@ def format_info(manifest: FxCacheManifest) -> str:
     truncated = truncated_inputs(data)
     if truncated:
         lines.append("  warning:  " + describe_truncated("its bars", truncated))
+    passed_over = source.get("n_records_passed_over")
+    if isinstance(passed_over, int) and passed_over:
+        lines.append(
+            f"  inputs:   {passed_over:,} records passed over, in no bar (not MBP-10: their "
+            "bar manifest's inputs give each rtype and why)"
+        )
     for group, prefix in (("features", "f_"), ("targets", "target_")):
         definitions = featureset.get(group, [])
         lines.append(f"  {group} ({len(definitions)}):")

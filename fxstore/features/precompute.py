@@ -359,6 +359,8 @@ def _manifest(
             "bar_version": source.version,
             "manifest_sha256": source.manifest_sha256,
             "truncated_inputs": _truncated(source),
+            # records of the inputs in no bar, neither MBP-10 nor symbol mappings
+            "n_records_passed_over": source.manifest.get("n_records_passed_over", 0),
             # the instrument master's facts the bars were built with: what PnL is booked at
             "contracts": source.manifest.get("contracts", {}),
         },
@@ -469,7 +471,38 @@ def build_cache(task: CacheTask) -> Json:
     frame = compute_features(bars, task.featureset, calendar=task.calendar)
     shards = _write_shards(task.out_dir, frame, task.config, task.key)
     extra = (_bars_per_day(bars), shards)
-    return _manifest(task.config, task.featureset, task.source, frame, task.key, extra)
+    manifest = _manifest(task.config, task.featureset, task.source, frame, task.key, extra)
+    runs = contract_runs(bars, frame, task.source)
+    if runs is not None:
+        manifest["source"]["contract_runs"] = runs
+    return manifest
+
+
+def contract_runs(
+    bars: pa.Table, frame: FeatureFrame, source: BarSource
+) -> list[list[object]] | None:
+    """``[first row, raw symbol]`` of each contract's run of the frame's rows (the first at
+    row 0, each later one at a roll): what books each row at its own contract's facts. The
+    symbol is the one the bar manifest's day lists for the run's first bar's instrument id
+    (else the day's one contract). None when a run's contract is not known that way.
+    """
+    lo = frame.warmup_rows_dropped
+    ids = bars.column("instrument_id").to_numpy()[lo : lo + frame.n_rows]
+    starts = [0, *(np.flatnonzero(ids[1:] != ids[:-1]) + 1).tolist()]
+    where = manifest_path(source.folder)
+    days = {str(d["trading_day"]): d for d in bar_day_entries(source.manifest, where)}
+    runs: list[list[object]] = []
+    for row in starts:
+        day = days.get(str(np.datetime64(int(frame.trading_day[row]), "D")), {})
+        listed = day.get("listed")
+        contract = str(day.get("contract", ""))
+        raw = listed.get(str(ids[row])) if isinstance(listed, dict) else None
+        if not isinstance(raw, str):
+            raw = contract if contract and "," not in contract else None
+        if raw is None:
+            return None
+        runs.append([row, raw])
+    return runs
 
 
 def _run_cache_task(task: CacheTask) -> Json:

@@ -139,6 +139,9 @@ class VersionInfo:
     fxcaches: tuple[str, ...]
     #: Why its manifest cannot be read ("" when it can).
     damaged: str = ""
+    #: Records of its inputs in no bar that are neither MBP-10 nor symbol mappings (its
+    #: manifest's ``n_records_passed_over``; 0 for a version that does not count them).
+    n_records_passed_over: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +163,8 @@ class SeriesVersions:
                 if v.damaged
                 else f"{v.n_bars:,} bars, {v.n_days} days ({v.first_day} .. {v.last_day})"
             )
+            if v.n_records_passed_over:
+                what += f", {v.n_records_passed_over:,} records passed over (not MBP-10)"
             marks = ["current"] if v.is_current else []
             marks += [f"fxcache {key}" for key in v.fxcaches]
             tail = f"  [{', '.join(marks)}]" if marks else ""
@@ -205,9 +210,10 @@ def _version_info(version: BarVersion, caches: Sequence[str]) -> VersionInfo:
         days = [d for d in manifest_field(manifest, "days", list, where) if isinstance(d, dict)]
         n_bars = [manifest_field(d, "n_bars", int, where) for d in days]
         with_bars = [str(d.get("trading_day")) for d, n in zip(days, n_bars, strict=True) if n]
+        passed_over = manifest.get("n_records_passed_over", 0)
         damaged = ""
     except FxStoreError as err:
-        n_bars, with_bars, damaged = [], [], str(err)
+        n_bars, with_bars, damaged, passed_over = [], [], str(err), 0
     return VersionInfo(
         version=version.version,
         committed_at=version.committed_at,
@@ -219,6 +225,7 @@ def _version_info(version: BarVersion, caches: Sequence[str]) -> VersionInfo:
         last_day=with_bars[-1] if with_bars else "",
         fxcaches=tuple(caches),
         damaged=damaged,
+        n_records_passed_over=passed_over if isinstance(passed_over, int) else 0,
     )
 
 

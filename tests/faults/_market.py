@@ -15,9 +15,11 @@ from tests.conftest import SynthMarket
 N_DAYS = 32
 
 
-def day_files(market: SynthMarket, n_days: int = N_DAYS) -> list[Path]:
-    """The first `n_days` MBP-10 files of `market`."""
-    return sorted(market.folder.glob("*.mbp-10.dbn.zst"))[:n_days]
+def day_files(market: SynthMarket, n_days: int = N_DAYS, start: int = 0) -> list[Path]:
+    """`n_days` MBP-10 files of `market` from its `start`-th (the first: 0; the last: -1)."""
+    files = sorted(market.folder.glob("*.mbp-10.dbn.zst"))
+    first = start if start >= 0 else len(files) + start - n_days + 1
+    return files[first : first + n_days]
 
 
 def definition_records(market: SynthMarket) -> tuple[dbn.Metadata, list[dbn.InstrumentDefMsg]]:
@@ -37,15 +39,23 @@ def expiration_ns(day: dt.date) -> int:
     return int(dt.datetime(day.year, day.month, day.day, 14, 30, tzinfo=dt.UTC).timestamp()) * 10**9
 
 
-def subset(market: SynthMarket, out: Path, n_days: int = N_DAYS, **futures: int) -> Path:
-    """A folder with links to the first `n_days` files of `market` and its definition file,
-    each future's record with the fields `futures` set (raw DBN values: prices in 1e-9)."""
+def subset(
+    market: SynthMarket,
+    out: Path,
+    n_days: int = N_DAYS,
+    only: str | None = None,
+    start: int = 0,
+    **futures: int,
+) -> Path:
+    """A folder with links to `n_days` files of `market` (from the `start`-th, as
+    :func:`day_files`) and its definition file, each future's record (`only` that
+    contract's, when given) with the fields `futures` set (raw DBN values: prices in 1e-9)."""
     out.mkdir(parents=True)
-    for path in day_files(market, n_days):
+    for path in day_files(market, n_days, start):
         (out / path.name).symlink_to(path)
     meta, records = definition_records(market)
     for record in records:
-        if str(record.instrument_class) == "F":
+        if str(record.instrument_class) == "F" and only in (None, record.raw_symbol):
             for name, value in futures.items():
                 setattr(record, name, value)
     data = meta.encode() + b"".join(bytes(r) for r in records)

@@ -315,6 +315,24 @@ def test_precompute_of_bars_from_a_truncated_input_records_and_warns_everywhere(
     assert "warning:  its bars: built from 1 truncated input file(s)" in info
 
 
+def test_precompute_carries_the_records_passed_over_into_the_cache_and_its_info(
+    store: Path,
+) -> None:
+    from fxstore.features.catalog import format_info
+    from fxstore.features.reader import FeatureStore
+
+    bars_manifest = next((store / "bars").rglob("v0001/manifest.json"))
+    # as ingest counts records of inputs that are neither MBP-10 nor symbol mappings
+    edit_and_recommit(bars_manifest, lambda m: m.update(n_records_passed_over=3))
+
+    summary = precompute(FeatureConfig(features=SMALL), store)
+
+    manifest = json.loads(manifest_path(summary.out_dir).read_text())
+    assert manifest["source"]["n_records_passed_over"] == 3
+    info = format_info(FeatureStore(store).manifest("ES.FUT", summary.key))
+    assert "  inputs:   3 records passed over, in no bar (not MBP-10" in info
+
+
 def test_precompute_of_complete_inputs_records_none(cached_store: Path) -> None:
     manifest = json.loads(next((cached_store / "fxcache").rglob("manifest.json")).read_text())
 

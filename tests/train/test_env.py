@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -17,6 +18,7 @@ from fxstore.train.env.market import (
     ContractSpec,
     Market,
     _costs,
+    _rolling_sigma,
     contract_spec,
     evaluate_positions,
     market_from_view,
@@ -188,6 +190,108 @@ def test_evaluate_positions_roll_mode_closes_and_reopens_across_roll() -> None:
     # row 1: no move across the roll; close at row 1's cost, reopen at row 2's
     expected = [50.0 - COST, -COST - new_cost, 50.0, 100.0, -new_cost]
     np.testing.assert_allclose(book.pnl, expected, rtol=0, atol=1e-12)
+
+
+#: ESH4 at $50 a point, ESM4 (a spec changed mid-series) at $5 and a tick of 0.5.
+CHANGED = ContractSpec(
+    "ES", 5.0, 0.5, "bars", ("ESH4", "ESM4"), (("ESH4", 50.0, 0.25), ("ESM4", 5.0, 0.5))
+)
+
+
+def test_evaluate_positions_books_each_contract_at_its_own_facts_across_the_roll() -> None:
+    market = dataclasses.replace(
+        make_market([100.0, 101.0, 201.0, 202.0, 204.0], rolls=(2,)),
+        contract_runs=((0, "ESH4"), (2, "ESM4")),
+    )
+    config = EnvConfig(commission_per_contract=1.25, slippage_ticks=1.0, roll="roll")
+    new_cost = 0.125 * 5 + 1.0 * 0.5 * 5 + 1.25  # half spread, slippage, commission at ESM4's
+
+    book = evaluate_positions(market, np.ones(5), 0, 5, config, CHANGED)
+
+    # ESH4: +1 pt at $50 less its $20; closed at ESH4's cost, reopened at ESM4's; then $5 a pt
+    expected = [50.0 - COST, -COST - new_cost, 5.0, 10.0, -new_cost]
+    np.testing.assert_allclose(book.pnl, expected, rtol=0, atol=1e-12)
+    assert CHANGED.varies
+    assert CHANGED.to_json()["by_contract"] == {
+        "ESH4": {"multiplier": 50.0, "tick_size": 0.25},
+        "ESM4": {"multiplier": 5.0, "tick_size": 0.5},
+    }
+    assert (CHANGED.to_json()["multiplier"], CHANGED.to_json()["tick_size"]) == (None, None)
+
+
+@pytest.mark.parametrize("reward", ["ticks", "vol"])
+def test_costs_reward_unit_is_each_rows_own_contracts(reward: str) -> None:
+    market = dataclasses.replace(
+        make_market([100.0, 101.0, 201.0, 202.0, 204.0], rolls=(2,)),
+        contract_runs=((0, "ESH4"), (2, "ESM4")),
+    )
+    config = EnvConfig(reward=reward, vol_window=3)  # type: ignore[arg-type]
+
+    unit = _costs(market, config, CHANGED).unit
+
+    if reward == "ticks":
+        np.testing.assert_array_equal(unit, [12.5, 12.5, 2.5, 2.5, 2.5])
+    else:
+        sigma = _rolling_sigma(market.close, market.is_roll, 3, np)
+        mult = np.array([50.0, 50.0, 5.0, 5.0, 5.0])
+        want = np.maximum(sigma * market.close * mult, [12.5, 12.5, 2.5, 2.5, 2.5])
+        np.testing.assert_array_equal(unit, want)
+
+
+def test_contracts_that_agree_book_the_same_bits_as_one_spec() -> None:
+    market = dataclasses.replace(
+        random_market(120, seed=8, rolls=(40, 77)),
+        contract_runs=((0, "ESH4"), (40, "ESM4"), (77, "ESU4")),
+    )
+    spec = ContractSpec(
+        "ES", 50.0, 0.25, "bars", ("ESH4", "ESM4", "ESU4"),
+        tuple((raw, 50.0, 0.25) for raw in ("ESH4", "ESM4", "ESU4")),
+    )  # fmt: skip
+    positions = np.random.default_rng(2).integers(-2, 3, 120).astype(np.float64)
+
+    got = evaluate_positions(market, positions, 0, 120, CONFIG, spec)
+    want = evaluate_positions(market, positions, 0, 120, CONFIG, ES)
+
+    assert not spec.varies
+    np.testing.assert_array_equal(got.pnl, want.pnl)
+    np.testing.assert_array_equal(got.costs, want.costs)
+
+
+@pytest.mark.parametrize("roll", ["roll", "close"])
+def test_vecenv_books_each_contract_at_its_own_facts_like_evaluate_positions(roll: str) -> None:
+    market = dataclasses.replace(
+        random_market(120, seed=8, rolls=(40, 77)),
+        contract_runs=((0, "ESH4"), (40, "ESM4"), (77, "ESH4")),
+    )
+    config = EnvConfig(roll=roll, slippage_ticks=0.5, reward="dollars")  # type: ignore[arg-type]
+    env = VecEnv(market, config, CHANGED, n_envs=6, window=(10, 110), episode_bars=15, seed=3)
+    rng = np.random.default_rng(9)
+
+    episodes, _ = run_episodes(env, lambda obs: rng.integers(0, 5, 6), 100)
+
+    assert len(episodes) >= 30
+    for start, positions, pnl_sum in episodes:
+        book = evaluate_positions(market, np.array(positions), start, start + 15, config, CHANGED)
+        assert pnl_sum == pytest.approx(float(book.pnl.sum()), abs=1e-9)
+
+
+def test_contracts_that_disagree_on_a_market_without_its_rows_contracts_raise_one_line() -> None:
+    market = make_market([100.0, 101.0, 201.0, 202.0], rolls=(2,))
+
+    with pytest.raises(InvalidInputError) as info:
+        evaluate_positions(market, np.ones(4), 0, 4, CONFIG, CHANGED)
+
+    assert one_line(info) == (
+        "the contracts of the bars have different multipliers or tick sizes (ESH4 50 x 0.25, "
+        "ESM4 5 x 0.5), but the fxcache does not record which rows are whose; re-run "
+        "`fxstore precompute --force` (or pass --multiplier and --tick-size to book every "
+        "contract at one value)."
+    )
+
+
+def test_market_contract_runs_not_from_row_0_raise_schema_error() -> None:
+    with pytest.raises(SchemaError, match="must start at row 0"):
+        dataclasses.replace(make_market([1.0, 2.0, 3.0]), contract_runs=((1, "ESH4"),))
 
 
 def test_evaluate_positions_close_mode_starts_new_contract_flat() -> None:

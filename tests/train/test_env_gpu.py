@@ -5,6 +5,7 @@ Tests marked `gpu` need CuPy and a CUDA device; tests/train/conftest.py skips th
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 from pathlib import Path
@@ -14,9 +15,9 @@ import numpy as np
 import pytest
 
 from fxstore.config import EnvConfig
-from fxstore.train.env.market import Market
+from fxstore.train.env.market import ContractSpec, Market
 from fxstore.train.env.vecenv import VecEnv
-from tests.train.test_env import ES, random_market
+from tests.train.test_env import CHANGED, ES, random_market
 
 N_ENVS = 300  # two full blocks of 128 envs and a partial one
 WINDOW = (3, 296)
@@ -34,17 +35,24 @@ def on_cupy(market: Market) -> Market:
         trading_day=market.trading_day,
         feature_names=market.feature_names,
         bars_per_day=market.bars_per_day,
+        contract_runs=market.contract_runs,
     )
 
 
-def make_pair(config: EnvConfig, *, seed: int = 4) -> tuple[VecEnv, VecEnv, ModuleType]:
-    """The same env over the same market on numpy and on CuPy; rolls inside and at the edge."""
+def make_pair(
+    config: EnvConfig, *, seed: int = 4, spec: ContractSpec = ES
+) -> tuple[VecEnv, VecEnv, ModuleType]:
+    """The same env over the same market on numpy and on CuPy; rolls inside and at the edge.
+    The market's contracts alternate ESH4 and ESM4 (for a `spec` that books them apart)."""
     import cupy
 
-    market = random_market(300, seed=5, rolls=(40, 41, 120, 200, 294))
+    rolls = (40, 41, 120, 200, 294)
+    market = random_market(300, seed=5, rolls=rolls)
+    runs = tuple((row, ("ESH4", "ESM4")[k % 2]) for k, row in enumerate((0, *rolls)))
+    market = dataclasses.replace(market, contract_runs=runs)
 
     def make(m: Market) -> VecEnv:
-        return VecEnv(m, config, ES, n_envs=N_ENVS, window=WINDOW, episode_bars=17, seed=seed)
+        return VecEnv(m, config, spec, n_envs=N_ENVS, window=WINDOW, episode_bars=17, seed=seed)
 
     return make(market), make(on_cupy(market)), cupy
 
@@ -60,11 +68,12 @@ def assert_same_state(host: VecEnv, device: VecEnv) -> None:
 @pytest.mark.gpu
 @pytest.mark.parametrize("roll", ["roll", "close"])
 @pytest.mark.parametrize("reward", ["dollars", "vol"])
+@pytest.mark.parametrize("spec", [ES, CHANGED], ids=["one-spec", "per-contract"])
 def test_vecenv_cupy_steps_equal_numpy_across_episode_ends_and_rolls(
-    roll: str, reward: str
+    roll: str, reward: str, spec: ContractSpec
 ) -> None:
     config = EnvConfig(roll=roll, reward=reward, slippage_ticks=0.5, vol_window=7)  # type: ignore[arg-type]
-    host, device, cupy = make_pair(config)
+    host, device, cupy = make_pair(config, spec=spec)
     actions = np.random.default_rng(1).integers(0, 5, (300, N_ENVS))
 
     np.testing.assert_array_equal(cupy.asnumpy(device.reset()), host.reset())
@@ -151,7 +160,7 @@ import sys
 import numpy as np
 from fxstore.config import EnvConfig
 from fxstore.train.env.vecenv import VecEnv
-from tests.train.test_env import ES, random_market
+from tests.train.test_env import CHANGED, ES, random_market
 
 env = VecEnv(random_market(30, seed=1), EnvConfig(), ES, n_envs=2, window=(0, 30), episode_bars=5)
 env.reset()

@@ -56,6 +56,7 @@ __all__ = [
     "ReadStats",
     "SymbolSpan",
     "Symbology",
+    "describe_passed_over",
     "iter_mbp10_chunks",
     "open_dbn",
     "read_metadata",
@@ -115,6 +116,15 @@ class ReadStats:
             ]
             for f in self.files
             if f.n_dropped_bytes
+        }
+
+    def passed_over(self) -> dict[str, dict[str, int]]:
+        """Files with records passed over (neither MBP-10 nor SymbolMapping): name → {rtype
+        as "0xNN": records} (see :func:`describe_passed_over` for why each was)."""
+        return {
+            f.path.name: {f"0x{rtype:02X}": n for rtype, n in f.skipped_rtypes}
+            for f in self.files
+            if f.skipped_rtypes
         }
 
     def inputs(self, paths: Sequence[Path]) -> list[tuple[str, int, str]]:
@@ -281,6 +291,21 @@ def _iter_pieces(
 #: Records an MBP-10 stream may carry besides its books and symbol mappings: the gateway's
 #: status, error and system messages (passed over: they are no market data).
 _CONTROL_RTYPES: Final = frozenset({RTYPE_STATUS, RTYPE_ERROR, RTYPE_SYSTEM})
+
+
+def describe_passed_over(by_rtype: Mapping[str, int]) -> list[dict[str, object]]:
+    """Records of one input passed over, by rtype ("0xNN" → records), as a bar manifest
+    counts them: each rtype with its count and why it is in no bar."""
+    out: list[dict[str, object]] = []
+    for name, n in sorted(by_rtype.items()):
+        rtype = int(name, 16)
+        why = (
+            "a status, error or system message of the gateway: no market data"
+            if rtype in _CONTROL_RTYPES
+            else "not MBP-10 (0x0A): a damaged record header or another schema's record"
+        )
+        out.append({"rtype": name, "records": int(n), "reason": why})
+    return out
 
 
 def _warn_foreign_records(path: Path, skipped: Mapping[int, int]) -> None:

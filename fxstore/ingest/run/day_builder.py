@@ -123,6 +123,8 @@ class GroupResult:
     truncated: dict[str, list[int]]
     #: Seconds the group took to build (wall time in its process).
     build_s: float
+    #: Inputs with records passed over, by rtype (see ``ReadStats.passed_over``).
+    passed_over: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 def outright_chooser(root: str, months: str | None = None) -> Chooser:
@@ -336,4 +338,6 @@ def build_group(
     stats = source.stats
     inputs = stats.inputs(task.paths)
     elapsed = time.perf_counter() - started
-    return GroupResult(days, inputs, stats.n_records, stats.truncated(), elapsed)
+    return GroupResult(
+        days, inputs, stats.n_records, stats.truncated(), elapsed, stats.passed_over()
+    )

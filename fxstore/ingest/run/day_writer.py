@@ -12,6 +12,7 @@ import dataclasses
 import datetime as dt
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
@@ -29,12 +30,25 @@ from fxstore.ingest.select.front_month import FrontMonthSelector
 from fxstore.market.contracts import parse_outright
 from fxstore.store import fsync_dir, os_errors
 
-__all__ = ["ENDS_EARLY_NS", "DayWriter", "Json"]
+__all__ = ["ENDS_EARLY_NS", "DayWriter", "Json", "Request"]
 
-#: A day whose records stop this long before its session closes is one the inputs end
-#: inside (a download cut on a record boundary, files that stop mid-session): an hour of a
-#: futures book without a single update is no market.
+#: A day whose records stop this long before its session closes, where an input's request
+#: asked for records after them, is one the inputs were cut inside (a download cut on a
+#: record boundary): an hour of a futures book without a single update is no market.
 ENDS_EARLY_NS: Final = 3_600_000_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """What one input's DBN metadata says its request asked for."""
+
+    #: Start of the query, ns UTC.
+    start: int
+    #: End of the query, ns UTC; None when open-ended (live data).
+    end: int | None
+    #: Most records asked for; 0 for no limit.
+    limit: int
+
 
 #: JSON data of manifests and progress files.
 Json = dict[str, Any]
@@ -52,6 +66,9 @@ class DayWriter:
         self.metadata = bars_metadata(plan.config)
         #: Builds a worker's day again in-process for the instrument chosen (set per group).
         self.rebuild: Callable[[dt.date, int], DayResult] | None = None
+        #: The inputs' requests (their metadata), to tell a cut input from a short request;
+        #: none known: every day that ends early is taken for one the inputs were cut in.
+        self.requests: tuple[Request, ...] = ()
 
     def begin(self, day: dt.date, listed: dict[int, str]) -> set[int]:
         """Choose the front month of `day` before its records are read (in-process runs)."""
@@ -119,12 +136,30 @@ class DayWriter:
 
     def _ends_early_s(self, day: DayResult) -> int | None:
         """Seconds between the day's last record and its session close, when the records
-        stop well before it (:data:`ENDS_EARLY_NS`): inputs that end inside the session."""
+        stop well before it (:data:`ENDS_EARLY_NS`) while an input's request asked for
+        records after them (:meth:`_asked_for_more`): inputs cut inside the session."""
         if day.last_ts_recv < 0 or not self.plan.sessions.is_trading_day(day.day):
             return None
         _, close_ns = self.plan.sessions.bounds(day.day)
         gap = close_ns - day.last_ts_recv
-        return gap // 1_000_000_000 if gap > ENDS_EARLY_NS else None
+        if gap <= ENDS_EARLY_NS or not self._asked_for_more(day.last_ts_recv, close_ns):
+            return None
+        return gap // 1_000_000_000
+
+    def _asked_for_more(self, last_ns: int, close_ns: int) -> bool:
+        """Whether an input's request asked for records more than :data:`ENDS_EARLY_NS`
+        after `last_ns` and before `close_ns`: it started by then, asked for no record
+        limit (a limited request ends where its records do) and ends later (or is
+        open-ended). A request that ends before the session closes is a short request, its
+        records end where it does. True when no request is known."""
+        if not self.requests:
+            return True
+        return any(
+            not r.limit
+            and r.start <= last_ns
+            and (r.end is None or min(r.end, close_ns) - last_ns > ENDS_EARLY_NS)
+            for r in self.requests
+        )
 
     def _outright_last_trades(self, day: DayResult) -> dict[str, float]:
         """Last trade price of each outright of the root that traded, by instrument id."""

@@ -24,7 +24,7 @@ from fxstore.config import IngestConfig
 from fxstore.errors import FxStoreWarning, InvalidInputError, SchemaError
 from fxstore.ingest.bars.kernels import MAX_TRADE_FROM_MID, MAX_TRADE_QTY
 from fxstore.ingest.bars.params import CLOSE_REASONS
-from fxstore.ingest.dbn.reader import DbnFile
+from fxstore.ingest.dbn.reader import DbnFile, describe_passed_over
 from fxstore.ingest.run.day_writer import DayWriter, Json
 from fxstore.ingest.run.plan import IngestPlan
 from fxstore.ingest.select.front_month import RollEntry
@@ -140,12 +140,18 @@ def write_manifest(
     fingerprint: str,
     definitions: Sequence[Path] = (),
     truncated: Mapping[str, list[int]] | None = None,
+    passed_over: Mapping[str, Mapping[str, int]] | None = None,
 ) -> None:
     """Commit the series: written last, atomically, once every day file is in place.
 
     `truncated` (file name → [bytes dropped, records kept, last ts_recv]) marks those
-    inputs, and the trading day their last record fell on, as incomplete.
+    inputs, and the trading day their last record fell on, as incomplete. `passed_over`
+    (file name → {rtype "0xNN": records}) counts the records of each input in no bar that
+    are neither MBP-10 nor symbol mappings, each rtype with its reason.
     """
+    passed = {
+        name: describe_passed_over(by_rtype) for name, by_rtype in (passed_over or {}).items()
+    }
     config = writer.plan.config
     cut = _truncated_json(truncated or {}, writer.plan.sessions)
     for entry in writer.entries:
@@ -164,9 +170,15 @@ def write_manifest(
             "bar_rule": _bar_rule(config),
             "calendar": _calendar_json(writer.plan, writer.entries),
             "inputs": [
-                {"name": n, "size": s, "sha256": h} | ({"truncated": cut[n]} if n in cut else {})
+                {"name": n, "size": s, "sha256": h}
+                | ({"truncated": cut[n]} if n in cut else {})
+                | ({"passed_over": passed[n]} if n in passed else {})
                 for n, s, h in inputs
             ],
+            # records read that are in no bar for what they are (by rtype, in `inputs`)
+            "n_records_passed_over": sum(
+                sum(by_rtype.values()) for by_rtype in (passed_over or {}).values()
+            ),
             "definitions": [
                 {"name": p.name, "size": p.stat().st_size, "sha256": file_sha256(p)}
                 for p in definitions
@@ -367,8 +379,9 @@ def warn_ended_early(plan: IngestPlan, entries: Sequence[Json]) -> None:
     warnings.warn(
         FxStoreWarning(
             f"{plan.symbol}: the records of {len(days)} trading day(s) end well before the "
-            f"session closes: {shown}; the inputs stop inside those sessions (a download cut "
-            "short on a record boundary, or files that end mid-session), so their bars are "
+            f"session closes: {shown}, though their inputs' requests (the DBN metadata's end) "
+            "asked for more: the inputs were cut inside those sessions (a download cut short "
+            "on a record boundary), so their bars are "
             "of part of a session (the manifest's days say records_end_before_close_s). "
             "Download the missing part and re-run with --force."
         ),

@@ -51,7 +51,7 @@ from fxstore.ingest.run.day_builder import (
 from fxstore.ingest.run.day_files import (
     PARTS_DIR,
 )
-from fxstore.ingest.run.day_writer import DayWriter, Json
+from fxstore.ingest.run.day_writer import DayWriter, Json, Request
 from fxstore.ingest.run.dispatch import dispatch_order, in_order
 from fxstore.ingest.run.manifest import (
     IngestSummary,
@@ -302,6 +302,9 @@ def ingest(
             discard_bar_stage(out_dir)  # a killed build of other inputs: start afresh
         _remove_scratch(out_dir)  # a killed run's candidates and fragments
         writer = DayWriter(out_dir, plan)
+        writer.requests = tuple(
+            Request(f.metadata.start, f.metadata.end, f.metadata.limit) for f in source.files
+        )
         groups = plan_groups(source.files, plan.sessions)
         if config.workers > 1 and len(groups) == 1 and len(groups[0]) == 1:
             logger.info(
@@ -324,9 +327,10 @@ def ingest(
             try:
                 # The workers' own scratch writes (fragments) too: their OSError names the folder.
                 with os_errors(out_dir, "write into"):
-                    inputs, truncated, n_records, n_skipped, build_s = _build_all(
+                    built = _build_all(
                         config, source, writer, tasks, done, fingerprint, on_progress
                     )
+                    inputs, truncated, n_records, n_skipped, build_s, passed_over = built
             finally:
                 _remove_scratch(out_dir)
             if not any(int(e.get("n_kept", 0)) for e in writer.entries):
@@ -336,7 +340,9 @@ def ingest(
                     f"{describe_roots(source.symbology)}. Check --symbol and --instrument-mode "
                     "(`fxstore scan` shows what the files hold)."
                 )
-            write_manifest(out_dir, writer, inputs, fingerprint, definitions, truncated)
+            write_manifest(
+                out_dir, writer, inputs, fingerprint, definitions, truncated, passed_over
+            )
         commit_bar_version(series_dir, out_dir)
         warn_if_target_missed(plan, writer.entries)
         warn_implausible(plan, writer.entries)
@@ -431,16 +437,17 @@ def _build_all(
     done: Json,
     fingerprint: str,
     on_progress: Callable[[dt.date], None] | None,
-) -> tuple[list[list[object]], dict[str, list[int]], int, int, float]:
+) -> tuple[list[list[object]], dict[str, list[int]], int, int, float, dict[str, dict[str, int]]]:
     """Replay finished groups, build the rest in order, save progress after each group.
 
     Returns the inputs (name, size, sha256), the truncated ones (see
-    ``ReadStats.truncated``), the records read, the days replayed and the seconds spent
-    building groups.
+    ``ReadStats.truncated``), the records read, the days replayed, the seconds spent
+    building groups and the inputs with records passed over (``ReadStats.passed_over``).
     """
     resumed: dict[str, Json] = {}
     inputs: list[list[object]] = []
     truncated: dict[str, list[int]] = {}
+    passed_over: dict[str, dict[str, int]] = {}
     n_records = 0
     build_s = 0.0
     pending = list(tasks)
@@ -453,6 +460,7 @@ def _build_all(
                 on_progress(dt.date.fromisoformat(entry["trading_day"]))
         inputs += saved["inputs"]
         truncated |= saved.get("truncated", {})
+        passed_over |= saved.get("passed_over", {})
         n_records += int(saved["n_records"])
         resumed[key] = saved
     n_replayed = len(writer.entries)
@@ -487,11 +495,13 @@ def _build_all(
                     "days": writer.entries[len(writer.entries) - len(result.days) :],
                     "inputs": [list(i) for i in result.inputs],
                     "truncated": result.truncated,
+                    "passed_over": result.passed_over,
                     "n_records": result.n_records,
                 },
             )
             inputs += [list(i) for i in result.inputs]
             truncated |= result.truncated
+            passed_over |= result.passed_over
             n_records += result.n_records
             build_s += result.build_s
-    return inputs, truncated, n_records, n_replayed, build_s
+    return inputs, truncated, n_records, n_replayed, build_s, passed_over

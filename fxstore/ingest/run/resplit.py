@@ -83,6 +83,8 @@ class SplitResult:
     first_ts: int | None
     last_ts: int | None
     split_s: float
+    #: The file, when records of it were passed over (see ``ReadStats.passed_over``).
+    passed_over: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 def can_split(group: Sequence[DbnFile]) -> bool:
@@ -134,6 +136,7 @@ def split_file(task: SplitTask) -> SplitResult:
         first_ts=first_ts,
         last_ts=last_ts,
         split_s=time.perf_counter() - started,
+        passed_over=stats.passed_over(),
     )
 
 
@@ -188,6 +191,7 @@ class _Group:
             n_records=sum(s.n_records for s in self.splits),
             truncated={k: v for s in self.splits for k, v in s.truncated.items()},
             build_s=self.build_s,
+            passed_over={k: v for s in self.splits for k, v in s.passed_over.items()},
         )
 
 

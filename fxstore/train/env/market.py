@@ -5,7 +5,9 @@ the agent picks a target position h_t from :attr:`EnvConfig.positions`, trades t
 ``cost_t = half_spread_t * multiplier + slippage_ticks * tick_size * multiplier +
 commission`` per contract traded, and holds it over bar t -> t+1, earning
 ``h_t * (close_{t+1} - close_t) * multiplier``. The PnL booked on row t is that move net of
-the cost of the trade at t (float64 dollars).
+the cost of the trade at t (float64 dollars). The multiplier and tick size are those of row
+t's own contract: one pair for a whole series whose contracts agree, else each contract's
+own (a contract spec changed mid-series), by the contract of each row the fxcache records.
 
 Rolls: when row t+1 is the first bar of a new contract (``is_roll``), the two closes belong to
 different contracts and their difference is no PnL. The position is closed at the old
@@ -77,20 +79,33 @@ class ContractSpec:
     for a cache that names no bar series)."""
     contracts: tuple[str, ...] = ()
     """The contracts of the bars whose facts were used (raw symbols), when from the bars."""
+    by_contract: tuple[tuple[str, float, float], ...] = ()
+    """``(raw symbol, multiplier, tick size)`` of every contract of the bars, when from the
+    bars. Where they disagree (:attr:`varies`), each row books at its own contract's, and
+    `multiplier` and `tick_size` are those of the latest contract (for display only)."""
 
     @property
     def tick_value(self) -> float:
         """Dollars per tick of one contract."""
         return self.multiplier * self.tick_size
 
+    @property
+    def varies(self) -> bool:
+        """Whether the contracts of the bars have different multipliers or tick sizes."""
+        return len({(m, t) for _, m, t in self.by_contract}) > 1
+
     def to_json(self) -> dict[str, object]:
-        """The spec as a run's ``config.json`` records it."""
+        """The spec as a run's ``config.json`` records it (``multiplier`` and ``tick_size``
+        null where they differ by contract: ``by_contract`` gives each)."""
         return {
             "root": self.root,
-            "multiplier": self.multiplier,
-            "tick_size": self.tick_size,
+            "multiplier": None if self.varies else self.multiplier,
+            "tick_size": None if self.varies else self.tick_size,
             "source": self.source,
             "contracts": list(self.contracts),
+            "by_contract": {
+                raw: {"multiplier": m, "tick_size": t} for raw, m, t in self.by_contract
+            },
         }
 
 
@@ -106,15 +121,16 @@ def contract_spec(
     contracts
         The facts of every contract of the bars (raw symbol -> the ``contracts`` entry of
         the bar manifest: the instrument master's multiplier and tick size as ingest used
-        them). The spec is theirs; outrights decide where there are any, and they must agree
-        (one multiplier books a whole series). None (a cache that names no bar series):
-        the instrument master's table of CME roots (:data:`fxstore.market.master.ROOTS`).
+        them). The spec is theirs; outrights decide where there are any. Where they disagree
+        (a contract spec changed mid-series), each row books at its own contract's facts
+        (:attr:`ContractSpec.by_contract`). None (a cache that names no bar series): the
+        instrument master's table of CME roots (:data:`fxstore.market.master.ROOTS`).
 
     Raises
     ------
     InvalidInputError
         No fact gives a multiplier or tick size and `config` does not either; the contracts
-        of the bars disagree.
+        of the bars disagree and one of them records none.
     """
     root = symbol.split(".", 1)[0]
     multiplier = config.multiplier if config is not None else None
@@ -135,25 +151,43 @@ def contract_spec(
     )
 
 
-def _fact(
-    symbol: str, contracts: Mapping[str, Mapping[str, object]], name: str, given: float | None
-) -> float | None:
-    """The one value of fact `name` over `contracts` (None: none gives it), or `given`."""
-    if given is not None:
-        return float(given)
-    values = {
+def _values(contracts: Mapping[str, Mapping[str, object]], name: str) -> dict[str, float]:
+    """Fact `name` of each of `contracts` that records it as a number."""
+    return {
         raw: float(value)
         for raw, facts in contracts.items()
         if isinstance(value := facts.get(name), int | float) and not isinstance(value, bool)
     }
-    if len(set(values.values())) > 1:
+
+
+def _per_contract(
+    symbol: str, contracts: Mapping[str, Mapping[str, object]], name: str, given: float | None
+) -> dict[str, float] | None:
+    """Fact `name` of each of `contracts`: `given` for all; else each one's own, where one
+    records none taking the one value all others agree on. None: no contract records it.
+
+    Raises
+    ------
+    InvalidInputError
+        The contracts disagree and one of them records none.
+    """
+    if given is not None:
+        return dict.fromkeys(contracts, float(given))
+    values = _values(contracts, name)
+    if not values:
+        return None
+    if len(set(values.values())) == 1:
+        return dict.fromkeys(contracts, next(iter(values.values())))
+    missing = sorted(set(contracts) - set(values))
+    if missing:
         shown = ", ".join(f"{raw} {v:g}" for raw, v in sorted(values.items())[:4])
         raise InvalidInputError(
-            f"the bars of {symbol!r} hold contracts of different {name} ({shown}): one "
-            f"{name} books a whole series; ingest them as separate series, or pass "
+            f"the bars of {symbol!r} hold contracts of different {name} ({shown}), and "
+            f"{', '.join(missing[:4])} records none: its rows cannot be booked; re-run "
+            "`fxstore ingest --force` with its definition (--definitions PATH), or pass "
             f"--{name.replace('_', '-')} to book every contract at one value."
         )
-    return next(iter(values.values()), None)
+    return values
 
 
 def _spec_of_contracts(
@@ -165,18 +199,31 @@ def _spec_of_contracts(
 ) -> ContractSpec:
     outrights = {k: v for k, v in contracts.items() if v.get("instrument_class") == "F"}
     used = outrights or contracts
-    found_multiplier = _fact(symbol, used, "multiplier", multiplier)
-    found_tick = _fact(symbol, used, "tick_size", tick_size)
-    if found_tick is None and root in ROOTS:  # bars of --multiplier before it kept the tick
-        found_tick = ROOTS[root].tick_size
-    if found_multiplier is None or found_tick is None:
-        missing = "multiplier" if found_multiplier is None else "tick size"
+    multipliers = _per_contract(symbol, used, "multiplier", multiplier)
+    ticks = _per_contract(symbol, used, "tick_size", tick_size)
+    table_tick = ROOTS[root].tick_size if root in ROOTS else None
+    if ticks is None and table_tick is not None:  # bars of --multiplier before it kept the tick
+        ticks = dict.fromkeys(used, table_tick)
+    tick = tick_size if tick_size is not None else table_tick
+    if not used and multiplier is not None and tick is not None:  # the options alone
+        return ContractSpec(root, float(multiplier), float(tick), "option")
+    if not used or multipliers is None or ticks is None:
+        missing = "multiplier" if multipliers is None else "tick size"
         raise InvalidInputError(
             f"the bars of {symbol!r} record no {missing} for their contracts "
             f"({', '.join(sorted(used)) or 'none'}); pass --multiplier and --tick-size."
         )
+    # the latest contract (by expiration, then name) gives the spec's one pair for display
+    latest = max(used, key=lambda raw: (str(used[raw].get("expiration") or ""), raw))
     source = "option" if multiplier is not None else "bars"
-    return ContractSpec(root, found_multiplier, found_tick, source, tuple(sorted(used)))
+    return ContractSpec(
+        root,
+        multipliers[latest],
+        ticks[latest],
+        source,
+        tuple(sorted(used)),
+        tuple((raw, multipliers[raw], ticks[raw]) for raw in sorted(used)),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,9 +248,19 @@ class Market:
     """Feature columns, in the order of `features`' columns."""
     bars_per_day: float
     """Bars per distinct trading day of the whole cache (from its manifest)."""
+    contract_runs: tuple[tuple[int, str], ...] = ()
+    """``(first row, raw symbol)`` of each contract's run of rows, in row order (the first at
+    row 0, each later one at a roll), as precompute recorded them; empty for a cache that
+    does not record them (it books only where its contracts' facts agree)."""
 
     def __post_init__(self) -> None:
         n = self.features.shape[0]
+        starts = [row for row, _ in self.contract_runs]
+        if starts and (starts[0] != 0 or starts != sorted(set(starts)) or starts[-1] >= n):
+            raise SchemaError(
+                f"`contract_runs` must start at row 0 and increase strictly below {n}, "
+                f"was {starts[:8]}."
+            )
         if self.features.ndim != 2 or self.features.shape[1] != len(self.feature_names):
             raise SchemaError(
                 f"`features` must be (n_rows, {len(self.feature_names)}), was "
@@ -260,15 +317,49 @@ def market_from_view(view: FxCacheView) -> Market:
             f"the fxcache manifest of {view.symbol!r} has no positive `bars_per_day` "
             f"(was {bars_per_day!r}); {REDO}."
         )
+    is_roll = joined("is_roll").astype(bool)
     return Market(
         features=features,
         close=joined("mkt_close").astype(xp.float64, copy=False),
         half_spread=joined("mkt_half_spread").astype(xp.float64, copy=False),
-        is_roll=joined("is_roll").astype(bool),
+        is_roll=is_roll,
         trading_day=trading_day.astype(np.int32, copy=False),
         feature_names=view.feature_names,
         bars_per_day=float(bars_per_day),
+        contract_runs=_contract_runs(view, to_host(is_roll)),
     )
+
+
+def _contract_runs(view: FxCacheView, is_roll: Bool) -> tuple[tuple[int, str], ...]:
+    """The ``source.contract_runs`` of the view's manifest, checked against its rolls: each
+    run but the first starts at a roll row, and every roll starts a run. Empty when the
+    manifest records none (an fxcache built before it did).
+
+    Raises
+    ------
+    SchemaError
+        The record is malformed or disagrees with the rows' rolls.
+    """
+    source = view.manifest.get("source")
+    recorded = source.get("contract_runs") if isinstance(source, Mapping) else None
+    if recorded is None:
+        return ()
+    runs = tuple(
+        (int(run[0]), str(run[1]))
+        for run in (recorded if isinstance(recorded, list) else [None])
+        if isinstance(run, list)
+        and len(run) == 2
+        and isinstance(run[0], int)
+        and isinstance(run[1], str)
+    )
+    rolls = [0, *np.flatnonzero(is_roll[1:]) + 1]
+    if len(runs) != len(recorded) or [row for row, _ in runs] != [int(r) for r in rolls]:
+        raise SchemaError(
+            f"the fxcache manifest of {view.symbol!r}: `source.contract_runs` must give "
+            f"[first row, contract] of each contract's rows, starting at row 0 and at each "
+            f"roll ({[int(r) for r in rolls][:8]}), was {recorded!r:.200}; {REDO}."
+        )
+    return runs
 
 
 def _check_window(market: Market, lo: int, hi: int) -> None:
@@ -284,7 +375,7 @@ class _Costs:
 
     cost: F64  # (n_rows,) dollars per contract traded at the row's close
     unit: F64  # (n_rows,) dollars per unit of reward at the row
-    multiplier: float
+    multiplier: F64  # (n_rows,) dollars per index point of the row's contract
 
 
 def _rolling_sigma(close: F64, is_roll: Bool, window: int, xp: ModuleType) -> F64:
@@ -305,23 +396,61 @@ def _rolling_sigma(close: F64, is_roll: Bool, window: int, xp: ModuleType) -> F6
     return out
 
 
+def _row_facts(market: Market, spec: ContractSpec) -> tuple[F64, F64] | None:
+    """Each row's multiplier and tick size, on the market's module, where the contracts'
+    facts differ (None where one pair books every row).
+
+    Raises
+    ------
+    InvalidInputError
+        The market does not record each row's contract, or a row's contract has no facts.
+    """
+    if not spec.varies:
+        return None
+    shown = ", ".join(f"{raw} {m:g} x {t:g}" for raw, m, t in spec.by_contract[:4])
+    if not market.contract_runs:
+        raise InvalidInputError(
+            f"the contracts of the bars have different multipliers or tick sizes ({shown}), "
+            f"but the fxcache does not record which rows are whose; {REDO} (or pass "
+            "--multiplier and --tick-size to book every contract at one value)."
+        )
+    facts = {raw: (m, t) for raw, m, t in spec.by_contract}
+    names = [raw for _, raw in market.contract_runs]
+    unknown = sorted(set(names) - set(facts))
+    if unknown:
+        raise InvalidInputError(
+            f"the rows of contract(s) {', '.join(unknown[:4])} have no multiplier or tick "
+            f"size among the facts of the bars ({shown}); {REDO}."
+        )
+    starts = [row for row, _ in market.contract_runs]
+    lengths = np.diff([*starts, market.n_rows])
+    multiplier = np.repeat([facts[raw][0] for raw in names], lengths)
+    tick_size = np.repeat([facts[raw][1] for raw in names], lengths)
+    xp = market.xp
+    return xp.asarray(multiplier, dtype=xp.float64), xp.asarray(tick_size, dtype=xp.float64)
+
+
 def _costs(market: Market, config: EnvConfig, spec: ContractSpec) -> _Costs:
     xp = market.xp
-    mult = spec.multiplier
+    rows = _row_facts(market, spec)
+    mult: float | F64 = spec.multiplier if rows is None else rows[0]
+    tick: float | F64 = spec.tick_size if rows is None else rows[1]
+    tick_value: float | F64 = spec.tick_value if rows is None else tick * mult
     cost = (
         market.half_spread * mult
-        + config.slippage_ticks * spec.tick_size * mult
+        + config.slippage_ticks * tick * mult
         + config.commission_per_contract
     )
     if config.reward == "dollars":
         unit = xp.ones_like(market.close)
     elif config.reward == "ticks":
-        unit = xp.full_like(market.close, spec.tick_value)
+        unit = xp.full_like(market.close, tick_value) if rows is None else tick_value
     else:
         sigma = _rolling_sigma(market.close, market.is_roll, config.vol_window, xp)
         # At least one tick: a market that has not moved yet does not blow the reward up.
-        unit = xp.maximum(sigma * market.close * mult, spec.tick_value)
-    return _Costs(cost=cost, unit=unit, multiplier=mult)
+        unit = xp.maximum(sigma * market.close * mult, tick_value)
+    per_row = xp.full_like(market.close, mult) if rows is None else rows[0]
+    return _Costs(cost=cost, unit=unit, multiplier=per_row)
 
 
 def _carried(xp: ModuleType, target: F64, roll: Bool, carry: Bool) -> F64:
@@ -349,7 +478,7 @@ def _book(
     """
     nxt = t + 1
     roll = market.is_roll[nxt]
-    move = target * (market.close[nxt] - market.close[t]) * costs.multiplier
+    move = target * (market.close[nxt] - market.close[t]) * costs.multiplier[t]
     gross = xp.where(roll, 0.0, move)
     at_roll = xp.abs(target) * (costs.cost[t] + xp.where(carry, costs.cost[nxt], 0.0))
     paid = xp.abs(target - held) * costs.cost[t] + xp.where(roll, at_roll, 0.0)

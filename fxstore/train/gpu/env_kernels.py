@@ -86,7 +86,7 @@ extern "C" __global__ void fx_env_step(
     const i64* t_in, const i64* stop_in, const double* held_in, const i64* action,
     const double* values, i64 n_actions, const double* close, const double* cost,
     const double* unit, const bool* is_roll, const float* features, u64 base, i64 n,
-    i64 n_features, i64 lo, i64 span, i64 episode_bars, double multiplier,
+    i64 n_features, i64 lo, i64 span, i64 episode_bars, const double* multiplier,
     double max_position, int is_roll_mode, i64* t_out, i64* stop_out, double* held_out,
     float* obs, float* reward_out, double* pnl_out, bool* done_out) {
     __shared__ i64 s_row[FX_THREADS];
@@ -105,7 +105,7 @@ extern "C" __global__ void fx_env_step(
         const bool carry = !done && is_roll_mode;
         const bool roll = is_roll[nxt];
         // env._book, expression by expression
-        const double move = target * (close[nxt] - close[t]) * multiplier;
+        const double move = target * (close[nxt] - close[t]) * multiplier[t];
         const double gross = roll ? 0.0 : move;
         const double at_roll = fabs(target) * (cost[t] + (carry ? cost[nxt] : 0.0));
         const double paid = fabs(target - held) * cost[t] + (roll ? at_roll : 0.0);
@@ -186,7 +186,7 @@ class CupyEnvKernels:
         self._unit = cupy.ascontiguousarray(costs.unit, dtype=cupy.float64)
         self._values = cupy.ascontiguousarray(values, dtype=cupy.float64)
         self._n_features = int(self._features.shape[1])
-        self._multiplier = np.float64(costs.multiplier)
+        self._multiplier = cupy.ascontiguousarray(costs.multiplier, dtype=cupy.float64)
         self._max_position = np.float64(config.max_position)
         self._is_roll_mode = np.int32(config.roll == "roll")
         self._lo = np.int64(lo)
