@@ -37,6 +37,9 @@ logger = logging.getLogger(__name__)
 
 #: Records generated per kernel call (about 12 MB of buffer).
 _CHUNK_RECORDS: Final = 32_768
+#: The record of written days is saved at most this often while days are written (a save
+#: rewrites it whole: at one save per day, a pool writing 40 days a second would wait on it).
+_SAVE_EVERY_S: Final = 1.0
 #: Most worker processes `generate_market` takes.
 MAX_WORKERS: Final = 1024
 
@@ -95,6 +98,16 @@ def _target_names(task: FileTask) -> set[str]:
     """The files `task` writes: its DBN file and the side files of the days ending in it."""
     sides = {signal_file_name(p.plan.trading_day) for p in task.parts if p.is_last}
     return {task.path.name, *sides}
+
+
+@contextlib.contextmanager
+def _saved_at_exit(record: SynthRecord) -> Iterator[None]:
+    """Save `record`'s new days when the block ends, stopped by an error or Ctrl-C too: the
+    days it holds are written whole, and a run started again keeps them."""
+    try:
+        yield
+    finally:
+        record.flush()
 
 
 @contextlib.contextmanager
@@ -196,7 +209,8 @@ def generate_market(
     files: list[Path] = []
     volumes: list[DayVolume] = []
     finished: dict[dt.date, list[DayVolume]] = {}
-    with _file_results(tasks, workers, out_dir) as results:
+    saved = time.monotonic()
+    with _file_results(tasks, workers, out_dir) as results, _saved_at_exit(record):
         for plan in plans:
             if plan.trading_day in kept:
                 path, day_volumes = kept[plan.trading_day]
@@ -210,6 +224,9 @@ def generate_market(
                         record.add_day(day.trading_day, [*own, day.signal_file], [*day.volumes])
                         finished[day.trading_day] = [*day.volumes]
                 day_volumes = finished.pop(plan.trading_day)
+                if time.monotonic() - saved >= _SAVE_EVERY_S:
+                    record.flush()
+                    saved = time.monotonic()
             volumes.extend(day_volumes)
             if on_progress is not None:
                 on_progress(plan.trading_day)

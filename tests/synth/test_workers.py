@@ -77,10 +77,12 @@ def test_generate_market_workers_resume_a_stopped_run(tmp_path: Path) -> None:
     assert _contents(folder) == whole
 
 
-def test_generate_market_failed_worker_leaves_no_temporary_file(tmp_path: Path) -> None:
+def test_generate_market_failed_worker_leaves_no_temporary_file_and_keeps_days_before(
+    tmp_path: Path,
+) -> None:
     folder = tmp_path / "market"
-    blocker = folder / "glbx-mdp3-20240307.mbp-10.dbn.zst"
-    (blocker / "keep").mkdir(parents=True)  # a folder the first day's file cannot replace
+    blocker = folder / "glbx-mdp3-20240312.mbp-10.dbn.zst"
+    (blocker / "keep").mkdir(parents=True)  # a folder the last day's file cannot replace
     stale = folder / ".glbx-mdp3-20240308.mbp-10.dbn.zst.0123abcd.tmp"  # a write cut short
     stale.write_bytes(b"partial")
 
@@ -89,6 +91,9 @@ def test_generate_market_failed_worker_leaves_no_temporary_file(tmp_path: Path) 
 
     assert list_temps(folder) == []
     assert blocker.is_dir()
+    (blocker / "keep").rmdir()
+    blocker.rmdir()
+    assert generate_market(CONFIG, folder, workers=2).days_kept == 3  # the days before it
 
 
 @pytest.mark.parametrize("workers", [0, -1, 1.5, True, 1025])
