@@ -1,15 +1,17 @@
 """Synthetic market generation speed: a range of trading days, by number of worker processes.
 
 Times `generate_market` (records built by numba kernels, zstd level 3, fsync, atomic
-rename, one file per trading day) over --start..--end with each --workers count in the same
-run, every run into a fresh folder (a folder already holding the market would be left as it
-is), and checks that every count wrote the same bytes. Before the timed runs, a tiny market
-is generated with each count: the kernels are compiled (or loaded from numba's cache) and
-the pool's server is started, as they are once per command. Target: a year of 200 k records
-a day in 30 s on a 16-core host.
+rename; one file per trading day unless --split utc-day) over --start..--end with each
+--workers count in the same run, every run into a fresh folder (a folder already holding
+the market would be left as it is), and checks that every count wrote the same bytes.
+Before the timed runs, a tiny market is generated with each count: the kernels are compiled
+(or loaded from numba's cache) and the pool's server is started, as they are once per
+command. The machine's load average is recorded: other processes take cores from the
+workers. Target: a year of 200 k records a day in 30 s on a 16-core host.
 
 Run:  python bench/bench_synth.py [--start 2024-01-02 --end 2024-12-31]
-          [--events-per-day 200000] [--workers 1,16] [--repeat 3] [--name synth_year]
+          [--events-per-day 200000] [--workers 1,16] [--repeat 3] [--split trading-day]
+          [--name synth_year]
 One 5 M-record day on one core (the first result, synth.json):
       python bench/bench_synth.py --start 2024-03-05 --end 2024-03-05 \\
           --events-per-day 5000000 --workers 1 --name synth
@@ -71,13 +73,19 @@ def main() -> None:
     parser.add_argument("--events-per-day", type=int, default=200_000)
     parser.add_argument("--workers", default=f"1,{os.cpu_count() or 1}")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--split", choices=["trading-day", "utc-day"], default="trading-day")
     parser.add_argument("--name", default="synth_year", help="results/<name>.json")
     parser.add_argument("--dir", type=Path, default=None, help="scratch folder (a temp one)")
     args = parser.parse_args()
     counts = [int(w) for w in args.workers.split(",")]
     config = SynthConfig(
-        start=args.start, end=args.end, events_per_day=args.events_per_day, seed=11
+        start=args.start,
+        end=args.end,
+        events_per_day=args.events_per_day,
+        seed=11,
+        split=args.split,
     )
+    load_before = os.getloadavg()[0]
     times: dict[int, list[float]] = {}
     digests = set()
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
@@ -95,11 +103,15 @@ def main() -> None:
     if len(digests) != 1:
         raise SystemExit("different worker counts wrote different bytes")
     base = statistics.median(times[counts[0]])
+    # other processes on the machine: with a load above its cores, workers cannot scale
+    load = {"before": load_before, "after": os.getloadavg()[0]}
     result = {
         "start": args.start.isoformat(),
         "end": args.end.isoformat(),
         "trading_days": len(trading_days_between(config.start, config.end)),
         "events_per_day": args.events_per_day,
+        "split": args.split,
+        "load_average_1min": load,
         "records": records,
         "dbn_bytes": size,
         "compression_ratio": records * 368 / size,
