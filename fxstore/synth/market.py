@@ -131,6 +131,45 @@ def _file_results(
         raise
 
 
+def _write_days(
+    plans: list[DayPlan],
+    kept: dict[dt.date, tuple[Path, list[DayVolume]]],
+    record: SynthRecord,
+    results: contextlib.AbstractContextManager[Iterator[FileWritten]],
+    on_progress: Callable[[dt.date], None] | None,
+    *,
+    by_day: bool,
+) -> tuple[list[Path], list[DayVolume]]:
+    """Take the days of `plans` in order, as `kept` or from the files `results` brings (each
+    written day added to `record`); the DBN files (of UTC-day files, those written) and the
+    volumes. `by_day`: one file per trading day, which is the day's own."""
+    files: list[Path] = []
+    volumes: list[DayVolume] = []
+    finished: dict[dt.date, list[DayVolume]] = {}
+    saved = time.monotonic()
+    with results as written_files, _saved_at_exit(record):
+        for plan in plans:
+            if plan.trading_day in kept:
+                path, day_volumes = kept[plan.trading_day]
+                files.extend([path] if by_day else [])  # a UTC-day one: the signal file
+            else:
+                while plan.trading_day not in finished:  # the files up to the day's last
+                    written = next(written_files)
+                    files.append(written.path)
+                    for day in written.days:
+                        own = [written.path] if by_day else []
+                        record.add_day(day.trading_day, [*own, day.signal_file], [*day.volumes])
+                        finished[day.trading_day] = [*day.volumes]
+                day_volumes = finished.pop(plan.trading_day)
+                if time.monotonic() - saved >= _SAVE_EVERY_S:
+                    record.flush()
+                    saved = time.monotonic()
+            volumes.extend(day_volumes)
+            if on_progress is not None:
+                on_progress(plan.trading_day)
+    return files, volumes
+
+
 def _next_trading_day(day: dt.date) -> dt.date:
     day += dt.timedelta(days=1)
     while not is_trading_day(day):
@@ -198,38 +237,16 @@ def generate_market(
         raise InvalidInputError(f"`out_dir` must be a folder, was the file {out_dir}.")
     plans = _plan_days(config)
     out_dir.mkdir(parents=True, exist_ok=True)
-    by_day = config.split == "trading-day"
     record = SynthRecord(out_dir, config)
     kept = _days_to_keep(config, record, plans)
     if len(kept) < len(plans):
         record.forget_shared()  # rewritten below: definitions, and UTC-day files
     todo = [p for p in plans if p.trading_day not in kept]
+    by_day = config.split == "trading-day"
     make_tasks = trading_day_tasks if by_day else utc_day_tasks
     tasks = make_tasks(config, out_dir, todo, _CHUNK_RECORDS) if todo else []
-    files: list[Path] = []
-    volumes: list[DayVolume] = []
-    finished: dict[dt.date, list[DayVolume]] = {}
-    saved = time.monotonic()
-    with _file_results(tasks, workers, out_dir) as results, _saved_at_exit(record):
-        for plan in plans:
-            if plan.trading_day in kept:
-                path, day_volumes = kept[plan.trading_day]
-                files.extend([path] if by_day else [])
-            else:
-                while plan.trading_day not in finished:  # the files up to the day's last
-                    written = next(results)
-                    files.append(written.path)
-                    for day in written.days:
-                        own = [written.path] if by_day else []
-                        record.add_day(day.trading_day, [*own, day.signal_file], [*day.volumes])
-                        finished[day.trading_day] = [*day.volumes]
-                day_volumes = finished.pop(plan.trading_day)
-                if time.monotonic() - saved >= _SAVE_EVERY_S:
-                    record.flush()
-                    saved = time.monotonic()
-            volumes.extend(day_volumes)
-            if on_progress is not None:
-                on_progress(plan.trading_day)
+    results = _file_results(tasks, workers, out_dir)
+    files, volumes = _write_days(plans, kept, record, results, on_progress, by_day=by_day)
     definitions = out_dir / definition_file_name(plans[0].trading_day, plans[-1].trading_day)
     if not by_day and len(kept) == len(plans):
         files = [p for p in record.shared_paths() if p != definitions]

@@ -8,7 +8,7 @@ its own process, and the bytes are those of a serial run whatever the number of 
 A file per trading day is one day's records. A UTC-day file holds the end of the trading day
 that closes on its date and the start of the one whose session opens on it: its task runs
 the second day's kernels from its pre-open up to midnight and stops there, and the task of
-the next date runs that day again from the start (the evening hour before midnight, some 2%
+the next date runs that day again from the start (the evening before midnight UTC, 2-3%
 of a day's records, is made twice). The task where a day ends writes the day's planted-signal
 file and reports its volumes.
 """

@@ -77,6 +77,21 @@ def test_generate_market_workers_resume_a_stopped_run(tmp_path: Path) -> None:
     assert _contents(folder) == whole
 
 
+@pytest.mark.parametrize("split", ["trading-day", "utc-day"])
+def test_generate_market_other_worker_count_leaves_the_files_as_they_are(
+    tmp_path: Path, split: str
+) -> None:
+    config = dataclasses.replace(CONFIG, split=split)
+    first = generate_market(config, tmp_path, workers=1)
+    stamps = {p.name: p.stat().st_mtime_ns for p in tmp_path.iterdir()}
+
+    again = generate_market(config, tmp_path, workers=3)
+
+    assert again.is_up_to_date
+    assert again.files == first.files and again.day_volumes == first.day_volumes
+    assert {p.name: p.stat().st_mtime_ns for p in tmp_path.iterdir()} == stamps
+
+
 def test_generate_market_failed_worker_leaves_no_temporary_file_and_keeps_days_before(
     tmp_path: Path,
 ) -> None:
