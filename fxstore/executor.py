@@ -40,6 +40,7 @@ __all__ = [
     "TaskPool",
     "WorkerLostError",
     "check_reachable",
+    "open_local_pool",
     "open_ray_pool",
     "require_ray",
 ]
@@ -61,6 +62,21 @@ class TaskPool(Protocol):
     def map(self, fn: Callable[[T], R], items: Iterable[T], /) -> list[R]: ...
 
     def imap(self, fn: Callable[[T], R], items: Iterable[T], /) -> Iterator[R]: ...
+
+
+@contextlib.contextmanager
+def open_local_pool(processes: int) -> Iterator[TaskPool]:
+    """A pool of `processes` local worker processes for the block (ingest's and synth's).
+
+    They fork from a server that imported the ingest kernels
+    (:func:`fxstore.ingest.run.pool.worker_context`) and ignore Ctrl-C (the parent stops
+    the pool); their tasks' warnings are raised again here as each result arrives. Leaving
+    the block stops the workers, those still running included.
+    """
+    from fxstore.ingest.run.pool import WarningsToParent, ignore_interrupts, worker_context
+
+    with worker_context().Pool(processes, initializer=ignore_interrupts) as pool:
+        yield WarningsToParent(pool)
 
 
 def require_ray() -> ModuleType:

@@ -70,8 +70,13 @@ def default_synth_dir(store_root: Path, root: str) -> Path:
     return synth_dir(store_root, f"{root}.FUT")
 
 
-def run_synth(config: SynthConfig, out_dir: Path, quiet: bool) -> SynthSummary:
-    """Write the synthetic market with a progress bar, then one summary line on stderr."""
+def run_synth(config: SynthConfig, out_dir: Path, quiet: bool, *, workers: int) -> SynthSummary:
+    """Write the synthetic market with a progress bar (`workers` processes), then one summary
+    line on stderr."""
+    if workers > 1:
+        from fxstore.ingest import start_worker_server
+
+        start_worker_server()  # boots while this process imports the generator
     from fxstore.market.calendar import trading_days_between
     from fxstore.store import os_errors
     from fxstore.synth import generate_market
@@ -79,7 +84,7 @@ def run_synth(config: SynthConfig, out_dir: Path, quiet: bool) -> SynthSummary:
     # The synthetic writer is not the store's: its OSErrors are turned here, naming the folder.
     with progress("synth", quiet) as bar, os_errors(out_dir, "write into"):
         bar.start(len(trading_days_between(config.start, config.end)))
-        summary = generate_market(config, out_dir, on_progress=bar.advance)
+        summary = generate_market(config, out_dir, workers=workers, on_progress=bar.advance)
     click.echo(synth_line(summary, out_dir), err=True)
     return summary
 
@@ -108,6 +113,13 @@ def synth_line(summary: SynthSummary, out_dir: Path) -> str:
     show_default=True,
     help="One file per trading day, or per UTC day as Databento batch downloads split.",
 )
+@click.option(
+    "--workers",
+    type=int,
+    default=None,
+    help="Processes writing the files in parallel; the bytes are the same for any count "
+    "[default: all cores].",
+)
 @json_option
 @store_option
 @quiet_option
@@ -121,6 +133,7 @@ def synth(
     signal_ic: float | None,
     root: str,
     split: SplitMode,
+    workers: int | None,
     as_json: bool,
     store_root: Path,
     quiet: bool,
@@ -129,12 +142,14 @@ def synth(
 
     One glbx-mdp3-YYYYMMDD.mbp-10.dbn.zst per trading day for the parent symbol ES.FUT:
     front, next and deferred outrights, calendar spreads, quarterly rolls, CME sessions.
-    OUT_DIR defaults to <store>/synth/<ROOT>.FUT.
+    OUT_DIR defaults to <store>/synth/<ROOT>.FUT. The files are written by --workers
+    processes at once (all cores by default), with the same bytes for any count.
 
     \b
     Example:
       fxstore synth --start 2024-02-01 --end 2024-06-30 --events-per-day 50000 --signal 0.5
       fxstore synth --start 2024-02-01 --end 2024-06-30 --signal-ic 0.05
+      fxstore synth --start 2021-01-01 --end 2023-12-31 --signal-ic 0.05 --workers 16
     """
     config = synth_config(
         start,
@@ -147,7 +162,8 @@ def synth(
         split=split,
     )
     folder = out_dir or default_synth_dir(store_root, config.root)
-    summary = run_synth(config, folder, quiet)
+    cores = os.cpu_count() or 1
+    summary = run_synth(config, folder, quiet, workers=workers if workers is not None else cores)
     if as_json:
         echo_json(synth_json(summary, folder))
 

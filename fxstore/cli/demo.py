@@ -99,7 +99,7 @@ def demo(
     )
     out_dir = default_synth_dir(store_root, market.root)
     output: Output = "none" if as_json else "text"
-    synth = run_synth(market, out_dir, quiet)
+    synth = run_synth(market, out_dir, quiet, workers=os.cpu_count() or 1)
     scan = scan_files([out_dir], market.parent_symbol, quiet)
     if not as_json:
         click.echo(scan.format_text(brief=not verbose))

@@ -5,6 +5,10 @@ outrights and a calendar spread rolling on CME's calendar, consistent 10-level b
 CME sessions with U-shaped activity, and an optional planted order-flow signal. Files are
 real DBN version 3, zstd-compressed, readable by ``databento.DBNStore.from_file``.
 
+Each trading day is made from the seed, its date and its opening and next-opening index
+levels alone (computed first, serially), so its files can be written by any process:
+``generate_market(..., workers=N)`` writes N files at once with the bytes of one process.
+
 Record conventions
 ------------------
 * Instruments: front, next and deferred quarterly outrights ("ESH4") and the front-next

@@ -1,28 +1,35 @@
-"""Generate the synthetic market: plan each trading day, run its kernels, write its files."""
+"""Generate the synthetic market: plan the trading days, then write their files, in this
+process or in parallel over files (:mod:`fxstore.synth.tasks`), with the same bytes."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final, Protocol
-
-import numpy as np
-import numpy.typing as npt
+from typing import Final
 
 from fxstore.config import SynthConfig
+from fxstore.config._validate import validate_int
 from fxstore.errors import InvalidInputError
-from fxstore.ingest import MBP10_DTYPE
-from fxstore.market.calendar import NS_PER_DAY, is_trading_day, trading_days_between
-from fxstore.synth.day import DayPlan, DaySimulation, DayVolume, daily_log_vol, plan_day
+from fxstore.executor import open_local_pool
+from fxstore.market.calendar import is_trading_day, trading_days_between
+from fxstore.store import list_temps
+from fxstore.synth.day import DayPlan, DayVolume, daily_log_vol, plan_day
 from fxstore.synth.definitions import definition_file_name, write_definitions
 from fxstore.synth.prices import anchor_levels
 from fxstore.synth.record import SynthRecord
-from fxstore.synth.signal import SAMPLES_PER_HALF_LIFE, SignalLog
-from fxstore.synth.writer import DbnFileWriter, dbn_file_name, mbp10_metadata, utc_date_of
+from fxstore.synth.signal import signal_file_name
+from fxstore.synth.tasks import (
+    FileTask,
+    FileWritten,
+    trading_day_tasks,
+    utc_day_tasks,
+    write_file,
+)
 
 __all__ = ["SynthSummary", "generate_market"]
 
@@ -30,6 +37,11 @@ logger = logging.getLogger(__name__)
 
 #: Records generated per kernel call (about 12 MB of buffer).
 _CHUNK_RECORDS: Final = 32_768
+#: The record of written days is saved at most this often while days are written (a save
+#: rewrites it whole: at one save per day, a pool writing 40 days a second would wait on it).
+_SAVE_EVERY_S: Final = 1.0
+#: Most worker processes `generate_market` takes.
+MAX_WORKERS: Final = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,127 +79,8 @@ class SynthSummary:
         return {r.raw_symbol: r.volume for r in self.day_volumes if r.trading_day == trading_day}
 
 
-class _Layout(Protocol):
-    def start_day(self, plan: DayPlan) -> None: ...
-    def write(self, records: npt.NDArray[np.void]) -> None: ...
-    def end_day(self) -> None: ...
-    def finish(self) -> tuple[Path, ...]: ...
-    def abort(self) -> None: ...
-
-
-class _TradingDayFiles:
-    """One file per trading day, spanning its session; mappings cover its two UTC dates."""
-
-    def __init__(self, config: SynthConfig, out_dir: Path) -> None:
-        self._config = config
-        self._out_dir = out_dir
-        self._writer: DbnFileWriter | None = None
-        self._files: list[Path] = []
-
-    def start_day(self, plan: DayPlan) -> None:
-        meta = mbp10_metadata(
-            self._config.parent_symbol,
-            plan.first_ns,
-            plan.close_ns,
-            list(plan.instruments),
-            utc_date_of(plan.first_ns),
-            utc_date_of(plan.close_ns) + dt.timedelta(days=1),
-        )
-        path = self._out_dir / dbn_file_name(plan.trading_day)
-        self._writer = DbnFileWriter(path, meta, self._config.compression_level)
-
-    def write(self, records: npt.NDArray[np.void]) -> None:
-        assert self._writer is not None  # start_day comes first
-        self._writer.write(records)
-
-    def end_day(self) -> None:
-        assert self._writer is not None
-        self._files.append(self._writer.commit())
-        self._writer = None
-
-    def keep_day(self, path: Path) -> None:
-        """A day's file an earlier run wrote, left as it is."""
-        self._files.append(path)
-
-    @property
-    def last_file(self) -> Path:
-        return self._files[-1]
-
-    def finish(self) -> tuple[Path, ...]:
-        return tuple(self._files)
-
-    def abort(self) -> None:
-        if self._writer is not None:
-            self._writer.abort()
-
-
-class _UtcDayFiles:
-    """One file per UTC calendar day, as Databento splits batch downloads."""
-
-    def __init__(self, config: SynthConfig, out_dir: Path, plans: list[DayPlan]) -> None:
-        self._config = config
-        self._out_dir = out_dir
-        self._plans = plans
-        self._writer: DbnFileWriter | None = None
-        self._date: dt.date | None = None
-        self._files: list[Path] = []
-
-    def start_day(self, plan: DayPlan) -> None:
-        pass
-
-    def _open(self, date: dt.date) -> DbnFileWriter:
-        day_start = (date - dt.date(1970, 1, 1)).days * NS_PER_DAY
-        day_end = day_start + NS_PER_DAY
-        touching = [p for p in self._plans if p.first_ns < day_end and p.close_ns > day_start]
-        meta = mbp10_metadata(
-            self._config.parent_symbol,
-            max(day_start, self._plans[0].first_ns),
-            min(day_end, self._plans[-1].close_ns),
-            [inst for p in touching for inst in p.instruments],
-            date,
-            date + dt.timedelta(days=1),
-        )
-        path = self._out_dir / dbn_file_name(date)
-        return DbnFileWriter(path, meta, self._config.compression_level)
-
-    def write(self, records: npt.NDArray[np.void]) -> None:
-        ts = records["ts_recv"].astype(np.int64)
-        days = ts // NS_PER_DAY
-        start = 0
-        # Packets never straddle UTC midnight (the kernels see to it), so cutting at it is safe.
-        for day in np.unique(days):
-            end = int(np.searchsorted(ts, (int(day) + 1) * NS_PER_DAY))
-            date = dt.date(1970, 1, 1) + dt.timedelta(days=int(day))
-            if date != self._date:
-                self._commit()
-                self._writer, self._date = self._open(date), date
-            assert self._writer is not None
-            self._writer.write(records[start:end])
-            start = end
-
-    def _commit(self) -> None:
-        if self._writer is not None:
-            self._files.append(self._writer.commit())
-            self._writer = None
-
-    def end_day(self) -> None:
-        pass
-
-    def finish(self) -> tuple[Path, ...]:
-        self._commit()
-        return tuple(self._files)
-
-    def keep_files(self, paths: list[Path]) -> None:
-        """The files an earlier run wrote (every day kept), left as they are."""
-        self._files = list(paths)
-
-    def abort(self) -> None:
-        if self._writer is not None:
-            self._writer.abort()
-
-
 def _days_to_keep(
-    record: SynthRecord, plans: list[DayPlan], layout: _Layout
+    config: SynthConfig, record: SynthRecord, plans: list[DayPlan]
 ) -> dict[dt.date, tuple[Path, list[DayVolume]]]:
     """The days an earlier run with the same options wrote that stay as they are: any of
     them for one file per trading day; for UTC-day files (shared by two days) all or none."""
@@ -196,34 +89,85 @@ def _days_to_keep(
         found = record.written_day(plan.trading_day)
         if found is not None:
             kept[plan.trading_day] = (found[0][0], found[1])
-    if isinstance(layout, _TradingDayFiles):
+    if config.split == "trading-day":
         return kept
     return kept if len(kept) == len(plans) and record.shared_intact() else {}
 
 
-def _write_day(
-    config: SynthConfig,
-    plan: DayPlan,
-    layout: _Layout,
-    signal: SignalLog,
-    buffer: npt.NDArray[np.void],
+def _target_names(task: FileTask) -> set[str]:
+    """The files `task` writes: its DBN file and the side files of the days ending in it."""
+    sides = {signal_file_name(p.plan.trading_day) for p in task.parts if p.is_last}
+    return {task.path.name, *sides}
+
+
+@contextlib.contextmanager
+def _saved_at_exit(record: SynthRecord) -> Iterator[None]:
+    """Save `record`'s new days when the block ends, stopped by an error or Ctrl-C too: the
+    days it holds are written whole, and a run started again keeps them."""
+    try:
+        yield
+    finally:
+        record.flush()
+
+
+@contextlib.contextmanager
+def _file_results(
+    tasks: list[FileTask], workers: int, out_dir: Path
+) -> Iterator[Iterator[FileWritten]]:
+    """The results of `tasks`, in order: made in this process, or by a local pool of
+    `workers` processes. Leaving the block early stops the pool and deletes the temporary
+    files of the writes it cut short (a task in this process deletes its own)."""
+    if workers <= 1 or len(tasks) <= 1:
+        yield map(write_file, tasks)
+        return
+    try:
+        with open_local_pool(min(workers, len(tasks))) as pool:
+            yield pool.imap(write_file, tasks)
+    except BaseException:
+        names = set().union(*(_target_names(t) for t in tasks))
+        for tmp in list_temps(out_dir):
+            if tmp.name[1:].rsplit(".", 2)[0] in names:
+                tmp.unlink(missing_ok=True)
+        raise
+
+
+def _write_days(
+    plans: list[DayPlan],
+    kept: dict[dt.date, tuple[Path, list[DayVolume]]],
     record: SynthRecord,
-) -> list[DayVolume]:
-    """Generate one trading day into `layout` and its signal file; record it; its volumes."""
-    sim = DaySimulation(config, plan)
-    layout.start_day(plan)
-    signal.start_day()
-    for records in sim.iter_chunks(buffer):
-        layout.write(records)
-        if int(records["ts_recv"][0]) >= plan.open_ns:  # not the pre-open's chunks
-            signal.observe(records)
-    layout.end_day()
-    signal_file = signal.end_day(plan.trading_day, *sim.signal_stream())
-    own = [layout.last_file] if isinstance(layout, _TradingDayFiles) else []
-    volumes = list(sim.volumes())
-    record.add_day(plan.trading_day, [*own, signal_file], volumes)
-    logger.debug("generated trading day %s", plan.trading_day)
-    return volumes
+    results: contextlib.AbstractContextManager[Iterator[FileWritten]],
+    on_progress: Callable[[dt.date], None] | None,
+    *,
+    by_day: bool,
+) -> tuple[list[Path], list[DayVolume]]:
+    """Take the days of `plans` in order, as `kept` or from the files `results` brings (each
+    written day added to `record`); the DBN files (of UTC-day files, those written) and the
+    volumes. `by_day`: one file per trading day, which is the day's own."""
+    files: list[Path] = []
+    volumes: list[DayVolume] = []
+    finished: dict[dt.date, list[DayVolume]] = {}
+    saved = time.monotonic()
+    with results as written_files, _saved_at_exit(record):
+        for plan in plans:
+            if plan.trading_day in kept:
+                path, day_volumes = kept[plan.trading_day]
+                files.extend([path] if by_day else [])  # a UTC-day one: the signal file
+            else:
+                while plan.trading_day not in finished:  # the files up to the day's last
+                    written = next(written_files)
+                    files.append(written.path)
+                    for day in written.days:
+                        own = [written.path] if by_day else []
+                        record.add_day(day.trading_day, [*own, day.signal_file], [*day.volumes])
+                        finished[day.trading_day] = [*day.volumes]
+                day_volumes = finished.pop(plan.trading_day)
+                if time.monotonic() - saved >= _SAVE_EVERY_S:
+                    record.flush()
+                    saved = time.monotonic()
+            volumes.extend(day_volumes)
+            if on_progress is not None:
+                on_progress(plan.trading_day)
+    return files, volumes
 
 
 def _next_trading_day(day: dt.date) -> dt.date:
@@ -251,6 +195,7 @@ def generate_market(
     config: SynthConfig,
     out_dir: Path,
     *,
+    workers: int = 1,
     on_progress: Callable[[dt.date], None] | None = None,
 ) -> SynthSummary:
     """Write the synthetic market of `config` into `out_dir` as DBN MBP-10 files.
@@ -262,8 +207,11 @@ def generate_market(
     out_dir
         Folder for the ``glbx-mdp3-YYYYMMDD.mbp-10.dbn.zst`` files; created if missing.
         Existing files of the same names are replaced (atomically).
+    workers
+        Processes writing files at once (1: all in this process). Every file is made from
+        the seed and its days alone, so the bytes are the same for any count.
     on_progress
-        Called with each trading day once its records are made.
+        Called with each trading day once its records are made, in date order.
 
     Returns
     -------
@@ -273,7 +221,8 @@ def generate_market(
     Raises
     ------
     InvalidInputError
-        The range holds no trading day, or `out_dir` is not a folder.
+        The range holds no trading day, `out_dir` is not a folder, or `workers` is not a
+        whole number in [1, 1024].
 
     Examples
     --------
@@ -282,47 +231,31 @@ def generate_market(
     'glbx-mdp3-20240301.mbp-10.dbn.zst'
     """
     started = time.perf_counter()
+    validate_int("workers", workers, 1, MAX_WORKERS)
     out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise InvalidInputError(f"`out_dir` must be a folder, was the file {out_dir}.")
     plans = _plan_days(config)
     out_dir.mkdir(parents=True, exist_ok=True)
-    layout: _Layout = (
-        _TradingDayFiles(config, out_dir)
-        if config.split == "trading-day"
-        else _UtcDayFiles(config, out_dir, plans)
-    )
-    buffer = np.empty(_CHUNK_RECORDS, dtype=MBP10_DTYPE)
-    volumes: list[DayVolume] = []
-    signal = SignalLog(out_dir, config.signal_half_life // SAMPLES_PER_HALF_LIFE)
     record = SynthRecord(out_dir, config)
-    kept = _days_to_keep(record, plans, layout)
+    kept = _days_to_keep(config, record, plans)
     if len(kept) < len(plans):
         record.forget_shared()  # rewritten below: definitions, and UTC-day files
-    try:
-        for plan in plans:
-            if plan.trading_day in kept:
-                path, day_volumes = kept[plan.trading_day]
-                if isinstance(layout, _TradingDayFiles):
-                    layout.keep_day(path)
-                volumes.extend(day_volumes)
-            else:
-                volumes.extend(_write_day(config, plan, layout, signal, buffer, record))
-            if on_progress is not None:
-                on_progress(plan.trading_day)
-        definitions = out_dir / definition_file_name(plans[0].trading_day, plans[-1].trading_day)
-        if isinstance(layout, _UtcDayFiles) and len(kept) == len(plans):
-            layout.keep_files([p for p in record.shared_paths() if p != definitions])
-        files = layout.finish()
-        shared = [*([] if isinstance(layout, _TradingDayFiles) else files), definitions]
-        if len(kept) < len(plans) or not record.shared_written([p.name for p in shared]):
-            write_definitions(config, plans, out_dir)
-            record.set_shared(shared)
-    except BaseException:
-        layout.abort()
-        raise
+    todo = [p for p in plans if p.trading_day not in kept]
+    by_day = config.split == "trading-day"
+    make_tasks = trading_day_tasks if by_day else utc_day_tasks
+    tasks = make_tasks(config, out_dir, todo, _CHUNK_RECORDS) if todo else []
+    results = _file_results(tasks, workers, out_dir)
+    files, volumes = _write_days(plans, kept, record, results, on_progress, by_day=by_day)
+    definitions = out_dir / definition_file_name(plans[0].trading_day, plans[-1].trading_day)
+    if not by_day and len(kept) == len(plans):
+        files = [p for p in record.shared_paths() if p != definitions]
+    shared = [*([] if by_day else files), definitions]
+    if len(kept) < len(plans) or not record.shared_written([p.name for p in shared]):
+        write_definitions(config, plans, out_dir)
+        record.set_shared(shared)
     summary = SynthSummary(
-        files=files,
+        files=tuple(files),
         definitions=definitions,
         trading_days=tuple(p.trading_day for p in plans),
         n_records=sum(v.n_records for v in volumes),

@@ -46,13 +46,15 @@ def _config_json(config: SynthConfig) -> dict[str, object]:
 
 class SynthRecord:
     """The days of one market (one config) written into a folder, with their files and
-    volumes; saved after each day, so a run stopped at any point resumes."""
+    volumes; saved as days are written (about once a second: a save rewrites the whole
+    record) and when a run stops, so a stopped run resumes."""
 
     def __init__(self, out_dir: Path, config: SynthConfig) -> None:
         self.path = out_dir / RECORD_NAME
         self._out_dir = out_dir
         self._identity = {"config": _config_json(config), "fxstore_version": __version__}
         self._days: dict[str, dict[str, list[object]]] = {}
+        self._is_saved = True
         self._shared: list[FileStamp] = []
         try:
             data = read_json(self.path) if self.path.is_file() else {}
@@ -108,14 +110,19 @@ class SynthRecord:
         )
 
     def add_day(self, day: dt.date, files: list[Path], volumes: list[DayVolume]) -> None:
-        """Record `day` as written (its `files` and `volumes`) and save the record."""
+        """Record `day` as written (its `files` and `volumes`); :meth:`flush` saves it."""
         self._days[day.isoformat()] = {
             "files": [_stamp(p) for p in files],
             "volumes": [
                 [v.raw_symbol, v.instrument_id, v.volume, v.n_trades, v.n_records] for v in volumes
             ],
         }
-        self.save()
+        self._is_saved = False
+
+    def flush(self) -> None:
+        """Save the record if a day was added since it was last saved."""
+        if not self._is_saved:
+            self.save()
 
     def set_shared(self, files: list[Path]) -> None:
         """Record the files every day shares, and save the record."""
@@ -134,3 +141,4 @@ class SynthRecord:
             self.path,
             {"format": _FORMAT, **self._identity, "days": self._days, "shared": self._shared},
         )
+        self._is_saved = True

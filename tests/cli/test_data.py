@@ -170,6 +170,7 @@ def test_ingest_bad_options_fail_with_one_error_line(
         (["--start", "2024-03-08", "--end", "2024-03-04"], "`end`"),
         (["--events-per-day", "5"], "`events_per_day`"),
         (["--signal", "2"], "`signal_strength`"),
+        (["--workers", "0"], "`workers`"),
     ],
 )
 def test_synth_bad_options_fail_naming_the_field(

@@ -90,7 +90,7 @@ def test_signal_ic_dbn_measured_from_the_book_is_near_the_model(tmp_path: Path) 
     config = SynthConfig(
         start=DAY, end=DAY + dt.timedelta(days=13), events_per_day=200_000, seed=5, signal_ic=0.3
     )
-    summary = generate_market(config, tmp_path)
+    summary = generate_market(config, tmp_path, workers=2)  # the same bytes as one
     # side-file samples (every half-life / SAMPLES_PER_HALF_LIFE records) per bar
     k = round(
         config.events_per_day

@@ -39,7 +39,7 @@ import numpy as np
 
 from fxstore.config import IngestConfig
 from fxstore.errors import FxStoreError, StoreAccessError, SymbolNotFoundError
-from fxstore.executor import RayPool, TaskPool, open_ray_pool, require_ray
+from fxstore.executor import RayPool, TaskPool, open_local_pool, open_ray_pool, require_ray
 from fxstore.ingest.dbn.reader import DbnFile, DbnSource, open_dbn
 from fxstore.ingest.run.day_builder import (
     Chooser,
@@ -64,12 +64,7 @@ from fxstore.ingest.run.manifest import (
 )
 from fxstore.ingest.run.manifest import fingerprint as series_fingerprint
 from fxstore.ingest.run.plan import expand_definitions, plan_ingest
-from fxstore.ingest.run.pool import (
-    WarningsToParent,
-    ignore_interrupts,
-    start_worker_server,
-    worker_context,
-)
+from fxstore.ingest.run.pool import WarningsToParent, start_worker_server
 from fxstore.ingest.run.progress import PROGRESS, ProgressLog, load_progress
 from fxstore.ingest.run.resplit import SPLIT_DIR, build_split_groups, can_split
 from fxstore.ingest.select.coverage import (
@@ -206,8 +201,8 @@ def _pool(ray_pool: RayPool | None, processes: int) -> Iterator[TaskPool]:
     if ray_pool is not None:
         yield WarningsToParent(ray_pool)
         return
-    with worker_context().Pool(processes, initializer=ignore_interrupts) as pool:
-        yield WarningsToParent(pool)
+    with open_local_pool(processes) as pool:
+        yield pool
 
 
 #: Split groups by trading day only when there are at least this many workers per group.
