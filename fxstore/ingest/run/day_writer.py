@@ -13,7 +13,7 @@ import datetime as dt
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from fxstore.ingest.dbn.format import FIXED_PRICE_SCALE
 from fxstore.ingest.run.day_builder import ALL_INSTRUMENTS, DayResult
@@ -29,7 +29,7 @@ from fxstore.ingest.select.front_month import FrontMonthSelector
 from fxstore.market.contracts import parse_outright
 from fxstore.store import fsync_dir, os_errors
 
-__all__ = ["ENDS_EARLY_NS", "DayWriter", "Json"]
+__all__ = ["ENDS_EARLY_NS", "DayWriter", "Json", "StagedArea"]
 
 #: A day whose records stop this long before its session closes is one the inputs end
 #: inside (a download cut on a record boundary, files that stop mid-session): an hour of a
@@ -38,6 +38,13 @@ ENDS_EARLY_NS: Final = 3_600_000_000_000
 
 #: JSON data of manifests and progress files.
 Json = dict[str, Any]
+
+
+class StagedArea(Protocol):
+    """Workers' parts kept elsewhere than in a folder here (an object store)."""
+
+    def place(self, part: Path, path: Path, sha256: str) -> None:
+        """Make the part `part` (of `sha256`) the day file `path`."""
 
 
 class DayWriter:
@@ -52,6 +59,9 @@ class DayWriter:
         self.metadata = bars_metadata(plan.config)
         #: Builds a worker's day again in-process for the instrument chosen (set per group).
         self.rebuild: Callable[[dt.date, int], DayResult] | None = None
+        #: Where the workers' parts are when not in a folder here: in the store's bucket
+        #: (:class:`fxstore.ingest.run.objects.StagedParts`); None: the parts folder.
+        self.staged: StagedArea | None = None
 
     def begin(self, day: dt.date, listed: dict[int, str]) -> set[int]:
         """Choose the front month of `day` before its records are read (in-process runs)."""
@@ -90,7 +100,7 @@ class DayWriter:
         path = self.out_dir / day_file_name(day.day)
         written = self._place(built, key, path)
         for other, part in (day.parts or {}).items():
-            if other != key:
+            if other != key and self.staged is None:  # staged parts go with their folder
                 part.path.unlink(missing_ok=True)
         entry: Json = {
             "trading_day": day.day.isoformat(),
@@ -152,6 +162,9 @@ class DayWriter:
             part = day.parts.get(key)
             if part is None:
                 return None
+            if self.staged is not None:
+                self.staged.place(part.path, path, part.sha256)
+                return dataclasses.replace(part, path=path)
             with os_errors(path, "write"):
                 os.replace(part.path, path)
             fsync_dir(path.parent)
