@@ -162,6 +162,22 @@ def test_ingest_on_two_nodes_from_s3_into_s3_writes_the_local_pools_files_and_no
     assert not ray.is_initialized()
 
 
+def test_ingest_on_two_nodes_from_s3_into_a_shared_local_store_writes_the_same_files(
+    cluster_address: str, bucket_store: S3Store, small_market: SynthMarket, tmp_path: Path
+) -> None:
+    # the store is a folder both nodes see (this machine's): only the inputs are objects
+    inputs = _upload(bucket_store, _dbn_files(small_market))
+    store = ("--store", str(tmp_path / "shared"), *bucket_store.cli[2:])  # endpoint, cache
+    local = str(tmp_path / "local")
+    assert _run_ingest(str(small_market.folder), "--workers", "1", "--store", local)[0] == 0
+
+    code, out = _run_ingest(inputs, "--executor", "ray", "--ray-address", cluster_address, *store)
+
+    assert code == 0, out
+    assert _day_digests(tmp_path / "shared") == _day_digests(tmp_path / "local")
+    assert not list(bucket_store.cache_dir.rglob("*.dbn.zst"))  # nothing downloaded here
+
+
 def test_failed_task_on_two_nodes_commits_nothing_and_names_the_object(
     cluster_address: str, bucket_store: S3Store, small_market: SynthMarket
 ) -> None:
