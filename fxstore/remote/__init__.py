@@ -327,10 +327,6 @@ class InputObject:
     def key(self) -> str:
         return parse_url(self.url).prefix
 
-    def open_bucket(self) -> S3Bucket:
-        """The bucket of this object, its root the bucket's (keys are whole keys)."""
-        return S3Bucket(StoreUrl(self.bucket, ""), self.endpoint)
-
 
 def list_input_objects(url: str, *, endpoint: str | None = None) -> list[InputObject]:
     """The DBN input objects at `url`: the object itself, or the ``*.dbn`` / ``*.dbn.zst``

@@ -19,6 +19,7 @@ needs another's files:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import tempfile
 from collections.abc import Sequence
@@ -57,11 +58,10 @@ def open_input_objects(items: Sequence[InputObject]) -> DbnSource:
         As :func:`fxstore.ingest.dbn.reader.open_dbn`, for what the headers show.
     """
     by_path = {object_path(item): item for item in items}
-    buckets = {item.bucket: item.open_bucket() for item in items}
 
     def read_head(path: Path, n_bytes: int) -> bytes:
         item = by_path[path]
-        return buckets[item.bucket].read_head(item.key, n_bytes)
+        return _bucket_of(item).read_head(item.key, n_bytes)
 
     return open_dbn_heads({path: item.size for path, item in by_path.items()}, read_head)
 
@@ -77,7 +77,7 @@ def download_definitions(
         item = by_path[file.path]
         dest = folder / str(i) / file.path.name
         dest.parent.mkdir(parents=True)
-        item.open_bucket().download(item.key, dest)
+        _bucket_of(item).download(item.key, dest)
         os.utime(dest, ns=(item.mtime_ns, item.mtime_ns))
         paths.append(dest)
     return paths
@@ -117,7 +117,7 @@ def build_group_in_task(task: GroupTask) -> GroupResult:
             if item is not None:
                 dest = scratch / "inputs" / str(i) / path.name
                 dest.parent.mkdir(parents=True)
-                item.open_bucket().download(item.key, dest)
+                _bucket_of(item).download(item.key, dest)
                 local[path] = dest
         parts_dir = scratch / "parts" if io.store is not None else task.parts_dir
         run = dataclasses.replace(
@@ -138,7 +138,7 @@ def build_group_in_task(task: GroupTask) -> GroupResult:
 def _upload_parts(result: GroupResult, io: ObjectIO, store: StoreUrl, parts_dir: Path) -> None:
     """Upload the day files of `result` into the store's parts folder; name them as in the
     driver's `parts_dir`."""
-    bucket = S3Bucket(store, io.endpoint)
+    bucket = _bucket(store, io.endpoint)
     for day in result.days:
         if day.parts:
             for part in day.parts.values():
@@ -147,6 +147,18 @@ def _upload_parts(result: GroupResult, io: ObjectIO, store: StoreUrl, parts_dir:
                 key: dataclasses.replace(part, path=parts_dir / part.path.name)
                 for key, part in day.parts.items()
             }
+
+
+@functools.lru_cache(maxsize=16)
+def _bucket(url: StoreUrl, endpoint: str | None) -> S3Bucket:
+    """One S3 client per bucket and endpoint in a process: a Ray worker runs many tasks, and
+    making a client takes ~0.2 s (boto3 loads its service model)."""
+    return S3Bucket(url, endpoint)
+
+
+def _bucket_of(item: InputObject) -> S3Bucket:
+    """The bucket of the input object `item` (its keys are whole keys)."""
+    return _bucket(StoreUrl(item.bucket, ""), item.endpoint)
 
 
 def _renamed(err: FxStoreError, names: dict[str, str]) -> FxStoreError:
