@@ -399,12 +399,24 @@ class Mirror:
     def _in_bucket_only(self, path: Path, sha256: str) -> bool:
         """Whether the day file `path` is not in the mirror but its object is in the bucket
         with the bytes of `sha256` (put there by the tasks of a cluster that shares no folder
-        with this machine: :mod:`fxstore.ingest.run.objects`)."""
+        with this machine: :mod:`fxstore.ingest.run.objects`).
+
+        Raises
+        ------
+        CommitConflictError
+            The bucket holds other bytes under its name.
+        """
         rel = self._rel(path)
         with os_errors(path, "read"):
             if path.exists() or rel not in self.listing:
                 return False
-        return (self.bucket.stored_sha256(rel) or self.bucket.read_sha256(rel)) == sha256
+        if (self.bucket.stored_sha256(rel) or self.bucket.read_sha256(rel)) != sha256:
+            raise CommitConflictError(
+                f"{self.bucket.url.url(rel)} holds other bytes than the SHA-256 its version's "
+                "manifest records (replaced or damaged since this run's tasks wrote it); "
+                "nothing of this run was committed: re-run."
+            )
+        return True
 
     def _restore_missing(self, manifest: Path) -> int:
         """Upload the files the committed `manifest` lists that the bucket lacks (a damaged
