@@ -4,7 +4,9 @@
 path as it is, an ``s3://`` URL as a local mirror of its committed part (pulled before,
 pushed with conditional commits after: :mod:`fxstore.remote.mirror`). :func:`fetch_inputs`
 downloads ``s3://`` DBN files or batch-download folders into the cache folder once, keeping
-the objects' modification times so a re-run finds its inputs unchanged.
+the objects' modification times so a re-run finds its inputs unchanged;
+:func:`list_input_objects` only lists them, for Ray tasks that read them where they are
+(:mod:`fxstore.ingest.run.objects`).
 """
 
 from __future__ import annotations

@@ -71,7 +71,8 @@ def cluster_address(node_tmp: Path) -> Iterator[str]:
 def bucket_store(
     moto_endpoint: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> Iterator[S3Store]:
-    """A new bucket; the driver's credentials are the test ones, its cache folder its own."""
+    """A new bucket; the driver's credentials are the test ones, its cache folder its own
+    (a relative path, as a user may give it)."""
     import boto3
 
     for name in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_SESSION_TOKEN", "FXSTORE_HOME"):
@@ -83,9 +84,9 @@ def bucket_store(
     bucket = f"fxstore-{secrets.token_hex(6)}"
     boto3.client("s3", endpoint_url=moto_endpoint).create_bucket(Bucket=bucket)
     url = f"s3://{bucket}/store"
-    cache = tmp_path / "driver-cache"
-    cli_args = ("--store", url, "--s3-endpoint", moto_endpoint, "--cache-dir", str(cache))
-    yield S3Store(moto_endpoint, bucket, url, cli_args, cache)
+    monkeypatch.chdir(tmp_path)  # the cache folder is given relative to it
+    cli_args = ("--store", url, "--s3-endpoint", moto_endpoint, "--cache-dir", "driver-cache")
+    yield S3Store(moto_endpoint, bucket, url, cli_args, tmp_path / "driver-cache")
 
 
 def ray_options_joining() -> dict[str, object]:

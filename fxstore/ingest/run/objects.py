@@ -4,7 +4,8 @@ With ``--executor ray``, DBN inputs given as ``s3://`` URLs and an ``s3://`` sto
 needs another's files:
 
 - the driver plans from each input's first bytes (ranged GETs: the metadata header, its
-  symbol mappings and first record; :func:`open_input_objects`), never the whole file;
+  symbol mappings and first record; :func:`open_input_objects`), never the whole file
+  (definition files among the inputs excepted: its plan reads them, :func:`download_definitions`);
 - each task downloads its own group's objects into a scratch folder of its node (deleted
   when it ends), builds the days, and uploads each day's file into the store's bucket,
   under the parts folder of the version being built, which no manifest lists
@@ -12,8 +13,8 @@ needs another's files:
 - the driver picks each day's file in trading-day order, as always, and copies the chosen
   one into place inside S3 (:class:`StagedParts`: no bytes pass through the driver), then
   writes the manifest; the store's push commits it once every object it lists holds the
-  bytes it records. A failed task or run commits nothing: the parts are deleted, and a
-  version no manifest lists is no version.
+  bytes it records. A failed task or run commits nothing: the parts and the day files it
+  copied are deleted, and a version no manifest lists is no version.
 """
 
 from __future__ import annotations
@@ -179,8 +180,8 @@ class StagedParts:
 
     def __init__(self, bucket: S3Bucket, root: Path, parts_dir: Path) -> None:
         self.bucket = bucket
-        self.root = root
-        self.parts_rel = parts_dir.relative_to(root).as_posix()
+        self.root = root.absolute()
+        self.parts_rel = self._rel(parts_dir)
         #: The day files this run copied into place (store-relative).
         self.placed: list[str] = []
 
@@ -220,4 +221,4 @@ class StagedParts:
             self.bucket.delete(found)
 
     def _rel(self, path: Path) -> str:
-        return path.relative_to(self.root).as_posix()
+        return path.absolute().relative_to(self.root).as_posix()

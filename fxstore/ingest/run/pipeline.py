@@ -450,15 +450,16 @@ def _build_series(
                         config, source, writer, tasks, done, fingerprint, on_progress, io
                     )
             except BaseException:
-                if staged is not None:  # what it placed in the bucket goes: no resume
+                if staged is not None:  # what it put in the bucket goes: no resume
                     with contextlib.suppress(FxStoreError):  # the error being raised says why
+                        staged.clean()
                         staged.discard()
                         discard_bar_stage(out_dir)
                 raise
             finally:
                 _remove_scratch(out_dir)
-                if staged is not None:
-                    staged.clean()
+            if staged is not None:
+                staged.clean()
             if not any(int(e.get("n_kept", 0)) for e in writer.entries):
                 raise SymbolNotFoundError(
                     f"{_describe_inputs(source)}: kept none of the {n_records:,} MBP-10 records "
