@@ -1,5 +1,6 @@
-"""A push commits day files that only the bucket holds (written there by tasks on other
-nodes) when they hold the bytes their manifest records, and refuses them otherwise."""
+"""What ingest on nodes without a shared folder asks of the bucket: a push commits day files
+that only the bucket holds (written there by tasks on other nodes) when they hold the bytes
+their manifest records, and refuses them otherwise; input objects are listed, not fetched."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ import boto3
 import pytest
 
 from fxstore.config import BarConfig, IngestConfig
+from fxstore.errors import StoreAccessError
 from fxstore.ingest.run.pipeline import ingest
-from fxstore.remote import CommitConflictError, open_store
+from fxstore.remote import CommitConflictError, list_input_objects, open_store
 from tests.conftest import SynthMarket
 from tests.remote.conftest import S3Store
 
@@ -64,3 +66,31 @@ def test_push_refuses_a_day_file_only_the_bucket_holds_with_other_bytes(
     listed = client.list_objects_v2(Bucket=s3_store.bucket, Prefix="store/")["Contents"]
     assert not [o["Key"] for o in listed if o["Key"].endswith("manifest.json")]
     assert key in {o["Key"] for o in listed}
+
+
+def test_list_input_objects_takes_the_dbn_objects_right_under_a_prefix(
+    s3_store: S3Store,
+) -> None:
+    client = boto3.client("s3", endpoint_url=s3_store.endpoint)
+    for key in ("raw/a.dbn.zst", "raw/b.dbn", "raw/manifest.json", "raw/deeper/c.dbn.zst"):
+        client.put_object(Bucket=s3_store.bucket, Key=key, Body=b"DBN")
+
+    found = list_input_objects(f"s3://{s3_store.bucket}/raw", endpoint=s3_store.endpoint)
+
+    assert [o.url for o in found] == [
+        f"s3://{s3_store.bucket}/raw/a.dbn.zst",
+        f"s3://{s3_store.bucket}/raw/b.dbn",
+    ]
+    assert [o.size for o in found] == [3, 3]
+    one = list_input_objects(f"s3://{s3_store.bucket}/raw/b.dbn", endpoint=s3_store.endpoint)
+    assert [o.url for o in one] == [found[1].url]
+
+
+def test_list_input_objects_of_a_prefix_without_dbn_objects_is_one_error(
+    s3_store: S3Store,
+) -> None:
+    client = boto3.client("s3", endpoint_url=s3_store.endpoint)
+    client.put_object(Bucket=s3_store.bucket, Key="raw/manifest.json", Body=b"{}")
+
+    with pytest.raises(StoreAccessError, match=r"no DBN object \(\*\.dbn, \*\.dbn\.zst\) at or"):
+        list_input_objects(f"s3://{s3_store.bucket}/raw", endpoint=s3_store.endpoint)

@@ -68,3 +68,20 @@ def test_task_error_names_the_object_not_the_scratch_copy(
 
     assert str(caught.value).startswith(f"{item.url}: ")
     assert "fxstore-task-" not in str(caught.value)
+
+
+def test_local_input_among_s3_inputs_on_ray_is_refused_before_anything_starts(
+    two_roll_market: SynthMarket, tmp_path: Path
+) -> None:
+    from fxstore.config.executor import ExecutorConfig
+    from fxstore.errors import InvalidInputError
+    from fxstore.ingest.run.pipeline import ingest
+
+    pytest.importorskip("ray")
+    on_ray = dataclasses.replace(FRONT, workers=0, executor=ExecutorConfig("ray"))
+    item = InputObject("s3://bucket/raw/day.dbn.zst", 10, 0, None)
+
+    with pytest.raises(InvalidInputError, match="a local input among s3:// inputs"):
+        ingest(on_ray, [item, two_roll_market.folder], tmp_path)
+
+    assert list(tmp_path.iterdir()) == []
