@@ -38,7 +38,7 @@ from fxstore.config import (
     parse_roll_months,
 )
 from fxstore.errors import InvalidInputError
-from fxstore.remote import fetch_inputs
+from fxstore.remote import InputObject, fetch_inputs, is_url, list_input_objects
 
 if TYPE_CHECKING:
     from fxstore.config import BarType, SplitMode
@@ -229,7 +229,7 @@ def ingest_json(summary: IngestSummary) -> dict[str, object]:
 
 def run_ingest(
     config: IngestConfig,
-    paths: Sequence[Path],
+    paths: Sequence[Path | InputObject],
     store_root: Path,
     quiet: bool,
     output: Output = "text",
@@ -417,7 +417,8 @@ def ingest(
     Writes bars/<SYMBOL>/<instrument-key>/<bar-key>/<YYYY-MM-DD>.parquet, one file per
     trading day, and a manifest. Re-running with the same inputs and config skips the
     work; a killed run resumes. PATHS may be s3:// objects or prefixes (downloaded once into
-    --cache-dir).
+    --cache-dir; with --executor ray, read by the tasks where they are, and with an s3://
+    --store the tasks write the day files into the bucket: the nodes share no folder).
 
     \b
     Example:
@@ -453,7 +454,15 @@ def ingest(
         force=force,
     )
     endpoint, cache_dir = remote_settings()
-    inputs = fetch_inputs(paths, endpoint=endpoint, cache_dir=cache_dir)
+    inputs: list[Path | InputObject] = []
+    if runs_on.is_ray and any(is_url(p) for p in paths):  # the tasks read them where they are
+        for value in paths:
+            if is_url(value):
+                inputs += list_input_objects(value, endpoint=endpoint)
+            else:
+                inputs.append(Path(value))
+    else:
+        inputs += fetch_inputs(paths, endpoint=endpoint, cache_dir=cache_dir)
     run_ingest(config, inputs, store_root, quiet, "json" if as_json else "text")
 
 

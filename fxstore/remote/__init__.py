@@ -4,7 +4,9 @@
 path as it is, an ``s3://`` URL as a local mirror of its committed part (pulled before,
 pushed with conditional commits after: :mod:`fxstore.remote.mirror`). :func:`fetch_inputs`
 downloads ``s3://`` DBN files or batch-download folders into the cache folder once, keeping
-the objects' modification times so a re-run finds its inputs unchanged.
+the objects' modification times so a re-run finds its inputs unchanged;
+:func:`list_input_objects` only lists them, for Ray tasks that read them where they are
+(:mod:`fxstore.ingest.run.objects`).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import contextlib
 import os
 import shlex
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from fxstore.errors import RunInterruptedError, StoreAccessError
@@ -22,6 +25,8 @@ from fxstore.store import atomic_path, file_sha256, os_errors, validate_path
 
 __all__ = [
     "CommitConflictError",
+    "InputObject",
+    "bucket_of",
     "commit",
     "default_cache_dir",
     "drop_object",
@@ -29,6 +34,7 @@ __all__ = [
     "in_bucket",
     "in_store",
     "is_url",
+    "list_input_objects",
     "location",
     "object_problem",
     "open_store",
@@ -52,6 +58,12 @@ def _mirror_of(path: Path) -> tuple[Mirror, str] | None:
         if root in path.parents:
             return mirror, path.relative_to(root).as_posix()
     return None
+
+
+def bucket_of(root: Path) -> S3Bucket | None:
+    """The bucket of the s3:// store whose mirror is at `root` (None for a local store)."""
+    mirror = _MIRRORS.get(root)
+    return None if mirror is None else mirror.bucket
 
 
 def location(path: Path) -> str:
@@ -291,3 +303,61 @@ def _fetch_input(url: StoreUrl, endpoint: str | None, cache: Path) -> Path:
             bucket.download(rel, tmp)
         os.utime(path, ns=(info.mtime_ns, info.mtime_ns))
     return base / name
+
+
+#: Names of DBN files among the objects under an input prefix (as in a local folder).
+_DBN_SUFFIXES = (".dbn", ".dbn.zst")
+
+
+@dataclass(frozen=True, slots=True)
+class InputObject:
+    """A DBN input file kept in object storage, read where it is needed (by a task)."""
+
+    #: ``s3://bucket/key``.
+    url: str
+    size: int
+    #: Last modified, ns since the epoch (what a download's file time would be).
+    mtime_ns: int
+    #: The S3-compatible endpoint (None: AWS, or ``AWS_ENDPOINT_URL`` where it is read).
+    endpoint: str | None
+
+    @property
+    def bucket(self) -> str:
+        return parse_url(self.url).bucket
+
+    @property
+    def key(self) -> str:
+        return parse_url(self.url).prefix
+
+
+def list_input_objects(url: str, *, endpoint: str | None = None) -> list[InputObject]:
+    """The DBN input objects at `url`: the object itself, or the ``*.dbn`` / ``*.dbn.zst``
+    objects right under it as a prefix (a Databento batch download kept in a bucket; its
+    side files are left out, as in a local folder), in key order. Nothing is downloaded.
+
+    Raises
+    ------
+    StoreAccessError
+        The bucket cannot be listed, or no DBN object is at or under `url`.
+    """
+    parsed = parse_url(url)
+    bucket = S3Bucket(StoreUrl(parsed.bucket, ""), endpoint)
+    one = bucket.head(parsed.prefix) if parsed.prefix else None
+    if one is not None:
+        listing = {parsed.prefix: one}
+    else:
+        base = f"{parsed.prefix}/" if parsed.prefix else ""
+        listing = {
+            key: info
+            for key, info in bucket.list(parsed.prefix).items()
+            if "/" not in key[len(base) :] and key.endswith(_DBN_SUFFIXES)
+        }
+    if not listing:
+        raise StoreAccessError(
+            f"no DBN object (*.dbn, *.dbn.zst) at or under {parsed.url()}; check the URL "
+            "(`aws s3 ls` lists the bucket)."
+        )
+    return [
+        InputObject(StoreUrl(parsed.bucket, key).url(), info.size, info.mtime_ns, bucket.endpoint)
+        for key, info in sorted(listing.items())
+    ]

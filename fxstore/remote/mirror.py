@@ -349,9 +349,10 @@ class Mirror:
             if rel.startswith("bars/"):
                 files = self._series_files(path, _version_shas(before[0] if before else b"{}"))
             else:
-                files = self._shard_files(path)
-            for file in files:
-                written += self._put_immutable(file)
+                files = [(f, None) for f in self._shard_files(path)]
+            for file, sha256 in files:
+                if sha256 is None or not self._in_bucket_only(file, sha256):
+                    written += self._put_immutable(file)
             etag = self.bucket.put(
                 rel,
                 data,
@@ -374,11 +375,14 @@ class Mirror:
                     written += self._put_plain(path)
         return written
 
-    def _series_files(self, manifest: Path, committed: set[tuple[int, str]]) -> list[Path]:
+    def _series_files(
+        self, manifest: Path, committed: set[tuple[int, str]]
+    ) -> list[tuple[Path, str | None]]:
         """Every file of the versions of the series `manifest` commits that the bucket had not
-        committed (`committed`: its (version, manifest SHA-256) pairs): day files first,
-        each version's manifest after its files."""
-        files: list[Path] = []
+        committed (`committed`: its (version, manifest SHA-256) pairs), with the SHA-256 its
+        manifest records (None for a version's manifest): day files first, each version's
+        manifest after its files."""
+        files: list[tuple[Path, str | None]] = []
         series = manifest.parent
         for version in list_bar_versions(series):
             if (version.version, version.manifest_sha256) in committed:
@@ -386,10 +390,33 @@ class Mirror:
             days = read_json(version.manifest).get("days")
             for day in days if isinstance(days, list) else []:
                 if isinstance(day, dict) and "file" in day:
-                    files.append(resolve_manifest_file(version.manifest, str(day["file"])))
+                    file = resolve_manifest_file(version.manifest, str(day["file"]))
+                    files.append((file, str(day.get("sha256"))))
             if version.folder != series:
-                files.append(version.manifest)
+                files.append((version.manifest, None))
         return files
+
+    def _in_bucket_only(self, path: Path, sha256: str) -> bool:
+        """Whether the day file `path` is not in the mirror but its object is in the bucket
+        with the bytes of `sha256` (put there by the tasks of a cluster that shares no folder
+        with this machine: :mod:`fxstore.ingest.run.objects`).
+
+        Raises
+        ------
+        CommitConflictError
+            The bucket holds other bytes under its name.
+        """
+        rel = self._rel(path)
+        with os_errors(path, "read"):
+            if path.exists() or rel not in self.listing:
+                return False
+        if (self.bucket.stored_sha256(rel) or self.bucket.read_sha256(rel)) != sha256:
+            raise CommitConflictError(
+                f"{self.bucket.url.url(rel)} holds other bytes than the SHA-256 its version's "
+                "manifest records (replaced or damaged since this run's tasks wrote it); "
+                "nothing of this run was committed: re-run."
+            )
+        return True
 
     def _restore_missing(self, manifest: Path) -> int:
         """Upload the files the committed `manifest` lists that the bucket lacks (a damaged

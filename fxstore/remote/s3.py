@@ -226,6 +226,33 @@ class S3Bucket:
                 mtime_ns=int(reply["LastModified"].timestamp() * 1e9),
             )
 
+    def read_head(self, rel: str, n_bytes: int) -> bytes:
+        """The first `n_bytes` of object `rel` (fewer at its end): one ranged GET."""
+        with self.errors(rel, "read"):
+            reply = self.client.get_object(
+                Bucket=self.url.bucket, Key=self.url.key(rel), Range=f"bytes=0-{n_bytes - 1}"
+            )
+            data: bytes = reply["Body"].read()
+        return data
+
+    def copy(self, source: str, rel: str) -> None:
+        """Copy object `source` to `rel` of the same store inside S3 (no bytes pass through
+        here), only if `rel` does not exist; S3 stores the copy's SHA-256 as at upload.
+
+        Raises
+        ------
+        CommitConflictError
+            An object is at `rel` already.
+        """
+        with self.errors(rel, "write"):
+            self.client.copy_object(
+                Bucket=self.url.bucket,
+                Key=self.url.key(rel),
+                CopySource={"Bucket": self.url.bucket, "Key": self.url.key(source)},
+                ChecksumAlgorithm="SHA256",
+                IfNoneMatch="*",
+            )
+
     def download(self, rel: str, dest: Path) -> None:
         """Write object `rel` into the local file `dest` (which the caller names and checks)."""
         with self.errors(rel, "download"), open(dest, "wb") as fh:

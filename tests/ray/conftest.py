@@ -10,6 +10,9 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
+# The moto server of the session and the small market, for the nodes that share no folder.
+from tests.remote.conftest import moto_endpoint, small_market  # noqa: E402, F401
+
 
 def ray_options() -> dict[str, object]:
     """A small local Ray: quiet, no dashboard, a small object store (CI's /dev/shm)."""

@@ -44,6 +44,7 @@ __all__ = [
     "FileStats",
     "iter_file_records",
     "open_dbn_file",
+    "open_dbn_head",
 ]
 
 logger = logging.getLogger(__name__)
@@ -144,12 +145,18 @@ def _sniff(path: Path) -> tuple[bool, int]:
         raise InvalidInputError(
             f"{path}: cannot read the file ({err.strerror}); check that it exists and is readable."
         ) from err
+    return _sniff_head(path, head, size), size
+
+
+def _sniff_head(path: Path, head: bytes, size: int) -> bool:
+    """Whether the `size`-byte file starting with `head` is compressed; raise for anything
+    not DBN."""
     if size == 0:
         raise SchemaError(f"{path}: the file is empty (0 bytes), not DBN; download it again.")
     if head.startswith(ZSTD_MAGIC):
-        return True, size
+        return True
     if head.startswith(DBN_MAGIC):
-        return False, size
+        return False
     if len(head) >= 4:
         (magic,) = struct.unpack_from("<I", head)
         if DBZ_SKIPPABLE_MAGIC_LOW <= magic <= DBZ_SKIPPABLE_MAGIC_HIGH:
@@ -159,7 +166,7 @@ def _sniff(path: Path) -> tuple[bool, int]:
                 f"`dbn` CLI: dbn {path.name} -o {path.stem}.dbn.zst"
             )
     raise SchemaError(
-        f"{path}: not a DBN file: it starts with {head!r}, expected b'DBN' or a Zstandard "
+        f"{path}: not a DBN file: it starts with {head[:8]!r}, expected b'DBN' or a Zstandard "
         "frame (28 b5 2f fd); pass Databento .dbn or .dbn.zst files."
     )
 
@@ -276,6 +283,23 @@ def open_dbn_file(path: Path, *, check_frames: bool) -> DbnFile:
     return DbnFile(path, meta, is_compressed, size, header_bytes)
 
 
+def open_dbn_head(path: Path, head: bytes, size: int) -> DbnFile:
+    """Decode the metadata header of the `size`-byte file `path` from its first bytes `head`
+    (an object in storage, read with a byte range: `path` is only its name here).
+
+    Its Zstandard frames are not checked: whoever reads the whole file does
+    (:func:`open_dbn_file` in the task that reads it). A `head` too short for the header
+    raises SchemaError (read more bytes and call again).
+    """
+    is_compressed = _sniff_head(path, head[:8], size)
+    stream = _open_stream(path, is_compressed, io.BytesIO(head))
+    try:
+        meta, header_bytes = _read_header(stream, path)
+    finally:
+        stream.close()
+    return DbnFile(path, meta, is_compressed, size, header_bytes)
+
+
 def iter_file_records(
     file: DbnFile,
     chunk_records: int,
@@ -283,6 +307,7 @@ def iter_file_records(
     symbology: Symbology,
     *,
     checksum: bool = True,
+    head: bytes | None = None,
 ) -> Generator[tuple[npt.NDArray[np.void], int], None, None]:
     """Yield ``(records, first_index)`` of `file`, each at most `chunk_records` long.
 
@@ -291,14 +316,18 @@ def iter_file_records(
     records. ts_recv order is checked within and across blocks. A partial record at the end
     of the stream is dropped and counted in ``counters.n_dropped_bytes``; warning about it is
     the caller's job, which knows whether this is the real read or a peek. With `checksum`,
-    ``counters.sha256`` holds the file's checksum once the stream ends.
+    ``counters.sha256`` holds the file's checksum once the stream ends. With `head` (the
+    first bytes of a file read elsewhere: :func:`open_dbn_head`), those are read instead of
+    the file, and the records end where they end.
     """
     try:
-        yield from _iter_records(file, chunk_records, counters, symbology, checksum=checksum)
+        yield from _iter_records(
+            file, chunk_records, counters, symbology, checksum=checksum, head=head
+        )
     except SchemaError as err:
         # Garbled zstd blocks often decompress without complaint until the frame's checksum
         # at its end; records out of order or of no known shape are then the first sign.
-        if file.is_compressed and (damage := _zstd_damage(file.path)) is not None:
+        if head is None and file.is_compressed and (damage := _zstd_damage(file.path)):
             raise SchemaError(
                 f"{file.path}: the Zstandard data is corrupt ({damage}); {DAMAGED}."
             ) from err
@@ -326,13 +355,18 @@ def _iter_records(
     symbology: Symbology,
     *,
     checksum: bool,
+    head: bytes | None,
 ) -> Generator[tuple[npt.NDArray[np.void], int], None, None]:
     """The loop of :func:`iter_file_records`."""
     decoder = BlockDecoder(file, counters, symbology)
     block_bytes = chunk_records * file.record_bytes
     index, offset, last_ts = 0, file.header_bytes, None
     carry = np.empty(0, np.uint8)
-    raw = _HashingReader(_open_raw(file.path), hashlib.sha256()) if checksum else None
+    raw: _Readable | None = None
+    if head is not None:
+        raw = io.BytesIO(head)
+    elif checksum:
+        raw = _HashingReader(_open_raw(file.path), hashlib.sha256())
     stream = _open_stream(file.path, file.is_compressed, raw)
     try:
         _read(stream, file.header_bytes, file.path)
@@ -343,13 +377,13 @@ def _iter_records(
                 tail = _read(stream, need, file.path)
                 if tail.size < need:
                     counters.n_dropped_bytes += carry.size + tail.size
-                    counters.sha256 = raw.finish() if raw is not None else None
+                    counters.sha256 = _finish(raw)
                     return
                 buf = np.concatenate([carry, tail])
             else:
                 buf = _read(stream, block_bytes, file.path)
                 if not buf.size:
-                    counters.sha256 = raw.finish() if raw is not None else None
+                    counters.sha256 = _finish(raw)
                     return
             parts, carry = decoder.decode(buf, offset, index)
             logger.debug("%s: block of %d bytes at byte %d", file.path, buf.size, offset)
@@ -362,3 +396,8 @@ def _iter_records(
                 index += records.size
     finally:
         stream.close()
+
+
+def _finish(raw: _Readable | None) -> str | None:
+    """The file's checksum once its stream ended (None: not hashed, or read from a head)."""
+    return raw.finish() if isinstance(raw, _HashingReader) else None

@@ -18,7 +18,7 @@ import dataclasses
 import logging
 import os
 import warnings
-from collections.abc import Generator, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -35,6 +35,7 @@ from fxstore.ingest.dbn.file import (
     FileStats,
     iter_file_records,
     open_dbn_file,
+    open_dbn_head,
 )
 from fxstore.ingest.dbn.format import (
     MBP10_DTYPE,
@@ -59,6 +60,7 @@ __all__ = [
     "describe_passed_over",
     "iter_mbp10_chunks",
     "open_dbn",
+    "open_dbn_heads",
     "read_metadata",
     "read_symbology",
 ]
@@ -77,6 +79,9 @@ _DBN_SUFFIXES: Final = (".dbn", ".dbn.zst")
 #: Filters with at most this many ids compare directly; larger ones use np.isin.
 _MAX_DIRECT_IDS: Final = 4
 _RECORD_ITEM: Final = np.dtype((np.void, MBP10_DTYPE.itemsize))
+#: Bytes first read of a file opened from its head: a metadata header with its symbol
+#: mappings and the first records (a day's header is ~10 KiB; more is read when needed).
+_HEAD_BYTES: Final = 1 << 18
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,9 +236,12 @@ def _check_inputs(files: Sequence[DbnFile]) -> None:
             )
 
 
-def _with_first_record(file: DbnFile, symbology: Symbology) -> DbnFile:
-    """`file` with its first MBP-10 record and its ts_recv, reading only as far as that."""
-    records = iter_file_records(file, _PEEK_RECORDS, FileCounters(), symbology, checksum=False)
+def _with_first_record(file: DbnFile, symbology: Symbology, head: bytes | None) -> DbnFile:
+    """`file` with its first MBP-10 record and its ts_recv, reading only as far as that (in
+    `head`, its first bytes, when it is read elsewhere)."""
+    records = iter_file_records(
+        file, _PEEK_RECORDS, FileCounters(), symbology, checksum=False, head=head
+    )
     try:
         first = next(records, None)
     finally:
@@ -468,6 +476,66 @@ def open_dbn(paths: Path | Sequence[Path]) -> DbnSource:
     threads = min(len(expanded), os.cpu_count() or 1, _OPEN_THREADS)  # paths are never empty
     with concurrent.futures.ThreadPoolExecutor(threads) as pool:
         files = list(pool.map(partial(open_dbn_file, check_frames=True), expanded))
+    return _source_of(files, {})
+
+
+def open_dbn_heads(sizes: Mapping[Path, int], read_head: Callable[[Path, int], bytes]) -> DbnSource:
+    """Open DBN MBP-10 files that are read elsewhere (objects in storage) from their first
+    bytes only: what :func:`open_dbn` tells of files, for planning work that tasks do.
+
+    Parameters
+    ----------
+    sizes
+        Each file's name (a path that is never opened here) → its size in bytes.
+    read_head
+        ``read_head(path, n)``: the first `n` bytes of `path` (fewer only at its end).
+
+    Returns
+    -------
+    DbnSource
+        As :func:`open_dbn`'s, but for reading: its files' Zstandard frames are unchecked
+        and their records unread (the tasks that read them open them with :func:`open_dbn`).
+
+    Raises
+    ------
+    SchemaError
+        As :func:`open_dbn`, for what the headers show.
+    """
+    if not sizes:
+        raise InvalidInputError("no input paths given; pass DBN files or a batch-download folder.")
+    heads: dict[Path, bytes] = {}
+    files = []
+    for path, size in sizes.items():
+        n = min(size, _HEAD_BYTES)
+        while True:
+            head = read_head(path, n)
+            file = _head_file(path, head, size)
+            if file is not None or len(head) >= size:
+                break
+            n = min(size, n * 8)
+        files.append(file if file is not None else open_dbn_head(path, head, size))
+        heads[path] = head
+    return _source_of(files, heads)
+
+
+def _head_file(path: Path, head: bytes, size: int) -> DbnFile | None:
+    """The file opened from `head`, None when `head` (shorter than the file) holds too little
+    of it: not all its header, or, of an MBP-10 file, no first record."""
+    try:
+        file = open_dbn_head(path, head, size)
+    except SchemaError:
+        if len(head) < size:
+            return None
+        raise
+    if file.metadata.schema != "mbp-10" or len(head) >= size:
+        return file
+    symbology = Symbology()
+    symbology.add_metadata(file.metadata)
+    return file if _with_first_record(file, symbology, head).first_record is not None else None
+
+
+def _source_of(files: list[DbnFile], heads: Mapping[Path, bytes]) -> DbnSource:
+    """The DbnSource of opened files: definitions apart, checked, peeked, ordered."""
     definitions = [f for f in files if f.metadata.schema == "definition"]
     files = [f for f in files if f.metadata.schema != "definition"]
     if not files:
@@ -479,7 +547,7 @@ def open_dbn(paths: Path | Sequence[Path]) -> DbnSource:
     symbology = Symbology()
     for i, file in enumerate(files):
         symbology.add_metadata(file.metadata)
-        files[i] = _with_first_record(file, symbology)
+        files[i] = _with_first_record(file, symbology, heads.get(file.path))
     files.sort(
         key=lambda f: (-1 if f.first_ts_recv is None else f.first_ts_recv, f.path.name, str(f.path))
     )

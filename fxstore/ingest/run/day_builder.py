@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -38,6 +38,9 @@ from fxstore.ingest.select.front_month import symbols_listed
 from fxstore.market.contracts import parse_outright
 from fxstore.market.master import contract_expiry
 from fxstore.market.plausible import plausible_range
+
+if TYPE_CHECKING:
+    from fxstore.ingest.run.objects import ObjectIO
 
 #: Instrument ids to keep on a day, given the symbols listed that day; None keeps all.
 Chooser = Callable[[dt.date, dict[int, str]], set[int] | None]
@@ -70,6 +73,12 @@ class GroupTask:
     #: it came from, read instead of `paths`; with the symbology of the whole input.
     fragments: tuple[tuple[Path, Path], ...] | None = None
     symbology: Symbology | None = None
+    #: Tasks that share no folder with the driver: inputs and day files in S3
+    #: (:mod:`fxstore.ingest.run.objects`); None: paths and `parts_dir` are shared folders.
+    objects: ObjectIO | None = None
+    #: Build only this (trading day, instrument_id): a day built again for the front month
+    #: the driver chose, when it was not among the task's candidates; None: every day.
+    only: tuple[dt.date, int] | None = None
 
     def describe(self) -> str:
         """The group's files and trading days, for an error line ("a.dbn.zst … (2024-03-05)")."""
@@ -176,6 +185,11 @@ def selection_chooser(
         wanted = {int(selection.instrument_id or 0)}
         return lambda _day, _listed: wanted
     return outright_chooser(root or "", months)
+
+
+def _only_chooser(only_day: dt.date, instrument_id: int) -> Chooser:
+    """The chooser that builds `instrument_id` on `only_day` and nothing else."""
+    return lambda day, _listed: {instrument_id} if day == only_day else set()
 
 
 def _start_builder(day: DayResult, instrument_id: int, plan: IngestPlan) -> BarBuilder:
@@ -321,6 +335,8 @@ def build_group(
     """
     started = time.perf_counter()
     plan = task.plan
+    if task.only is not None and choose is None:
+        choose = _only_chooser(*task.only)
     chooser = choose or selection_chooser(plan.selection, plan.root, plan.roll.months)
     # Pruning drops a candidate that trades little today: right for the volume rule (a
     # contract that led yesterday trades well today), not for rules that may pick one that

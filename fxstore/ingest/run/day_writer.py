@@ -14,7 +14,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from fxstore.ingest.dbn.format import FIXED_PRICE_SCALE
 from fxstore.ingest.run.day_builder import ALL_INSTRUMENTS, DayResult
@@ -30,7 +30,7 @@ from fxstore.ingest.select.front_month import FrontMonthSelector
 from fxstore.market.contracts import parse_outright
 from fxstore.store import fsync_dir, os_errors
 
-__all__ = ["ENDS_EARLY_NS", "DayWriter", "Json", "Request"]
+__all__ = ["ENDS_EARLY_NS", "DayWriter", "Json", "Request", "StagedArea"]
 
 #: A day whose records stop this long before its session closes, where an input's request
 #: asked for records after them, is one the inputs were cut inside (a download cut on a
@@ -54,6 +54,13 @@ class Request:
 Json = dict[str, Any]
 
 
+class StagedArea(Protocol):
+    """Workers' parts kept elsewhere than in a folder here (an object store)."""
+
+    def place(self, part: Path, path: Path, sha256: str) -> None:
+        """Make the part `part` (of `sha256`) the day file `path`."""
+
+
 class DayWriter:
     """Picks each day's bars (front month, one id, or all) and writes them, in day order."""
 
@@ -69,6 +76,9 @@ class DayWriter:
         #: The inputs' requests (their metadata), to tell a cut input from a short request;
         #: none known: every day that ends early is taken for one the inputs were cut in.
         self.requests: tuple[Request, ...] = ()
+        #: Where the workers' parts are when not in a folder here: in the store's bucket
+        #: (:class:`fxstore.ingest.run.objects.StagedParts`); None: the parts folder.
+        self.staged: StagedArea | None = None
 
     def begin(self, day: dt.date, listed: dict[int, str]) -> set[int]:
         """Choose the front month of `day` before its records are read (in-process runs)."""
@@ -107,7 +117,7 @@ class DayWriter:
         path = self.out_dir / day_file_name(day.day)
         written = self._place(built, key, path)
         for other, part in (day.parts or {}).items():
-            if other != key:
+            if other != key and self.staged is None:  # staged parts go with their folder
                 part.path.unlink(missing_ok=True)
         entry: Json = {
             "trading_day": day.day.isoformat(),
@@ -187,6 +197,9 @@ class DayWriter:
             part = day.parts.get(key)
             if part is None:
                 return None
+            if self.staged is not None:
+                self.staged.place(part.path, path, part.sha256)
+                return dataclasses.replace(part, path=path)
             with os_errors(path, "write"):
                 os.replace(part.path, path)
             fsync_dir(path.parent)

@@ -89,10 +89,20 @@ class IngestSummary:
 
 
 def fingerprint(
-    config: IngestConfig, files: Sequence[DbnFile], definitions: Sequence[Path] = ()
+    config: IngestConfig,
+    files: Sequence[DbnFile],
+    definitions: Sequence[Path] = (),
+    mtimes: Mapping[Path, int] | None = None,
 ) -> str:
-    """What decides a series' content: config, version, inputs (names, sizes, mtimes)."""
-    stat = [(f.path.name, f.size_bytes, f.path.stat().st_mtime_ns) for f in files]
+    """What decides a series' content: config, version, inputs (names, sizes, mtimes).
+
+    `mtimes` gives the times of inputs that are no local files (objects in storage: the
+    times their downloads would have, so that either way gives the same fingerprint).
+    """
+    known = mtimes or {}
+    stat = [
+        (f.path.name, f.size_bytes, known.get(f.path) or f.path.stat().st_mtime_ns) for f in files
+    ]
     stat += [(p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in definitions]
     blob = json.dumps({"config": config.to_json(), "inputs": stat, "version": __version__})
     return hashlib.sha256(blob.encode()).hexdigest()

@@ -30,7 +30,9 @@ import datetime as dt
 import functools
 import itertools
 import logging
+import secrets
 import shutil
+import tempfile
 import time
 from collections.abc import Callable, Generator, Iterator, Sequence
 from pathlib import Path
@@ -38,7 +40,7 @@ from pathlib import Path
 import numpy as np
 
 from fxstore.config import IngestConfig
-from fxstore.errors import FxStoreError, StoreAccessError, SymbolNotFoundError
+from fxstore.errors import FxStoreError, InvalidInputError, StoreAccessError, SymbolNotFoundError
 from fxstore.executor import RayPool, TaskPool, open_local_pool, open_ray_pool, require_ray
 from fxstore.ingest.dbn.reader import DbnFile, DbnSource, open_dbn
 from fxstore.ingest.run.day_builder import (
@@ -63,6 +65,14 @@ from fxstore.ingest.run.manifest import (
     write_manifest,
 )
 from fxstore.ingest.run.manifest import fingerprint as series_fingerprint
+from fxstore.ingest.run.objects import (
+    ObjectIO,
+    StagedParts,
+    build_group_in_task,
+    download_definitions,
+    object_path,
+    open_input_objects,
+)
 from fxstore.ingest.run.plan import expand_definitions, plan_ingest
 from fxstore.ingest.run.pool import WarningsToParent, start_worker_server
 from fxstore.ingest.run.progress import PROGRESS, ProgressLog, load_progress
@@ -73,6 +83,7 @@ from fxstore.ingest.select.coverage import (
     describe_roots,
 )
 from fxstore.market.calendar import Sessions, sessions
+from fxstore.remote import InputObject, bucket_of
 from fxstore.store import (
     LOCK,
     commit_bar_version,
@@ -149,13 +160,16 @@ def _run_groups(
     writer: DayWriter,
     split: set[str],
     ray_pool: RayPool | None = None,
+    objects: ObjectIO | None = None,
 ) -> Generator[tuple[str, GroupTask, GroupResult], None, None]:
     """Build groups in order: in-process (writing each day as it is built), or in a pool.
 
     In-process groups reuse the files `source` already opened and checked. Worker
     processes (or Ray tasks, with `ray_pool`) open theirs and write their days' files into
     the parts folder of `writer`, the last rounds largest first (:mod:`._dispatch`); the
-    groups keyed in `split` are split into trading days first (:mod:`._resplit`).
+    groups keyed in `split` are split into trading days first (:mod:`._resplit`). With
+    `objects`, Ray tasks read their inputs from S3 and put their days' files in the store's
+    bucket (:mod:`.objects`).
     """
     if ray_pool is None and (workers <= 1 or (len(tasks) <= 1 and not split)):
         for key, task in tasks:
@@ -163,14 +177,8 @@ def _run_groups(
             yield key, task, build_group(task, choose=choose, on_day=on_day, source=group)
         return
 
-    # Ray workers may run in another folder (or on another node): absolute paths.
     out_dir = writer.out_dir.absolute() if ray_pool is not None else writer.out_dir
-
-    def remote(task: GroupTask) -> GroupTask:
-        paths = tuple(p.absolute() for p in task.paths) if ray_pool is not None else task.paths
-        return dataclasses.replace(
-            task, paths=paths, parts_dir=out_dir / PARTS_DIR, metadata=writer.metadata
-        )
+    remote = functools.partial(_for_workers, writer=writer, ray=ray_pool is not None, io=objects)
 
     size = {f.path: f.size_bytes for f in source.files}
     with _pool(ray_pool, workers if split else min(workers, len(tasks))) as pool:
@@ -186,13 +194,37 @@ def _run_groups(
                 )
             else:
                 order = dispatch_order([sum(size[p] for p in t.paths) for _, t in run], workers)
-                sent = pool.imap(build_group, [remote(run[i][1]) for i in order])
+                build = build_group_in_task if ray_pool is not None else build_group
+                sent = pool.imap(build, [remote(run[i][1]) for i in order])
                 results = in_order(sent, order)
             for (key, task), result in zip(run, results, strict=True):
                 if result is None:  # overlapping files or in-stream symbol mappings
                     logger.info("%s: files overlap or map symbols: one core", task.paths[0])
                     result = build_group(task, source=_group_source(source, task))
                 yield key, task, result
+
+
+def _for_workers(task: GroupTask, writer: DayWriter, ray: bool, io: ObjectIO | None) -> GroupTask:
+    """`task` as a worker process or Ray task gets it: where to put its days' files, and for
+    tasks without a shared folder (`io`) its input objects and the store's parts folder."""
+    if not ray:
+        return dataclasses.replace(
+            task, parts_dir=writer.out_dir / PARTS_DIR, metadata=writer.metadata
+        )
+    # Ray workers may run in another folder (or on another node): absolute paths.
+    objects = None
+    parts_dir = writer.out_dir.absolute() / PARTS_DIR
+    in_bucket: set[Path] = set()
+    if io is not None:
+        in_bucket = {object_path(o) for o in io.inputs}
+        mine = tuple(o for o in io.inputs if object_path(o) in task.paths)
+        objects = dataclasses.replace(io, inputs=mine)
+        if io.store is not None:
+            parts_dir = writer.out_dir.absolute() / PARTS_DIR / Path(io.parts_rel).name
+    paths = tuple(p if p in in_bucket else p.absolute() for p in task.paths)
+    return dataclasses.replace(
+        task, paths=paths, parts_dir=parts_dir, metadata=writer.metadata, objects=objects
+    )
 
 
 @contextlib.contextmanager
@@ -237,9 +269,63 @@ def _rebuild_day(source: DbnSource, task: GroupTask, day: dt.date, instrument_id
     return next(d for d in result.days if d.day == day)
 
 
+def _rebuild_day_in_task(
+    pool: RayPool, task: GroupTask, day: dt.date, instrument_id: int
+) -> DayResult:
+    """:func:`_rebuild_day` in a Ray task (`task` as the workers get it): its inputs and
+    day file stay where the tasks' are (S3)."""
+    logger.info("%s: building %s again for instrument %d", task.paths[0].name, day, instrument_id)
+    again = dataclasses.replace(task, only=(day, instrument_id))
+    result = pool.map(build_group_in_task, [again])[0]
+    return next(d for d in result.days if d.day == day)
+
+
+@contextlib.contextmanager
+def _opened_inputs(
+    config: IngestConfig, paths: Sequence[Path | InputObject]
+) -> Iterator[tuple[DbnSource, tuple[InputObject, ...], list[Path]]]:
+    """The opened inputs: local files (and folders), or objects in S3 read by Ray tasks,
+    opened from their first bytes here; and the definition files among them (those in S3
+    downloaded into a temporary folder for the block: the plan reads them here)."""
+    objects = tuple(p for p in paths if isinstance(p, InputObject))
+    if not objects:
+        source = open_dbn([p for p in paths if isinstance(p, Path)])
+        yield source, (), [f.path for f in source.definitions]
+        return
+    if not config.executor.is_ray:
+        raise InvalidInputError(
+            f"{objects[0].url}: s3:// inputs are read where they are by the tasks of "
+            "--executor ray; without Ray, download them first (the CLI does: "
+            "fxstore.remote.fetch_inputs)."
+        )
+    if len(objects) < len(paths):
+        local = next(p for p in paths if isinstance(p, Path))
+        raise InvalidInputError(
+            f"{local}: a local input among s3:// inputs; on a Ray cluster give all inputs as "
+            "s3:// URLs (the nodes share no folder), or all as local paths."
+        )
+    source = open_input_objects(objects)
+    with tempfile.TemporaryDirectory(prefix="fxstore-definitions-") as folder:
+        yield source, objects, download_definitions(source, objects, Path(folder))
+
+
+def _object_io(
+    objects: tuple[InputObject, ...], store_root: Path, out_dir: Path
+) -> ObjectIO | None:
+    """What Ray tasks need to do their I/O in S3: their input objects, and for an s3://
+    store its bucket and a parts folder of this run's own (None: all in shared folders)."""
+    bucket = bucket_of(store_root)
+    if bucket is None and not objects:
+        return None
+    if bucket is None:
+        return ObjectIO(inputs=objects)
+    parts = (out_dir / PARTS_DIR / f"run-{secrets.token_hex(6)}").relative_to(store_root)
+    return ObjectIO(objects, bucket.url, bucket.endpoint, parts.as_posix())
+
+
 def ingest(
     config: IngestConfig,
-    paths: Sequence[Path],
+    paths: Sequence[Path | InputObject],
     store_root: Path,
     *,
     on_start: Callable[[int], None] | None = None,
@@ -252,7 +338,9 @@ def ingest(
     config
         Symbol, instrument mode, bar type, workers.
     paths
-        .dbn / .dbn.zst files and/or batch-download folders.
+        .dbn / .dbn.zst files and/or batch-download folders; or, on a Ray cluster
+        (``config.executor``), DBN objects in S3 (:func:`fxstore.remote.list_input_objects`),
+        which its tasks read where they are.
     store_root
         The store root; bars go to ``bars/<symbol>/<instrument-key>/<bar-key>/``.
     on_start
@@ -272,15 +360,42 @@ def ingest(
         require_ray()  # before anything is opened or written
     elif config.workers > 1:
         start_worker_server()  # its boot overlaps opening the files
-    source = open_dbn(list(paths))
-    definitions = [f.path for f in source.definitions] + expand_definitions(config.definitions)
+    with _opened_inputs(config, paths) as (source, objects, found_definitions):
+        return _build_series(
+            config,
+            source,
+            objects,
+            found_definitions,
+            store_root,
+            started,
+            on_start,
+            on_progress,
+        )
+
+
+def _build_series(
+    config: IngestConfig,
+    source: DbnSource,
+    objects: tuple[InputObject, ...],
+    found_definitions: list[Path],
+    store_root: Path,
+    started: float,
+    on_start: Callable[[int], None] | None,
+    on_progress: Callable[[dt.date], None] | None,
+) -> IngestSummary:
+    """The body of :func:`ingest`, its inputs opened (and definition files among them
+    found, downloaded when in S3)."""
+    definitions = found_definitions + expand_definitions(config.definitions)
     plan = plan_ingest(config, definitions)
     check_selection(plan.selection, plan.root, source.symbology, _describe_inputs(source))
     check_instrument_root(plan.selection, plan.symbol, source.symbology, plan.master)
     series_dir = plan.out_dir(store_root)
     symbology = [config.symbology] if config.symbology is not None else []
     fingerprint = series_fingerprint(
-        config, source.files, [*definitions, *plan.statistics_files, *symbology]
+        config,
+        source.files,
+        [*definitions, *plan.statistics_files, *symbology],
+        {object_path(o): o.mtime_ns for o in objects},
     )
     # Up to date needs no lock: a read-only store (or a teammate's) is read as it is.
     found = None if config.force else _up_to_date(series_dir, fingerprint, started)
@@ -300,6 +415,13 @@ def ingest(
         writer.requests = tuple(
             Request(f.metadata.start, f.metadata.end, f.metadata.limit) for f in source.files
         )
+        io = _object_io(objects, store_root, out_dir) if config.executor.is_ray else None
+        staged = None
+        if io is not None and io.store is not None:
+            bucket = bucket_of(store_root)
+            assert bucket is not None
+            staged = StagedParts(bucket, store_root, store_root / io.parts_rel)
+            writer.staged = staged
         groups = plan_groups(source.files, plan.sessions)
         if config.workers > 1 and len(groups) == 1 and len(groups[0]) == 1:
             logger.info(
@@ -323,11 +445,20 @@ def ingest(
                 # The workers' own scratch writes (fragments) too: their OSError names the folder.
                 with os_errors(out_dir, "write into"):
                     built = _build_all(
-                        config, source, writer, tasks, done, fingerprint, on_progress
+                        config, source, writer, tasks, done, fingerprint, on_progress, io
                     )
                     inputs, truncated, n_records, n_skipped, build_s, passed_over = built
+            except BaseException:
+                if staged is not None:  # what it put in the bucket goes: no resume
+                    with contextlib.suppress(FxStoreError):  # the error being raised says why
+                        staged.clean()
+                        staged.discard()
+                        discard_bar_stage(out_dir)
+                raise
             finally:
                 _remove_scratch(out_dir)
+            if staged is not None:
+                staged.clean()
             if not any(int(e.get("n_kept", 0)) for e in writer.entries):
                 raise SymbolNotFoundError(
                     f"{_describe_inputs(source)}: kept none of the {n_records:,} MBP-10 records "
@@ -432,6 +563,7 @@ def _build_all(
     done: Json,
     fingerprint: str,
     on_progress: Callable[[dt.date], None] | None,
+    io: ObjectIO | None = None,
 ) -> tuple[list[list[object]], dict[str, list[int]], int, int, float, dict[str, dict[str, int]]]:
     """Replay finished groups, build the rest in order, save progress after each group.
 
@@ -471,16 +603,21 @@ def _build_all(
         if config.executor.is_ray and pending:
             ray_pool = stack.enter_context(open_ray_pool(config.executor, config.workers or None))
         workers = ray_pool.workers if ray_pool is not None else config.workers
-        split = _split_keys(source, pending, workers)
+        # Splitting by trading day shares a fragments folder: not across nodes without one.
+        split = _split_keys(source, pending, workers) if io is None else set()
         in_process = ray_pool is None and (workers <= 1 or (len(pending) <= 1 and not split))
         choose = writer.begin if in_process and writer.selector is not None else None
         on_day = write if in_process else None
-        groups = _run_groups(source, pending, workers, choose, on_day, writer, split, ray_pool)
+        groups = _run_groups(source, pending, workers, choose, on_day, writer, split, ray_pool, io)
         log = ProgressLog(writer.out_dir, fingerprint, resumed)
         stack.enter_context(log)
         stack.enter_context(contextlib.closing(groups))  # on an error, stop the pool first
         for key, task, result in groups:
-            writer.rebuild = functools.partial(_rebuild_day, source, task)
+            if io is not None and ray_pool is not None:
+                task = _for_workers(task, writer, ray=True, io=io)
+                writer.rebuild = functools.partial(_rebuild_day_in_task, ray_pool, task)
+            else:
+                writer.rebuild = functools.partial(_rebuild_day, source, task)
             if not in_process:
                 for day in result.days:
                     write(day)

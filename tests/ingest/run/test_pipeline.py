@@ -196,6 +196,7 @@ def _pool_in_this_process(choose: Chooser | None) -> object:
         writer: DayWriter,
         _split: object,
         _ray_pool: object = None,
+        _objects: object = None,
     ) -> object:
         for key, task in tasks:
             remote = dataclasses.replace(
