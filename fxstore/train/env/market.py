@@ -201,8 +201,20 @@ class Market:
     """Feature columns, in the order of `features`' columns."""
     bars_per_day: float
     """Bars per distinct trading day of the whole cache (from its manifest)."""
+    target_horizons: tuple[int, ...] = ()
+    """Horizons (bars) of the fxcache's ``forward_return`` targets, increasing, without
+    repeats: the horizons the ``linear`` reference forecasts; empty for a market made in code
+    (``linear`` then uses the default set's)."""
 
     def __post_init__(self) -> None:
+        horizons = self.target_horizons
+        if list(horizons) != sorted(set(horizons)) or not all(
+            isinstance(h, int) and not isinstance(h, bool) and h >= 1 for h in horizons
+        ):
+            raise InvalidInputError(
+                f"`target_horizons` must be increasing whole numbers of bars >= 1, was "
+                f"{horizons!r}."
+            )
         n = self.features.shape[0]
         if self.features.ndim != 2 or self.features.shape[1] != len(self.feature_names):
             raise SchemaError(
@@ -268,7 +280,32 @@ def market_from_view(view: FxCacheView) -> Market:
         trading_day=trading_day.astype(np.int32, copy=False),
         feature_names=view.feature_names,
         bars_per_day=float(bars_per_day),
+        target_horizons=_target_horizons(view.manifest, view.symbol),
     )
+
+
+def _target_horizons(manifest: Mapping[str, object], symbol: str) -> tuple[int, ...]:
+    """The horizons of the ``forward_return`` targets the manifest's feature set records."""
+    definition = manifest.get("featureset")
+    targets = definition.get("targets", []) if isinstance(definition, Mapping) else []
+    if not isinstance(targets, list):
+        raise SchemaError(
+            f"the fxcache manifest of {symbol!r} records its targets as {targets!r}, not a "
+            f"list; {REDO}."
+        )
+    horizons = set()
+    for target in targets:
+        if not isinstance(target, Mapping) or target.get("kind") != "forward_return":
+            continue
+        params = target.get("params")
+        horizon = params.get("horizon") if isinstance(params, Mapping) else None
+        if isinstance(horizon, bool) or not isinstance(horizon, int) or horizon < 1:
+            raise SchemaError(
+                f"the fxcache manifest of {symbol!r} records target {target.get('name')!r} "
+                f"without a whole `horizon` >= 1 (was {horizon!r}); {REDO}."
+            )
+        horizons.add(horizon)
+    return tuple(sorted(horizons))
 
 
 def _check_window(market: Market, lo: int, hi: int) -> None:
