@@ -26,6 +26,7 @@ computed from its features (tested). The choice is recorded per fold
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 from collections.abc import Mapping, Sequence
@@ -250,6 +251,20 @@ def choose_band(
     return best_band, best_score
 
 
+def _window(market: Market, lo: int, hi: int) -> Market:
+    """Rows ``[lo, hi)`` of `market` as a market of their own (views). A window booked on it
+    books the same PnL (booking reads no row outside the window), and its costs are computed
+    over these rows only, not the whole market's, once per band tried."""
+    return dataclasses.replace(
+        market,
+        features=market.features[lo:hi],
+        close=market.close[lo:hi],
+        half_spread=market.half_spread[lo:hi],
+        is_roll=market.is_roll[lo:hi],
+        trading_day=market.trading_day[lo:hi],
+    )
+
+
 def _stand_aside(n_features: int, horizon_bars: int) -> LinearModel:
     zero = np.zeros(n_features)
     ones = np.ones(n_features)
@@ -259,6 +274,48 @@ def _stand_aside(n_features: int, horizon_bars: int) -> LinearModel:
 def _fallback(horizons: Sequence[int]) -> int:
     """The index of the horizon nearest :data:`FALLBACK_HORIZON_BARS` (the shorter on a tie)."""
     return min(range(len(horizons)), key=lambda i: (abs(horizons[i] - FALLBACK_HORIZON_BARS), i))
+
+
+def _choose(
+    fit: RidgePaths,
+    horizons: Sequence[int],
+    validation: Market,
+    env_config: EnvConfig,
+    spec: ContractSpec,
+    capital: float,
+) -> LinearModel | None:
+    """The (horizon, λ, band) of `fit` whose band policy scores the best per-bar Sharpe on
+    `validation` (the validation slice's rows), in the order horizon, λ, band (the first of
+    equals wins); None when none beats standing aside."""
+    z = (_clean(validation.features) - fit.mean) / fit.scale
+    best: LinearModel | None = None
+    for h, horizon in enumerate(horizons):
+        for k, ridge_lambda in enumerate(RIDGE_LAMBDAS):
+            beta, intercept = fit.betas[k, :, h], float(fit.intercepts[h])
+            spread = math.sqrt(max(float(beta @ fit.covariance @ beta), 0.0))
+            band, score = choose_band(
+                validation,
+                intercept + z @ beta,
+                spread,
+                (0, validation.n_rows),
+                env_config,
+                spec,
+                capital=capital,
+            )
+            if score > (best.validation_sharpe if best is not None else 0.0):
+                multiple = band / spread if spread > 0 else 0.0
+                best = LinearModel(
+                    fit.mean,
+                    fit.scale,
+                    beta,
+                    intercept,
+                    horizon,
+                    ridge_lambda,
+                    band,
+                    multiple,
+                    score,
+                )
+    return best
 
 
 def fit_linear(
@@ -292,41 +349,12 @@ def fit_linear(
             fit.mean, fit.scale, beta, intercept, horizons[fallback], lam, 0.0, 0.0, math.nan
         )
     fit = fit_ridge_paths(features[rows], moves, RIDGE_LAMBDAS)
-    z_val = (_clean(features[val_lo:val_hi]) - fit.mean) / fit.scale
-    best: LinearModel | None = None
-    for h, horizon in enumerate(horizons):
-        for k, ridge_lambda in enumerate(RIDGE_LAMBDAS):
-            beta, intercept = fit.betas[k, :, h], float(fit.intercepts[h])
-            spread = math.sqrt(max(float(beta @ fit.covariance @ beta), 0.0))
-            prediction = intercept + z_val @ beta
-            band, score = choose_band(
-                market, prediction, spread, fold.validation, env_config, spec, capital=capital
-            )
-            if score > (best.validation_sharpe if best is not None else 0.0):
-                multiple = band / spread if spread > 0 else 0.0
-                best = LinearModel(
-                    fit.mean,
-                    fit.scale,
-                    beta,
-                    intercept,
-                    horizon,
-                    ridge_lambda,
-                    band,
-                    multiple,
-                    score,
-                )
+    best = _choose(fit, horizons, _window(market, val_lo, val_hi), env_config, spec, capital)
     if best is None:  # nothing beat standing aside on validation
         beta, intercept = fit.betas[-1, :, fallback], float(fit.intercepts[fallback])
+        lam, flat = RIDGE_LAMBDAS[-1], math.inf
         best = LinearModel(
-            fit.mean,
-            fit.scale,
-            beta,
-            intercept,
-            horizons[fallback],
-            RIDGE_LAMBDAS[-1],
-            math.inf,
-            math.inf,
-            0.0,
+            fit.mean, fit.scale, beta, intercept, horizons[fallback], lam, flat, flat, 0.0
         )
     logger.debug(
         "fold %d linear: horizon %d bars, lambda %g, band %g sd, validation Sharpe %.2f",
