@@ -46,7 +46,7 @@ def _predict(feats: np.ndarray, fit: tuple[Any, Any, Any, float]) -> np.ndarray:
 def forecast(market: Market, fold: Fold) -> np.ndarray:
     """The (n_rows, 1) float32 forecast column of `fold` (see the module docstring)."""
     feats = to_host(market.features)
-    horizon = linear.TARGET_HORIZON_BARS
+    horizon = linear.FALLBACK_HORIZON_BARS
     rows, target = linear._training_rows(market, *fold.train, horizon)
     vrows, vtarget = linear._training_rows(market, *fold.validation, horizon)
     best_ic, best_lambda = -np.inf, linear.RIDGE_LAMBDAS[-1]

@@ -16,9 +16,11 @@ parameterises definitions (``fxstore precompute --features FILE``)::
     horizon = 8
 
     [[targets]]               # omitted: the default targets; `targets = []`: none
-    name = "fwd_4"
+    name = "fwd_4"            # a default target (fwd_1, fwd_2, fwd_4, fwd_8, fwd_16)
+    [[targets]]
+    name = "fwd_128"          # a new one: the next 128 bars' return
     kind = "forward_return"
-    horizon = 4
+    horizon = 128             # 1 to 256 bars (MAX_TARGET_HORIZON_BARS)
 
 A feature may also be an expression over bar columns and other features of the set
 (:mod:`fxstore.features.expressions`, :mod:`fxstore.features.algebra`; docs/guide/expressions.md)::
@@ -53,6 +55,7 @@ from fxstore.features.expressions import node_from_json, unparse
 from fxstore.features.registry import KINDS, Kind, Param, ParamValue, check_name
 
 __all__ = [
+    "DEFAULT_TARGET_HORIZONS",
     "DEFINITIONS_VERSION",
     "FEATURESETS",
     "SLOW_SPANS",
@@ -180,6 +183,7 @@ class FeatureDef:
             known = ", ".join(sorted(KINDS))
             raise InvalidInputError(f"{where}: unknown kind {self.kind!r}; known: {known}.")
         spec = KINDS[self.kind]
+        where = f"{'target' if spec.is_target else 'feature'} {self.name!r}"
         unknown = sorted(set(self.params) - set(spec.params))
         if unknown:
             known = ", ".join(spec.params) or "none"
@@ -324,8 +328,19 @@ _CLASSIC_FEATURES: Final = _defs(
         ("session_start", "session_start", {}),
     ],
 )
-_DEFAULT_TARGETS: Final = _defs(
+#: The classic set's targets: the next 1, 4 and 16 bars (its caches keep their keys).
+_CLASSIC_TARGETS: Final = _defs(
     [(f"fwd_{h}", "forward_return", {"horizon": h}) for h in (1, 4, 16)]
+)
+#: Horizons (bars) of the default set's targets: the ``linear`` reference fits each and
+#: chooses one on validation. They stop at the classic set's 16 bars, so the fxcache keeps
+#: as many trailing bars and the walk-forward folds keep their gaps (each gap holds the
+#: longest horizon: 64 bars would make it three trading days instead of one on bars of ~31
+#: a day, and a 240-bar market too short for the default set). Longer horizons, up to 256
+#: bars, are one [[targets]] entry each in a feature-set file.
+DEFAULT_TARGET_HORIZONS: Final = (1, 2, 4, 8, 16)
+_DEFAULT_TARGETS: Final = _defs(
+    [(f"fwd_{h}", "forward_return", {"horizon": h}) for h in DEFAULT_TARGET_HORIZONS]
 )
 
 
@@ -359,13 +374,15 @@ _SLOW_VIEWS: Final = (
 
 def classic_featureset() -> FeatureSet:
     """The classic feature set: 30 built-in features read over 1 to 64 bars (the flow at one
-    bar), and 3 targets; fxstore's default before the slow views (``--features classic``)."""
-    return FeatureSet(_CLASSIC_FEATURES, _DEFAULT_TARGETS, Settings())
+    bar), and 3 targets (the next 1, 4 and 16 bars); fxstore's default before the slow views
+    (``--features classic``)."""
+    return FeatureSet(_CLASSIC_FEATURES, _CLASSIC_TARGETS, Settings())
 
 
 def default_featureset() -> FeatureSet:
     """The default feature set: the classic set's 30 features, 21 slow views of the flow
-    (exponential averages over 4 to 256 bars, restarted each trading day) and 3 targets."""
+    (exponential averages over 4 to 256 bars, restarted each trading day) and 5 targets (the
+    next 1, 2, 4, 8 and 16 bars: :data:`DEFAULT_TARGET_HORIZONS`)."""
     return FeatureSet((*_CLASSIC_FEATURES, *_SLOW_VIEWS), _DEFAULT_TARGETS, Settings())
 
 

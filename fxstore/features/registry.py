@@ -31,7 +31,7 @@ from typing import Final
 
 from fxstore.errors import InvalidInputError
 
-__all__ = ["KINDS", "Kind", "Param", "ParamValue", "check_name"]
+__all__ = ["KINDS", "MAX_TARGET_HORIZON_BARS", "Kind", "Param", "ParamValue", "check_name"]
 
 #: A parameter value as TOML and JSON carry it.
 ParamValue = int | float | str
@@ -93,6 +93,11 @@ def _int_param(params: Params, name: str) -> int:
 
 
 _HORIZON: Final = _int(1, 1, doc="bars")
+#: Longest forward return a target may look ahead. Every walk-forward gap holds at least the
+#: longest target's bars, and that many trailing bars of the fxcache have no target: 256 bars
+#: is over three trading days of default bars.
+MAX_TARGET_HORIZON_BARS: Final = 256
+_TARGET_HORIZON: Final = _int(1, 1, MAX_TARGET_HORIZON_BARS, doc="bars")
 _WINDOW: Final = _int(100, 1, doc="bars of the rolling mean")
 _LEVELS: Final = _int(N_LEVELS, 1, N_LEVELS, doc="book levels from the top")
 _VOL: Final = "divided by sigma_t (the volatility normaliser)"
@@ -223,7 +228,7 @@ _KINDS: Final = (
     Kind(
         "forward_return",
         1,
-        {"horizon": _HORIZON},
+        {"horizon": _TARGET_HORIZON},
         "sum(r_k for k in t+1..t+h) / (sigma_t * sqrt(h)), h = horizon (looks ahead: target)",
         _VOL + " at t (known at t) and sqrt(horizon)",
         lambda _p, w: w,

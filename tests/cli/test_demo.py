@@ -99,7 +99,7 @@ def test_demo_no_train_ends_with_precompute(tmp_path: Path) -> None:
 
     assert result.exit_code == 0
     last = result.output.strip().splitlines()[-1]
-    assert last.startswith("Precomputed 51 features and 3 targets over ")
+    assert last.startswith("Precomputed 51 features and 5 targets over ")
     assert list((tmp_path / "fxcache" / "ES.FUT").glob("*/manifest.json"))
 
 

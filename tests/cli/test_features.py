@@ -21,7 +21,7 @@ def test_features_lists_the_default_set_with_tick_size_left_to_precompute() -> N
         "settings: tick_size   from the bars' contract facts (instrument master) when "
         "precompute runs\n"
     )
-    assert "features (51):" in result.output and "targets (3):" in result.output
+    assert "features (51):" in result.output and "targets (5):" in result.output
 
 
 def test_features_toml_loads_back_to_the_set_it_printed(tmp_path: Path) -> None:

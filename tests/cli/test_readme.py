@@ -164,7 +164,7 @@ def demo_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     home.mkdir()
     demo = _shell("fxstore demo -q --no-train", home, _user_env(root / "bin"))
     assert demo.returncode == 0, demo.stderr
-    assert "Precomputed 51 features and 3 targets" in demo.stdout
+    assert "Precomputed 51 features and 5 targets" in demo.stdout
     return home
 
 
@@ -237,7 +237,7 @@ def test_readme_feature_set_example_builds_trains_and_is_listed(
         result = _shell(command, home, env)
         assert result.returncode == 0, f"{command}\n{result.stdout}\n{result.stderr}"
         if command.startswith("fxstore precompute"):
-            assert result.stdout.startswith("Precomputed 4 features and 3 targets"), result.stdout
+            assert result.stdout.startswith("Precomputed 4 features and 5 targets"), result.stdout
             found = re.search(r"fxcache/ES\.FUT/([0-9a-f]{16})", result.stdout)
             assert found is not None, result.stdout
             key = found.group(1)

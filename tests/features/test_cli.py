@@ -29,7 +29,7 @@ def test_precompute_then_up_to_date_then_force(store: Path, tmp_path: Path) -> N
     forced = CliRunner().invoke(cli, [*args, "--force", "--json"], catch_exceptions=False)
 
     assert first.exit_code == again.exit_code == forced.exit_code == 0
-    assert first.output.startswith("Precomputed 1 features and 3 targets over 1,207 bars")
+    assert first.output.startswith("Precomputed 1 features and 5 targets over 1,207 bars")
     assert again.output.startswith("Up to date: ")
     summary = json.loads(forced.output)
     assert summary["up_to_date"] is False and summary["n_bars"] == 1207
@@ -301,3 +301,23 @@ def test_example_slow_set_builds_and_is_listed(store: Path) -> None:
     assert f"ES.FUT  {key}  " in listing.output
     assert "    f_flow_ema128        = ema(trade_imb, 128)\n" in info.output
     assert "    f_flow_day_ema32     = ema(trade_imb, 32)  (reset session)\n" in info.output
+
+
+@pytest.mark.parametrize("horizon", [0, 300])
+def test_precompute_bad_target_horizon_is_one_error_line_before_any_work(
+    store: Path, tmp_path: Path, horizon: int
+) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_text(
+        "[[features]]\nname = 'spread'\n"
+        f"[[targets]]\nname = 'far'\nkind = 'forward_return'\nhorizon = {horizon}\n"
+    )
+
+    result = CliRunner().invoke(cli, ["precompute", "--features", str(path), "--store", str(store)])
+
+    assert result.exit_code == 1
+    assert result.output == (
+        f"Error: {path}: target 'far' (forward_return): `horizon` must be >= 1 and <= 256, "
+        f"was {horizon}.\n"
+    )
+    assert not (store / "fxcache").exists()

@@ -51,8 +51,19 @@ def test_default_featureset_has_every_feature_kind_once_or_more() -> None:
     kinds = {d.kind for d in featureset.features}
     builtin = {k for k, spec in registry.KINDS.items() if not spec.is_target}
     assert kinds == builtin | {"expression"}
-    assert [d.name for d in featureset.targets] == ["fwd_1", "fwd_4", "fwd_16"]
+    assert [d.name for d in featureset.targets] == ["fwd_1", "fwd_2", "fwd_4", "fwd_8", "fwd_16"]
     assert featureset.warmup_rows == 200
+    assert featureset.max_target_horizon == 16  # the walk-forward gaps of the classic set
+
+
+def test_classic_featureset_keeps_its_three_targets() -> None:
+    featureset = classic_featureset()
+
+    assert [dict(d.params) for d in featureset.targets] == [
+        {"horizon": 1},
+        {"horizon": 4},
+        {"horizon": 16},
+    ]
     assert featureset.max_target_horizon == 16
 
 
@@ -165,6 +176,8 @@ def test_feature_def_fills_defaults_and_records_kind_version() -> None:
         (("x", "nope", {}), "feature 'x': unknown kind 'nope'; known: "),
         (("x", "log_return", {"window": 3}), "kind 'log_return' has no parameter 'window'"),
         (("x", "log_return", {"horizon": 0}), "`horizon` must be >= 1, was 0"),
+        (("x", "forward_return", {"horizon": 0}), "`horizon` must be >= 1 and <= 256, was 0"),
+        (("x", "forward_return", {"horizon": 257}), "`horizon` must be >= 1 and <= 256, was 257"),
         (("x", "log_return", {"horizon": 2.5}), "`horizon` must be a whole number, was 2.5"),
         (("x", "ofi_level", {"level": 10}), "`level` must be >= 0 and <= 9, was 10"),
         (("x", "time_of_day", {"fn": "tan"}), "`fn` must be 'sin' or 'cos', was 'tan'"),
@@ -235,6 +248,25 @@ horizon = 2
 """
 
 
+@pytest.mark.parametrize("horizon", [1, 3, 100, 256])
+def test_load_featureset_takes_target_horizons_from_1_to_256_bars(
+    tmp_path: Path, horizon: int
+) -> None:
+    path = tmp_path / "features.toml"
+    path.write_text(
+        f"[[targets]]\nname = 'fwd_2'\n[[targets]]\nname = 'ahead'\nkind = 'forward_return'\n"
+        f"horizon = {horizon}\n"
+    )
+
+    featureset = load_featureset(path)
+
+    assert [(d.name, dict(d.params)) for d in featureset.targets] == [
+        ("fwd_2", {"horizon": 2}),
+        ("ahead", {"horizon": horizon}),
+    ]
+    assert featureset.max_target_horizon == max(2, horizon)
+
+
 def test_load_featureset_picks_defaults_overrides_params_and_adds_kinds(tmp_path: Path) -> None:
     path = tmp_path / "features.toml"
     path.write_text(TOML_PICK)
@@ -279,6 +311,11 @@ def test_parse_featureset_omitted_tables_take_defaults(
         ("[feature]\nname = 'x'\n", "unknown key 'feature'"),
         ("features = 3\n", "`features` must be an array of tables"),
         ("[[targets]]\nname = 'r'\nkind = 'log_return'\n", "target 'r': kind 'log_return'"),
+        (
+            "[[targets]]\nname = 'far'\nkind = 'forward_return'\nhorizon = 512\n",
+            "target 'far' \\(forward_return\\): `horizon` must be >= 1 and <= 256, was 512",
+        ),
+        ("[[targets]]\nname = 'fwd_4'\nhorizon = 0\n", "`horizon` must be >= 1 and <= 256, was 0"),
         ("[[features\n", "not valid TOML"),
     ],
 )
@@ -308,7 +345,9 @@ def test_default_featureset_is_the_classic_set_plus_slow_views_of_the_flow() -> 
     assert len(classic.features) == 30 and len(slow) == 3 * len(SLOW_SPANS) == 21
     assert all(isinstance(d, ExprDef) and d.reset == "session" for d in slow)
     assert [d.name for d in slow[:7]] == [f"trade_imb_ema{n}" for n in SLOW_SPANS]
-    assert (default.targets, default.settings) == (classic.targets, classic.settings)
+    assert default.settings == classic.settings
+    assert all(t in default.targets for t in classic.targets)  # fwd_1, fwd_4, fwd_16
+    assert default.max_target_horizon == classic.max_target_horizon  # the same gaps
     assert default.warmup_rows == classic.warmup_rows  # restarted daily: no longer warm-up
 
 
@@ -323,7 +362,7 @@ def test_featureset_named_prefers_a_file_of_that_name(
     monkeypatch.chdir(tmp_path)
     (tmp_path / "classic").write_text('[[targets]]\nname = "fwd_4"\n')
 
-    assert featureset_named("classic").targets == (default_featureset().targets[1],)
+    assert featureset_named("classic").targets == (default_featureset().targets[2],)
 
 
 def test_featureset_named_unknown_name_lists_the_sets() -> None:

@@ -191,7 +191,7 @@ def test_list_store_and_format_info_describe_bars_and_caches(cached_store: Path)
         manifest.key,
         manifest.n_rows,
         51,
-        3,
+        5,
     )
     assert json.loads(json.dumps(listing.to_json()))["fxcache"][0]["key"] == manifest.key
     text = format_info(manifest)

@@ -233,6 +233,24 @@ def test_run_backtest_metrics_json_has_every_fold_policy_and_nan_as_null(backtes
     assert metrics["totals"]["flat"]["sharpe_daily"] is None
 
 
+def test_run_backtest_records_linears_choice_per_fold(backtest) -> None:  # type: ignore[no-untyped-def]
+    _, result = backtest
+
+    metrics = json.loads((result.run_dir / "metrics.json").read_text())
+
+    choices = [f["choices"]["linear"] for f in metrics["folds"]]
+    assert len(choices) == len(metrics["folds"]) >= 2
+    assert all(
+        set(c) == {"horizon_bars", "ridge_lambda", "band_sd", "validation_sharpe"} for c in choices
+    )
+    flat = [c["band_sd"] is None for c in choices]  # inf: nothing beat standing aside
+    assert all(c["horizon_bars"] in (1, 2, 4, 8, 16) for c in choices)
+    assert all(f or c["ridge_lambda"] is not None for c, f in zip(choices, flat, strict=True))
+    assert all(set(f["choices"]) == {"linear"} for f in metrics["folds"])
+    (line,) = (n for n in result.notes if n.startswith("linear's choice on validation, by fold: "))
+    assert line.count(" bars, λ ") + line.count("flat (nothing beat") == len(choices)
+
+
 def test_run_backtest_totals_are_metrics_of_concatenated_test_windows(backtest) -> None:  # type: ignore[no-untyped-def]
     config, result = backtest
     longs = [r for r in result.folds if r.policy == "long"]

@@ -751,6 +751,16 @@ def test_market_mismatched_column_raises_schema_error() -> None:
     assert one_line(info)
 
 
+@pytest.mark.parametrize("horizons", [(4, 2), (0, 4), (2, 2), (1.5,)])
+def test_market_bad_target_horizons_raise_one_line(horizons: tuple[int, ...]) -> None:
+    market = make_market([1.0, 2.0, 3.0])
+
+    with pytest.raises(InvalidInputError, match="`target_horizons` must be increasing") as info:
+        replace_rows(market, target_horizons=horizons)  # type: ignore[arg-type]
+
+    assert one_line(info)
+
+
 def test_market_single_row_raises_one_line() -> None:
     with pytest.raises(InvalidInputError, match="at least 2 rows") as info:
         make_market([1.0])

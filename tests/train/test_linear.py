@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -10,12 +11,18 @@ import pytest
 from fxstore.config import EnvConfig
 from fxstore.train.env.market import ContractSpec, Market
 from fxstore.train.evaluate.references.linear import (
+    BAND_MULTIPLES,
+    RIDGE_LAMBDAS,
+    _training_moves,
     band_positions,
+    choose_band,
     fit_linear,
     fit_ridge,
+    fit_ridge_paths,
+    linear_horizons,
     linear_positions,
 )
-from fxstore.train.evaluate.results import baseline_results
+from fxstore.train.evaluate.results import baseline_results, choice_notes
 from fxstore.train.evaluate.walkforward import Fold
 
 pytestmark = pytest.mark.quick
@@ -113,11 +120,7 @@ def test_fit_linear_never_reads_test_rows() -> None:
     b = fit_linear(scrambled, FOLD, ENV, ES, capital=100_000.0)
 
     np.testing.assert_array_equal(a.beta, b.beta)
-    assert (a.ridge_lambda, a.band, a.validation_sharpe) == (
-        b.ridge_lambda,
-        b.band,
-        b.validation_sharpe,
-    )
+    assert a.choice == b.choice and a.band == b.band
 
 
 def test_linear_positions_at_a_row_use_no_later_features() -> None:
@@ -185,3 +188,192 @@ def test_training_rows_are_moves_over_the_horizon_within_one_contract() -> None:
     # rows 6..9 would reach across the roll at 10; 16..19 past the window's end
     assert rows.tolist() == [0, 1, 2, 3, 4, 5, 10, 11, 12, 13, 14, 15]
     np.testing.assert_array_equal(target, market.close[rows + 4] - market.close[rows])
+
+
+def _replace(market: Market, **changes: object) -> Market:
+    fields = {
+        name: getattr(market, name)
+        for name in (
+            "features",
+            "close",
+            "half_spread",
+            "is_roll",
+            "trading_day",
+            "feature_names",
+            "bars_per_day",
+            "target_horizons",
+        )
+    }
+    return Market(**(fields | changes))  # type: ignore[arg-type]
+
+
+LONG_BARS_PER_DAY = 100
+#: Train days 0-29, purge 30, validation 31-39, embargo 40, test 41-59 of 100-bar days.
+LONG_FOLD = Fold(
+    index=0,
+    train=(0, 30 * LONG_BARS_PER_DAY),
+    validation=(31 * LONG_BARS_PER_DAY, 40 * LONG_BARS_PER_DAY),
+    test=(41 * LONG_BARS_PER_DAY, 60 * LONG_BARS_PER_DAY),
+    train_span=(19_800, 19_829),
+    validation_span=(19_831, 19_839),
+    test_span=(19_841, 19_859),
+)
+
+
+def scheduled_drift_market(seed: int = 0) -> Market:
+    """60 days of 100 bars in 80-bar episodes: for 16 bars a feature announces a direction,
+    then the price drifts that way for 64 bars (0.02 points a bar); a second feature moves
+    the next bar a lot (0.1 points per standard deviation) and is gone after; a third is
+    noise.
+
+    The one-bar move is mostly the fast feature, which the spread makes a loser to trade;
+    the announcement pays only over the tens of bars after it: the best horizon is long.
+    """
+    rng = np.random.default_rng(seed)
+    n = LONG_BARS_PER_DAY * 60
+    t = np.arange(n)
+    direction = rng.choice([-1.0, 1.0], n // 80 + 1)[t // 80]
+    announce = np.where(t % 80 < 16, direction, 0.0)
+    fast = rng.standard_normal(n)
+    move = 0.1 * fast + np.where(t % 80 >= 16, 0.02 * direction, 0.0)
+    move += 0.05 * rng.standard_normal(n)
+    close = 5000.0 + np.concatenate(([0.0], np.cumsum(move[:-1])))
+    features = np.stack([fast, announce, rng.standard_normal(n)], axis=1).astype(np.float32)
+    return Market(
+        features=features,
+        close=close,
+        half_spread=np.full(n, 0.25),
+        is_roll=np.zeros(n, dtype=bool),
+        trading_day=(19_800 + t // LONG_BARS_PER_DAY).astype(np.int32),
+        feature_names=("f_fast", "f_announce", "f_noise"),
+        bars_per_day=float(LONG_BARS_PER_DAY),
+        target_horizons=(1, 2, 4, 8, 16, 32, 64),
+    )
+
+
+def test_fit_ridge_paths_equals_one_fit_per_target_and_penalty() -> None:
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((200, 4)) * [1.0, 2.0, 0.5, 3.0] + 1.0
+    y = np.stack([x @ rng.standard_normal(4) + rng.standard_normal(200) for _ in range(3)], 1)
+    lambdas = (0.0, 0.01, 1.0)
+
+    paths = fit_ridge_paths(x, y, lambdas)
+
+    for k, lam in enumerate(lambdas):
+        for j in range(3):
+            mean, scale, beta, intercept = fit_ridge(x, y[:, j], lam)
+            np.testing.assert_allclose(paths.betas[k, :, j], beta, rtol=1e-10, atol=1e-12)
+            assert paths.intercepts[j] == pytest.approx(intercept)
+            np.testing.assert_array_equal(paths.mean, mean)
+            np.testing.assert_array_equal(paths.scale, scale)
+            z = (x - mean) / scale
+            assert np.sqrt(beta @ paths.covariance @ beta) == pytest.approx(np.std(z @ beta))
+
+
+def test_training_moves_share_the_longest_horizons_rows() -> None:
+    market = signal_market()
+
+    rows, moves = _training_moves(market, 0, 100, (1, 4, 16))
+
+    assert rows.tolist() == list(range(84))
+    for j, h in enumerate((1, 4, 16)):
+        np.testing.assert_array_equal(moves[:, j], market.close[rows + h] - market.close[rows])
+
+
+def test_linear_horizons_are_the_markets_targets_else_the_default_sets() -> None:
+    market = signal_market()
+
+    assert linear_horizons(market) == (1, 2, 4, 8, 16)
+    assert linear_horizons(_replace(market, target_horizons=(3, 64))) == (3, 64)
+
+
+def test_fit_linear_chooses_the_best_validation_sharpe_over_horizons_penalties_and_bands() -> None:
+    market = _replace(signal_market(2, strength=0.3), target_horizons=(1, 4, 16))
+    rows, moves = _training_moves(market, *FOLD.train, (1, 4, 16))
+    lo, hi = FOLD.validation
+    best = (0.0, 0, math.nan, math.inf)  # (Sharpe, horizon, lambda, band): flat scores 0
+    for j, horizon in enumerate((1, 4, 16)):
+        for lam in RIDGE_LAMBDAS:  # one obvious fit per (horizon, lambda)
+            mean, scale, beta, intercept = fit_ridge(market.features[rows], moves[:, j], lam)
+            spread = float(np.std(intercept + ((market.features[rows] - mean) / scale) @ beta))
+            prediction = intercept + ((market.features[lo:hi] - mean) / scale) @ beta
+            band, score = choose_band(
+                market, prediction, spread, FOLD.validation, ENV, ES, capital=100_000.0
+            )
+            if score > best[0]:
+                best = (score, horizon, lam, band / spread)
+
+    model = fit_linear(market, FOLD, ENV, ES, capital=100_000.0)
+
+    assert best[0] > 0
+    assert model.validation_sharpe == pytest.approx(best[0])
+    assert (model.horizon_bars, model.ridge_lambda) == best[1:3]
+    assert model.band_multiple == pytest.approx(best[3])
+    assert model.band_multiple in BAND_MULTIPLES
+
+
+def test_fit_linear_choice_ignores_poisoned_test_targets() -> None:
+    market = scheduled_drift_market()
+    close = np.array(market.close)
+    lo, hi = LONG_FOLD.test
+    close[lo:] = close[lo:][::-1] + np.random.default_rng(5).normal(0.0, 50.0, hi - lo)
+    poisoned = _replace(market, close=close)
+
+    a = fit_linear(market, LONG_FOLD, ENV, ES, capital=100_000.0)
+    b = fit_linear(poisoned, LONG_FOLD, ENV, ES, capital=100_000.0)
+
+    assert a.choice == b.choice
+    np.testing.assert_array_equal(a.beta, b.beta)
+
+
+def test_fit_linear_choice_follows_the_validation_slice() -> None:
+    market = scheduled_drift_market()
+    close = np.array(market.close)
+    lo, hi = LONG_FOLD.validation
+    close[lo:hi] = close[lo] - (close[lo:hi] - close[lo])  # validation moves reversed
+    reversed_validation = _replace(market, close=close)
+
+    a = fit_linear(market, LONG_FOLD, ENV, ES, capital=100_000.0)
+    b = fit_linear(reversed_validation, LONG_FOLD, ENV, ES, capital=100_000.0)
+
+    assert a.choice != b.choice
+
+
+def test_linear_chooses_a_long_horizon_where_the_signal_pays_over_tens_of_bars() -> None:
+    market = scheduled_drift_market()
+
+    model = fit_linear(market, LONG_FOLD, ENV, ES, capital=100_000.0)
+    (result,) = baseline_results(market, LONG_FOLD, ["linear"], ENV, ES, capital=100_000.0, seed=0)
+
+    assert model.horizon_bars >= 16
+    assert model.validation_sharpe > 0
+    assert result.choice == model.choice
+    assert result.metrics.total_pnl > 0
+
+
+def test_linear_without_a_validation_slice_fits_the_horizon_nearest_four_bars() -> None:
+    market = _replace(signal_market(), target_horizons=(1, 6, 16))
+    fold = Fold(0, day_rows(0, 30), day_rows(30, 30), day_rows(31, 60), (0, 0), None, (0, 0))
+
+    model = fit_linear(market, fold, ENV, ES, capital=100_000.0)
+
+    assert (model.horizon_bars, model.ridge_lambda, model.band) == (6, RIDGE_LAMBDAS[0], 0.0)
+
+
+def test_choice_notes_list_each_folds_choice() -> None:
+    market = signal_market()
+    (result,) = baseline_results(market, FOLD, ["linear"], ENV, ES, capital=100_000.0, seed=0)
+    flat = dataclasses.replace(
+        result,
+        fold=dataclasses.replace(FOLD, index=1),
+        choice={"horizon_bars": 4.0, "ridge_lambda": 10.0, "band_sd": math.inf},
+    )
+
+    (line,) = choice_notes([result, flat])
+
+    assert result.choice is not None
+    horizon, lam, band = (result.choice[k] for k in ("horizon_bars", "ridge_lambda", "band_sd"))
+    assert line == (
+        f"linear's choice on validation, by fold: 1: {horizon:.0f} bars, λ {lam:g}, "
+        f"band {band:g} sd; 2: flat (nothing beat standing aside)"
+    )

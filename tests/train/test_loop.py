@@ -220,10 +220,11 @@ def test_train_agent_significance_counts_every_validation_candidate(store: Path)
     assert (sig.policy, sig.n_trials) == ("agent", 12)
     agent_days = sum(r.metrics.n_days for r in result.folds if r.policy == "agent")
     assert sig.n_days == agent_days
-    *_, significance, ceiling, oracle = result.format_table().splitlines()
+    *_, significance, ceiling, oracle, choice = result.format_table().splitlines()
     assert "over 12 trials" in significance
     assert ceiling.startswith("ceiling: absent: no planted signal in ")
     assert oracle.startswith("oracle: absent: no planted signal in ")
+    assert choice.startswith("linear's choice on validation, by fold: 1: ")
 
 
 def test_train_in_sample_sharpe_of_the_agent_survives_reading_the_fold_back(store: Path) -> None:

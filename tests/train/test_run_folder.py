@@ -3,6 +3,9 @@ written before it did stay readable."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +31,22 @@ def test_write_fold_then_read_fold_keeps_ts_close(tmp_path: Path) -> None:
         assert back[policy].ts_close is not None and result.ts_close is not None
         np.testing.assert_array_equal(back[policy].ts_close, result.ts_close)
         np.testing.assert_array_equal(back[policy].pnl, result.pnl)
+
+
+def test_write_fold_then_read_fold_keeps_a_references_choice(tmp_path: Path) -> None:
+    agent, linear = results_of(("agent", "linear"))
+    choice = {"horizon_bars": 16.0, "ridge_lambda": 0.01, "band_sd": math.inf}
+    results = {"agent": agent, "linear": dataclasses.replace(linear, choice=choice)}
+    run = RunFolder(tmp_path / "run")
+    run.path.mkdir()
+
+    run.write_fold(agent.fold, results)
+    back = run.read_fold(agent.fold, bars_per_day=20.0, capital=100_000.0, seed=0)
+    recorded = json.loads((run.path / "fold00" / "metrics.json").read_text())
+
+    assert back is not None
+    assert back["linear"].choice == choice and back["agent"].choice is None
+    assert recorded["choices"] == {"linear": {**choice, "band_sd": None}}
 
 
 def test_read_fold_of_a_folder_without_ts_close_gives_none(tmp_path: Path) -> None:

@@ -253,7 +253,20 @@ class Market:
     row 0, each later one at a roll), as precompute recorded them; empty for a cache that
     does not record them (it books only where its contracts' facts agree)."""
 
+    target_horizons: tuple[int, ...] = ()
+    """Horizons (bars) of the fxcache's ``forward_return`` targets, increasing, without
+    repeats: the horizons the ``linear`` reference forecasts; empty for a market made in code
+    (``linear`` then uses the default set's)."""
+
     def __post_init__(self) -> None:
+        horizons = self.target_horizons
+        if list(horizons) != sorted(set(horizons)) or not all(
+            isinstance(h, int) and not isinstance(h, bool) and h >= 1 for h in horizons
+        ):
+            raise InvalidInputError(
+                f"`target_horizons` must be increasing whole numbers of bars >= 1, was "
+                f"{horizons!r}."
+            )
         n = self.features.shape[0]
         starts = [row for row, _ in self.contract_runs]
         if starts and (starts[0] != 0 or starts != sorted(set(starts)) or starts[-1] >= n):
@@ -327,6 +340,7 @@ def market_from_view(view: FxCacheView) -> Market:
         feature_names=view.feature_names,
         bars_per_day=float(bars_per_day),
         contract_runs=_contract_runs(view, to_host(is_roll)),
+        target_horizons=_target_horizons(view.manifest, view.symbol),
     )
 
 
@@ -360,6 +374,30 @@ def _contract_runs(view: FxCacheView, is_roll: Bool) -> tuple[tuple[int, str], .
             f"roll ({[int(r) for r in rolls][:8]}), was {recorded!r:.200}; {REDO}."
         )
     return runs
+
+
+def _target_horizons(manifest: Mapping[str, object], symbol: str) -> tuple[int, ...]:
+    """The horizons of the ``forward_return`` targets the manifest's feature set records."""
+    definition = manifest.get("featureset")
+    targets = definition.get("targets", []) if isinstance(definition, Mapping) else []
+    if not isinstance(targets, list):
+        raise SchemaError(
+            f"the fxcache manifest of {symbol!r} records its targets as {targets!r}, not a "
+            f"list; {REDO}."
+        )
+    horizons = set()
+    for target in targets:
+        if not isinstance(target, Mapping) or target.get("kind") != "forward_return":
+            continue
+        params = target.get("params")
+        horizon = params.get("horizon") if isinstance(params, Mapping) else None
+        if isinstance(horizon, bool) or not isinstance(horizon, int) or horizon < 1:
+            raise SchemaError(
+                f"the fxcache manifest of {symbol!r} records target {target.get('name')!r} "
+                f"without a whole `horizon` >= 1 (was {horizon!r}); {REDO}."
+            )
+        horizons.add(horizon)
+    return tuple(sorted(horizons))
 
 
 def _check_window(market: Market, lo: int, hi: int) -> None:

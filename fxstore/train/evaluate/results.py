@@ -45,6 +45,7 @@ __all__ = [
     "FoldResult",
     "baseline_results",
     "best_of_significance",
+    "choice_notes",
     "evaluate_fold",
     "fold_result",
     "in_sample_sharpe",
@@ -80,15 +81,26 @@ class FoldResult:
     ts_close: npt.NDArray[np.int64] | None = None
     """int64 ``(n_test_rows,)`` each row's bar close, ns UTC (the plots' time axis); None
     when unknown (a run folder written before it was recorded)."""
+    choice: Mapping[str, float] | None = None
+    """What a fitted reference chose on the fold's validation slice (``linear``: horizon,
+    penalty, band); None for other policies."""
 
     def to_json(self) -> dict[str, object]:
         """The fold, policy and metrics as JSON data (NaN as None)."""
-        return {
+        out: dict[str, object] = {
             "fold": self.fold.index,
             "policy": self.policy,
             "metrics": self.metrics.to_json(),
             "in_sample_sharpe_daily": _json_float(self.in_sample_sharpe),
         }
+        if self.choice is not None:
+            out["choice"] = choice_json(self.choice)
+        return out
+
+
+def choice_json(choice: Mapping[str, float]) -> dict[str, float | None]:
+    """A reference's choice as JSON data (inf and NaN as None)."""
+    return {k: _json_float(v) for k, v in choice.items()}
 
 
 def with_ts_close(
@@ -149,11 +161,13 @@ def fold_result(
     seed: int,
     in_sample: float = math.nan,
     ts_close: npt.NDArray[np.generic] | None = None,
+    choice: Mapping[str, float] | None = None,
 ) -> FoldResult:
     """Score a booked test window: the metrics of its per-row PnL and positions.
 
     `in_sample` is the policy's in-sample daily Sharpe (:attr:`FoldResult.in_sample_sharpe`);
-    `ts_close` the rows' bar close times (:attr:`FoldResult.ts_close`).
+    `ts_close` the rows' bar close times (:attr:`FoldResult.ts_close`); `choice` what it
+    chose on validation (:attr:`FoldResult.choice`).
     """
     pnl_host = to_host(pnl).astype(np.float64, copy=False)
     positions_host = to_host(positions).astype(np.float64, copy=False)
@@ -167,7 +181,9 @@ def fold_result(
         seed=seed,
     )
     ts_host = None if ts_close is None else to_host(ts_close).astype(np.int64, copy=False)
-    return FoldResult(fold, policy, metrics, pnl_host, positions_host, day_host, in_sample, ts_host)
+    return FoldResult(
+        fold, policy, metrics, pnl_host, positions_host, day_host, in_sample, ts_host, choice
+    )
 
 
 def evaluate_fold(
@@ -181,6 +197,7 @@ def evaluate_fold(
     seed: int,
     policy: str = "agent",
     in_sample: float = math.nan,
+    choice: Mapping[str, float] | None = None,
 ) -> FoldResult:
     """Book `positions` over the fold's test window and score them.
 
@@ -195,6 +212,8 @@ def evaluate_fold(
         The name recorded in the result.
     in_sample
         The policy's daily Sharpe over the fold's training part (see :func:`in_sample_sharpe`).
+    choice
+        What the policy chose on the fold's validation slice (:attr:`FoldResult.choice`).
     """
     lo, hi = fold.test
     book = evaluate_positions(market, positions, lo, hi, env_config, spec)  # type: ignore[arg-type]
@@ -208,6 +227,7 @@ def evaluate_fold(
         capital=capital,
         seed=seed,
         in_sample=in_sample,
+        choice=choice,
     )
 
 
@@ -251,6 +271,9 @@ class BacktestResult:
             entry["policies"][result.policy] = result.metrics.to_json()  # type: ignore[index]
             in_sample = entry["in_sample_sharpe_daily"]
             in_sample[result.policy] = _json_float(result.in_sample_sharpe)  # type: ignore[index]
+            if result.choice is not None:
+                choices = entry.setdefault("choices", {})
+                choices[result.policy] = choice_json(result.choice)  # type: ignore[index]
         return {
             "run_dir": str(self.run_dir),
             "symbol": self.symbol,
@@ -450,6 +473,7 @@ def baseline_results(
                 seed=seed,
                 policy=policy,
                 in_sample=in_sample,
+                choice=held.choice,
             )
         )
     return results
@@ -479,6 +503,29 @@ def load_oracle(
     """The planted signal for 'oracle' from `signal_dir` or the store's synth folder."""
     folder = Path(signal_dir) if signal_dir is not None else synth_dir(root, symbol)
     return load_planted_signal(folder, cache.ts_close, cache.market.trading_day)
+
+
+def _format_choice(choice: Mapping[str, float]) -> str:
+    band = choice.get("band_sd", math.nan)
+    if not math.isfinite(band):
+        return "flat (nothing beat standing aside)"
+    horizon = choice.get("horizon_bars", math.nan)
+    return f"{horizon:.0f} bars, λ {choice.get('ridge_lambda', math.nan):g}, band {band:g} sd"
+
+
+def choice_notes(results: Sequence[FoldResult]) -> tuple[str, ...]:
+    """One report line per fitted reference: what it chose on each fold's validation slice
+    (``linear``: the horizon, λ and band, e.g. ``1: 16 bars, λ 0.01, band 0.5 sd``)."""
+    by_policy: dict[str, list[str]] = {}
+    for result in results:
+        if result.choice is not None:
+            by_policy.setdefault(result.policy, []).append(
+                f"{result.fold.number}: {_format_choice(result.choice)}"
+            )
+    return tuple(
+        f"{policy}'s choice on validation, by fold: {'; '.join(folds)}"
+        for policy, folds in by_policy.items()
+    )
 
 
 def reference_notes(

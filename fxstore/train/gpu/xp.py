@@ -7,6 +7,7 @@ Importing this module never imports CuPy; :func:`array_module` tries it on first
 
 from __future__ import annotations
 
+import functools
 from types import ModuleType
 from typing import TypeAlias, TypeVar
 
@@ -23,11 +24,23 @@ I64: TypeAlias = npt.NDArray[np.int64]
 Bool: TypeAlias = npt.NDArray[np.bool_]
 
 
-def array_module(*arrays: object) -> ModuleType:
-    """The array module of `arrays`: ``cupy.get_array_module`` when CuPy imports, else numpy."""
+@functools.cache
+def _cupy() -> ModuleType | None:
+    """CuPy, or None where it does not import. Tried once: a failed import is not cached by
+    Python, and searching the path again cost about 1 ms a call (``linear`` asks hundreds
+    of times a fold)."""
     try:
         import cupy
     except ImportError:
+        return None
+    module: ModuleType = cupy
+    return module
+
+
+def array_module(*arrays: object) -> ModuleType:
+    """The array module of `arrays`: ``cupy.get_array_module`` when CuPy imports, else numpy."""
+    cupy = _cupy()
+    if cupy is None:
         return np
     module: ModuleType = cupy.get_array_module(*arrays)
     return module

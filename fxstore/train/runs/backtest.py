@@ -28,6 +28,7 @@ from fxstore.train.evaluate.results import (
     FoldResult,
     baseline_results,
     best_of_significance,
+    choice_notes,
     load_oracle,
     policy_totals,
     reference_notes,
@@ -157,6 +158,7 @@ def _backtest_into(
         notes=(
             *reference_notes(planted, config.policies, totals),
             *feature_notes(config.policies, market.feature_names),
+            *choice_notes(results),
         ),
     )
     atomic_write_json(folder / "metrics.json", result.to_json())

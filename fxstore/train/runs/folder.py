@@ -44,7 +44,7 @@ from fxstore.store import (
 )
 from fxstore.train.env.data import CachedMarket
 from fxstore.train.env.market import ContractSpec
-from fxstore.train.evaluate.results import FoldResult, fold_result
+from fxstore.train.evaluate.results import FoldResult, choice_json, fold_result
 from fxstore.train.evaluate.walkforward import Fold
 from fxstore.train.runs.plots import plot_equity
 from fxstore.train.runs.resume import ResumePlan, plan_resume, run_inputs
@@ -104,6 +104,13 @@ def _read_results(path: Path) -> dict[str, npt.NDArray[np.generic]]:
     if "trading_day" not in arrays:
         raise InvalidInputError(f"{path}: has no 'trading_day'; {_REDO_FOLD}")
     return arrays
+
+
+def _choice(arrays: Mapping[str, npt.NDArray[np.generic]], policy: str) -> dict[str, float] | None:
+    """What `policy` chose on validation (``<policy>/choice/<name>`` arrays), or None."""
+    prefix = f"{policy}/choice/"
+    found = {k.removeprefix(prefix): float(v) for k, v in arrays.items() if k.startswith(prefix)}
+    return found or None
 
 
 class RunFolder:
@@ -259,6 +266,8 @@ class RunFolder:
             arrays[f"{policy}/pnl"] = result.pnl
             arrays[f"{policy}/positions"] = result.positions
             arrays[f"{policy}/in_sample_sharpe"] = np.asarray(result.in_sample_sharpe)
+            for name, value in (result.choice or {}).items():
+                arrays[f"{policy}/choice/{name}"] = np.asarray(value, dtype=np.float64)
         first = next(iter(results.values()))
         arrays["trading_day"] = first.trading_day
         if first.ts_close is not None:
@@ -271,6 +280,9 @@ class RunFolder:
                 "in_sample_sharpe_daily": {
                     p: r.in_sample_sharpe if np.isfinite(r.in_sample_sharpe) else None
                     for p, r in results.items()
+                },
+                "choices": {
+                    p: choice_json(r.choice) for p, r in results.items() if r.choice is not None
                 },
             },
         )
@@ -305,6 +317,7 @@ class RunFolder:
                 seed=seed,
                 in_sample=float(arrays.get(f"{p}/in_sample_sharpe", np.nan)),
                 ts_close=ts_close,
+                choice=_choice(arrays, p),
             )
             for p in policies
         }

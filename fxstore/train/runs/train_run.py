@@ -28,6 +28,7 @@ from fxstore.train.evaluate.references.oracle import PlantedSignal
 from fxstore.train.evaluate.results import (
     BacktestResult,
     FoldResult,
+    choice_notes,
     policy_totals,
     pooled_significance,
     reference_notes,
@@ -147,6 +148,7 @@ def write_run_result(
             *reference_notes(planted, config.baselines, totals),
             *feature_notes(config.baselines, market.feature_names),
             *seed_notes(totals, agent_policies(config.seeds)),
+            *choice_notes(results),
         ),
     )
     atomic_write_json(run.path / "metrics.json", result.to_json())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -39,6 +40,9 @@ class ReferencePositions:
     test: F64
     train: F64 | None = None
     """None for a reference that is not fitted (no in-sample Sharpe to show)."""
+    choice: Mapping[str, float] | None = None
+    """What a fitted reference chose on the fold's validation slice (``linear``: horizon in
+    bars, ridge penalty, band), for the run's records; None when it chose nothing."""
 
 
 class Reference(Protocol):

@@ -1,26 +1,35 @@
 """The ``linear`` reference: what a researcher would try first, fitted per walk-forward fold.
 
-On the fold's training rows a ridge regression predicts the close-to-close move over the next
-:data:`TARGET_HORIZON_BARS` bars (index points) from the features at a bar's close; rows whose
-next bars open a new contract (a roll) or lie outside the training part are not fitted.
-Features are standardised with the training rows' mean and standard deviation. Closed
-form, float64 numpy:
+On the fold's training rows a ridge regression predicts, from the features at a bar's close,
+the close-to-close move over the next h bars (index points), for every horizon h of the
+fxcache's ``forward_return`` targets (:attr:`~fxstore.train.env.market.Market.
+target_horizons`; the default set's 1, 2, 4, 8 and 16 bars) at once: the move the target
+``fwd_h`` measures in volatility units, here in the points a position earns. Rows whose
+next bars open a new contract (a roll) or lie outside the training part are not fitted
+(the rows are those of the longest horizon, so every horizon shares them). Features are
+standardised with the training rows' mean and standard deviation. Closed form, float64
+numpy, one Gram matrix for every horizon and penalty (the horizons are its right-hand
+sides):
 
     beta = (Zᵀ Z + λ n I)⁻¹ Zᵀ (y − ȳ),   prediction = ȳ + z · beta
 
 The policy holds +1 contract when the prediction exceeds a no-trade band b, −1 when it is
 below −b, and keeps what it holds in between (so a band saves costs on weak predictions).
-λ (from :data:`RIDGE_LAMBDAS`) and b (multiples :data:`BAND_MULTIPLES` of the training
-predictions' standard deviation) are chosen together by the per-bar Sharpe of that policy on
-the validation slice, booked with the fold's costs, exactly as the agent's checkpoints are;
-as for the agent, when none beats standing aside (Sharpe 0) the policy is flat. The test
-window is never read before the positions are computed from its features (tested).
+The horizon h, λ (from :data:`RIDGE_LAMBDAS`) and b (multiples :data:`BAND_MULTIPLES` of the
+training predictions' standard deviation) are chosen together by the per-bar Sharpe of that
+policy's PnL net of costs on the validation slice, booked with the fold's costs, exactly as
+the agent's checkpoints are chosen; as for the agent, when none beats standing aside
+(Sharpe 0) the policy is flat. The test window is never read before the positions are
+computed from its features (tested). The choice is recorded per fold
+(:attr:`LinearModel.choice`, the run's ``metrics.json`` and notes).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -28,6 +37,7 @@ import numpy as np
 import numpy.typing as npt
 
 from fxstore.config import EnvConfig
+from fxstore.features.definitions import DEFAULT_TARGET_HORIZONS
 from fxstore.train.env.market import ContractSpec, Market, evaluate_positions
 from fxstore.train.evaluate.metrics import sharpe_per_bar
 from fxstore.train.evaluate.references.base import ReferenceInputs, ReferencePositions
@@ -36,14 +46,17 @@ from fxstore.train.gpu.xp import to_host
 
 __all__ = [
     "BAND_MULTIPLES",
+    "FALLBACK_HORIZON_BARS",
     "LINEAR",
     "RIDGE_LAMBDAS",
-    "TARGET_HORIZON_BARS",
     "LinearModel",
+    "RidgePaths",
     "band_positions",
     "choose_band",
     "fit_linear",
     "fit_ridge",
+    "fit_ridge_paths",
+    "linear_horizons",
     "linear_positions",
 ]
 
@@ -54,18 +67,18 @@ RIDGE_LAMBDAS: Final = (1e-4, 1e-3, 1e-2, 1e-1, 1.0, 10.0)
 #: No-trade bands tried, in standard deviations of the training predictions.
 BAND_MULTIPLES: Final = (0.0, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0)
 
-#: Bars of the move the ridge predicts (the default fxcache's ``fwd_4`` horizon): a
-#: persistent signal's edge stands out of the noise far better over several bars than over
-#: one (synthetic IC 0.1 over one bar is about 0.2 over four), and a position the band
-#: rule holds for several bars is paid by several bars' moves.
-TARGET_HORIZON_BARS: Final = 4
+#: The horizon (bars) fitted when nothing can be chosen (no validation slice, or none beats
+#: standing aside): the one of the market's horizons nearest to it. Four bars: a persistent
+#: signal's edge stands out of the noise far better over several bars than over one
+#: (synthetic IC 0.1 over one bar is about 0.2 over four).
+FALLBACK_HORIZON_BARS: Final = 4
 
 F64 = npt.NDArray[np.float64]
 
 
 @dataclass(frozen=True, slots=True, eq=False)
 class LinearModel:
-    """A fitted ridge model and the band chosen on validation."""
+    """A fitted ridge model and the horizon, penalty and band chosen on validation."""
 
     mean: F64
     """``(n_features,)`` training means of the features."""
@@ -75,21 +88,81 @@ class LinearModel:
     """``(n_features,)`` coefficients on the standardised features."""
     intercept: float
     """Mean training target (index points)."""
+    horizon_bars: int
+    """Bars of the move predicted."""
     ridge_lambda: float
     band: float
     """No-trade band in index points of predicted move; inf when the policy stands aside."""
+    band_multiple: float
+    """`band` in standard deviations of the training predictions (inf: standing aside)."""
     validation_sharpe: float
-    """Per-bar annualised Sharpe of the chosen (λ, band) on validation (0: flat)."""
+    """Per-bar annualised Sharpe of the chosen (horizon, λ, band) on validation (0: flat)."""
 
     def predict(self, features: npt.NDArray[np.floating]) -> F64:
-        """Predicted move over the next :data:`TARGET_HORIZON_BARS` bars (index points)."""
+        """Predicted move over the next :attr:`horizon_bars` bars (index points)."""
         z = (_clean(features) - self.mean) / self.scale
         out: F64 = self.intercept + z @ self.beta
         return out
 
+    @property
+    def choice(self) -> Mapping[str, float]:
+        """What was chosen, for the run's records: horizon (bars), λ, the band (standard
+        deviations of the training predictions; inf: flat) and its validation Sharpe."""
+        return {
+            "horizon_bars": float(self.horizon_bars),
+            "ridge_lambda": self.ridge_lambda,
+            "band_sd": self.band_multiple,
+            "validation_sharpe": self.validation_sharpe,
+        }
+
 
 def _clean(features: npt.NDArray[np.floating]) -> F64:
     return np.nan_to_num(to_host(features).astype(np.float64), nan=0.0, posinf=0.0, neginf=0.0)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class RidgePaths:
+    """Ridge fits of several targets at several penalties on one standardised design."""
+
+    mean: F64
+    """``(n_features,)`` means of the features."""
+    scale: F64
+    """``(n_features,)`` standard deviations (1 where a feature is constant)."""
+    betas: F64
+    """``(n_lambdas, n_features, n_targets)`` coefficients on the standardised features."""
+    intercepts: F64
+    """``(n_targets,)`` mean of each target."""
+    covariance: F64
+    """``(n_features, n_features)`` covariance of the standardised features (``Zᵀ Z / n``):
+    a prediction's variance on the fitted rows is ``betaᵀ C beta``."""
+
+
+def fit_ridge_paths(
+    features: npt.NDArray[np.floating], targets: F64, ridge_lambdas: Sequence[float]
+) -> RidgePaths:
+    """Ridge fits of every column of `targets` on standardised `features`, at every penalty.
+
+    One Gram matrix ``Zᵀ Z`` serves every fit; each penalty is one linear solve with the
+    targets as its right-hand sides.
+
+    Parameters
+    ----------
+    features : (n, n_features) float
+    targets : (n, n_targets) float64
+    ridge_lambdas
+        Penalties per row (>= 0); the Gram matrix gets ``λ n`` on its diagonal.
+    """
+    x = _clean(features)
+    mean = x.mean(axis=0)
+    scale = x.std(axis=0)
+    scale = np.where(scale > 0, scale, 1.0)
+    z = (x - mean) / scale
+    intercepts = targets.mean(axis=0)
+    gram = z.T @ z
+    rhs = z.T @ (targets - intercepts)
+    eye = np.eye(z.shape[1])
+    betas = np.stack([np.linalg.solve(gram + lam * len(z) * eye, rhs) for lam in ridge_lambdas])
+    return RidgePaths(mean, scale, betas, intercepts, gram / max(len(z), 1))
 
 
 def fit_ridge(
@@ -104,15 +177,8 @@ def fit_ridge(
     ridge_lambda
         Penalty per row (>= 0); the Gram matrix gets ``λ n`` on its diagonal.
     """
-    x = _clean(features)
-    mean = x.mean(axis=0)
-    scale = x.std(axis=0)
-    scale = np.where(scale > 0, scale, 1.0)
-    z = (x - mean) / scale
-    intercept = float(target.mean())
-    gram = z.T @ z + ridge_lambda * len(z) * np.eye(z.shape[1])
-    beta = np.linalg.solve(gram, z.T @ (target - intercept))
-    return mean, scale, beta, intercept
+    fit = fit_ridge_paths(features, target[:, None], (ridge_lambda,))
+    return fit.mean, fit.scale, fit.betas[0, :, 0], float(fit.intercepts[0])
 
 
 def band_positions(prediction: F64, band: float) -> F64:
@@ -129,11 +195,29 @@ def _training_rows(
 ) -> tuple[npt.NDArray[np.int64], F64]:
     """Rows t in [lo, hi - h) whose next h bars are the same contract, and the move
     ``close[t + h] - close[t]`` (h = `horizon_bars`)."""
+    rows, moves = _training_moves(market, lo, hi, (horizon_bars,))
+    return rows, moves[:, 0]
+
+
+def _training_moves(
+    market: Market, lo: int, hi: int, horizons: Sequence[int]
+) -> tuple[npt.NDArray[np.int64], F64]:
+    """Rows t in [lo, hi - H) whose next H bars are the same contract (H the longest of
+    `horizons`), and ``(n_rows, n_horizons)`` moves ``close[t + h] - close[t]``."""
     close = to_host(market.close)
     rolls = np.cumsum(to_host(market.is_roll).astype(np.int64))
-    rows = np.arange(lo, max(lo, hi - horizon_bars))
-    rows = rows[rolls[rows + horizon_bars] == rolls[rows]]
-    return rows, close[rows + horizon_bars] - close[rows]
+    longest = max(horizons)
+    rows = np.arange(lo, max(lo, hi - longest))
+    rows = rows[rolls[rows + longest] == rolls[rows]]
+    moves = np.stack([close[rows + h] - close[rows] for h in horizons], axis=1)
+    return rows, moves
+
+
+def linear_horizons(market: Market) -> tuple[int, ...]:
+    """The horizons ``linear`` fits on `market`: its fxcache's targets', or the default
+    set's (:data:`~fxstore.features.definitions.DEFAULT_TARGET_HORIZONS`) for a market
+    without any."""
+    return market.target_horizons or DEFAULT_TARGET_HORIZONS
 
 
 def choose_band(
@@ -167,6 +251,73 @@ def choose_band(
     return best_band, best_score
 
 
+def _window(market: Market, lo: int, hi: int) -> Market:
+    """Rows ``[lo, hi)`` of `market` as a market of their own (views). A window booked on it
+    books the same PnL (booking reads no row outside the window), and its costs are computed
+    over these rows only, not the whole market's, once per band tried."""
+    return dataclasses.replace(
+        market,
+        features=market.features[lo:hi],
+        close=market.close[lo:hi],
+        half_spread=market.half_spread[lo:hi],
+        is_roll=market.is_roll[lo:hi],
+        trading_day=market.trading_day[lo:hi],
+    )
+
+
+def _stand_aside(n_features: int, horizon_bars: int) -> LinearModel:
+    zero = np.zeros(n_features)
+    ones = np.ones(n_features)
+    return LinearModel(zero, ones, zero, 0.0, horizon_bars, math.nan, math.inf, math.inf, 0.0)
+
+
+def _fallback(horizons: Sequence[int]) -> int:
+    """The index of the horizon nearest :data:`FALLBACK_HORIZON_BARS` (the shorter on a tie)."""
+    return min(range(len(horizons)), key=lambda i: (abs(horizons[i] - FALLBACK_HORIZON_BARS), i))
+
+
+def _choose(
+    fit: RidgePaths,
+    horizons: Sequence[int],
+    validation: Market,
+    env_config: EnvConfig,
+    spec: ContractSpec,
+    capital: float,
+) -> LinearModel | None:
+    """The (horizon, λ, band) of `fit` whose band policy scores the best per-bar Sharpe on
+    `validation` (the validation slice's rows), in the order horizon, λ, band (the first of
+    equals wins); None when none beats standing aside."""
+    z = (_clean(validation.features) - fit.mean) / fit.scale
+    best: LinearModel | None = None
+    for h, horizon in enumerate(horizons):
+        for k, ridge_lambda in enumerate(RIDGE_LAMBDAS):
+            beta, intercept = fit.betas[k, :, h], float(fit.intercepts[h])
+            spread = math.sqrt(max(float(beta @ fit.covariance @ beta), 0.0))
+            band, score = choose_band(
+                validation,
+                intercept + z @ beta,
+                spread,
+                (0, validation.n_rows),
+                env_config,
+                spec,
+                capital=capital,
+            )
+            if score > (best.validation_sharpe if best is not None else 0.0):
+                multiple = band / spread if spread > 0 else 0.0
+                best = LinearModel(
+                    fit.mean,
+                    fit.scale,
+                    beta,
+                    intercept,
+                    horizon,
+                    ridge_lambda,
+                    band,
+                    multiple,
+                    score,
+                )
+    return best
+
+
 def fit_linear(
     market: Market,
     fold: Fold,
@@ -175,40 +326,42 @@ def fit_linear(
     *,
     capital: float,
 ) -> LinearModel:
-    """Fit the ridge on the fold's training rows; choose λ and the band on its validation.
+    """Fit the ridge on the fold's training rows at every horizon of
+    :func:`linear_horizons`; choose the horizon, λ and the band on its validation slice.
 
     Reads features and closes of the training part and the validation slice only. Without a
-    validation slice the smallest λ and no band are kept.
+    validation slice the horizon nearest :data:`FALLBACK_HORIZON_BARS`, the smallest λ and
+    no band are kept; when nothing beats standing aside on validation, the policy is flat.
     """
-    rows, target = _training_rows(market, *fold.train, TARGET_HORIZON_BARS)
+    horizons = linear_horizons(market)
+    rows, moves = _training_moves(market, *fold.train, horizons)
     features = market.features
     n_features = features.shape[1]
+    fallback = _fallback(horizons)
     if len(rows) < n_features + 2:  # nothing to fit on: stand aside
-        zero = np.zeros(n_features)
-        return LinearModel(zero, np.ones(n_features), zero, 0.0, math.nan, math.inf, 0.0)
+        return _stand_aside(n_features, horizons[fallback])
     val_lo, val_hi = fold.validation
-    has_validation = val_hi - val_lo >= 2
-    best: LinearModel | None = None
-    for ridge_lambda in RIDGE_LAMBDAS if has_validation else RIDGE_LAMBDAS[:1]:
-        mean, scale, beta, intercept = fit_ridge(features[rows], target, ridge_lambda)
-        model = LinearModel(mean, scale, beta, intercept, ridge_lambda, 0.0, math.nan)
-        if not has_validation:
-            return model
-        spread = float(np.std(model.predict(features[rows])))
-        prediction = model.predict(features[val_lo:val_hi])
-        band, score = choose_band(
-            market, prediction, spread, fold.validation, env_config, spec, capital=capital
+    if val_hi - val_lo < 2:
+        fit = fit_ridge_paths(features[rows], moves[:, [fallback]], RIDGE_LAMBDAS[:1])
+        beta, intercept = fit.betas[0, :, 0], float(fit.intercepts[0])
+        lam = RIDGE_LAMBDAS[0]
+        return LinearModel(
+            fit.mean, fit.scale, beta, intercept, horizons[fallback], lam, 0.0, 0.0, math.nan
         )
-        if score > (best.validation_sharpe if best is not None else 0.0):
-            best = LinearModel(mean, scale, beta, intercept, ridge_lambda, band, score)
+    fit = fit_ridge_paths(features[rows], moves, RIDGE_LAMBDAS)
+    best = _choose(fit, horizons, _window(market, val_lo, val_hi), env_config, spec, capital)
     if best is None:  # nothing beat standing aside on validation
-        mean, scale, beta, intercept = fit_ridge(features[rows], target, RIDGE_LAMBDAS[-1])
-        best = LinearModel(mean, scale, beta, intercept, RIDGE_LAMBDAS[-1], math.inf, 0.0)
+        beta, intercept = fit.betas[-1, :, fallback], float(fit.intercepts[fallback])
+        lam, flat = RIDGE_LAMBDAS[-1], math.inf
+        best = LinearModel(
+            fit.mean, fit.scale, beta, intercept, horizons[fallback], lam, flat, flat, 0.0
+        )
     logger.debug(
-        "fold %d linear: lambda %g band %g validation Sharpe %.2f",
+        "fold %d linear: horizon %d bars, lambda %g, band %g sd, validation Sharpe %.2f",
         fold.index,
+        best.horizon_bars,
         best.ridge_lambda,
-        best.band,
+        best.band_multiple,
         best.validation_sharpe,
     )
     return best
@@ -236,6 +389,7 @@ class _Linear:
         return ReferencePositions(
             linear_positions(model, inputs.market, *inputs.fold.test),
             linear_positions(model, inputs.market, *inputs.fold.train),
+            model.choice,
         )
 
 
