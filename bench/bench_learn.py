@@ -43,6 +43,7 @@ from fxstore import gpus
 from fxstore.config import TrainConfig
 from fxstore.errors import InvalidInputError
 from fxstore.train.evaluate.results import BacktestResult
+from fxstore.train.evaluate.seeds import agent_policies, summarize_seeds
 from fxstore.train.loop import train
 from fxstore.train.runs.folder import RunFolder
 
@@ -92,10 +93,16 @@ def main() -> None:
             for p in result.policies
         }
         agent = result.totals["agent"]
+        agents = agent_policies(config.seeds)
         best_baseline = max(
-            (m.sharpe_daily for p, m in result.totals.items() if p != "agent"),
+            (
+                m.sharpe_daily
+                for p, m in result.totals.items()
+                if p not in agents and p != "ensemble"
+            ),
             default=float("nan"),
         )
+        seeds = summarize_seeds(result.totals, agents)
         runs[name] = {
             "store": root,
             "seconds": seconds,
@@ -103,6 +110,9 @@ def main() -> None:
             "agent_sharpe_daily": agent.sharpe_daily,
             "agent_sharpe_daily_ci": list(agent.sharpe_daily_ci),
             "best_baseline_sharpe_daily": best_baseline,
+            "seeds_pnl_mean_std": list(seeds.pnl),
+            "seeds_sharpe_daily_mean_std": list(seeds.sharpe_daily),
+            "significance": [sig.to_json() for sig in result.significance],
             "sharpe_daily_per_fold": per_fold,
             "totals": totals,
             "share_of_oracle": {p: result.share_of(p, "oracle") for p in result.totals},
