@@ -10,4 +10,4 @@ fx synth --store "$root" --start 2023-01-03 --end 2023-12-29 --signal-ic "$ic" -
     --workers "$workers" -q
 fx ingest --store "$root" --symbol ES.FUT --instrument-mode front-month --workers "$workers" -q \
     "$root/synth/ES.FUT"
-fx precompute --store "$root" --symbol ES.FUT -q
+fx precompute --store "$root" --symbol ES.FUT
