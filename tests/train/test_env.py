@@ -788,3 +788,26 @@ def test_vecenv_episode_ended_is_done_for_every_env_and_survives_a_resume(
             resumed.load_state_dict(env.state_dict())
             env = resumed
     assert env.episode_ended == bool(done.all())
+
+
+@pytest.mark.parametrize("window", [(0, 120), (10, 60), (40, 77), (41, 90), (77, 120), (90, 92)])
+def test_rows_of_a_market_book_each_contract_as_the_whole_market_does(
+    window: tuple[int, int],
+) -> None:
+    market = dataclasses.replace(
+        random_market(120, seed=9, rolls=(40, 77)),
+        contract_runs=((0, "ESH4"), (40, "ESM4"), (77, "ESU4")),
+    )
+    spec = ContractSpec(
+        "ES", 50.0, 0.25, "bars", ("ESH4", "ESM4", "ESU4"),
+        (("ESH4", 50.0, 0.25), ("ESM4", 5.0, 0.25), ("ESU4", 20.0, 0.5)),
+    )  # fmt: skip
+    lo, hi = window
+    positions = np.random.default_rng(3).integers(-2, 3, hi - lo).astype(np.float64)
+
+    part = market.rows(lo, hi)
+    got = evaluate_positions(part, positions, 0, hi - lo, CONFIG, spec)
+    want = evaluate_positions(market, positions, lo, hi, CONFIG, spec)
+
+    assert part.contract_runs[0][0] == 0 and part.n_rows == hi - lo
+    np.testing.assert_array_equal(got.pnl, want.pnl)

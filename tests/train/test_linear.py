@@ -377,3 +377,24 @@ def test_choice_notes_list_each_folds_choice() -> None:
         f"linear's choice on validation, by fold: 1: {horizon:.0f} bars, λ {lam:g}, "
         f"band {band:g} sd; 2: flat (nothing beat standing aside)"
     )
+
+
+def test_linear_books_each_contract_at_its_own_facts_on_validation_and_test() -> None:
+    """A market whose contracts have other multipliers: the validation slice chosen on is
+    a market of its own rows, its contract runs starting at its first row."""
+    rolls = day_rows(20, 35)[0], day_rows(50, 60)[0]
+    is_roll = np.zeros(BARS_PER_DAY * N_DAYS, dtype=bool)
+    is_roll[list(rolls)] = True
+    market = dataclasses.replace(
+        signal_market(),
+        is_roll=is_roll,
+        contract_runs=((0, "ESH4"), (rolls[0], "ESM4"), (rolls[1], "ESU4")),
+    )
+    spec = ContractSpec(
+        "ES", 50.0, 0.25, "bars", ("ESH4", "ESM4", "ESU4"),
+        (("ESH4", 50.0, 0.25), ("ESM4", 5.0, 0.25), ("ESU4", 50.0, 0.25)),
+    )  # fmt: skip
+
+    (result,) = baseline_results(market, FOLD, ["linear"], ENV, spec, capital=100_000.0, seed=0)
+
+    assert result.metrics.total_pnl > 0

@@ -27,6 +27,7 @@ for bit (tested against numpy).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -298,6 +299,21 @@ class Market:
     def xp(self) -> ModuleType:
         """The array module of the arrays (numpy or CuPy)."""
         return array_module(self.features)
+
+    def rows(self, lo: int, hi: int) -> Market:
+        """Rows ``[lo, hi)`` as a market of their own (views of the arrays): its contract runs
+        start at its row 0 with the contract that row belongs to."""
+        runs = [(max(row - lo, 0), raw) for row, raw in self.contract_runs if row < hi]
+        runs = [run for k, run in enumerate(runs) if k + 1 == len(runs) or runs[k + 1][0] > 0]
+        return dataclasses.replace(
+            self,
+            features=self.features[lo:hi],
+            close=self.close[lo:hi],
+            half_spread=self.half_spread[lo:hi],
+            is_roll=self.is_roll[lo:hi],
+            trading_day=self.trading_day[lo:hi],
+            contract_runs=tuple(runs),
+        )
 
     def feature(self, name: str) -> F32:
         """The column of feature `name` (``f_`` prefix optional), on the market's module."""

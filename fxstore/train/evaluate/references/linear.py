@@ -26,7 +26,6 @@ computed from its features (tested). The choice is recorded per fold
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
 from collections.abc import Mapping, Sequence
@@ -255,14 +254,7 @@ def _window(market: Market, lo: int, hi: int) -> Market:
     """Rows ``[lo, hi)`` of `market` as a market of their own (views). A window booked on it
     books the same PnL (booking reads no row outside the window), and its costs are computed
     over these rows only, not the whole market's, once per band tried."""
-    return dataclasses.replace(
-        market,
-        features=market.features[lo:hi],
-        close=market.close[lo:hi],
-        half_spread=market.half_spread[lo:hi],
-        is_roll=market.is_roll[lo:hi],
-        trading_day=market.trading_day[lo:hi],
-    )
+    return market.rows(lo, hi)
 
 
 def _stand_aside(n_features: int, horizon_bars: int) -> LinearModel:
