@@ -359,6 +359,15 @@ def run_ingest(
     help="backward: the latest contract keeps its prices; forward: the first one does.",
 )
 @click.option(
+    "--depth",
+    type=int,
+    default=default_of(RollConfig, "depth"),
+    show_default=True,
+    help="Front-month mode: 1 the front month, 2 the next contract after it, 3 the one "
+    "after that; it rolls when the front month rolls. Depth N > 1 is stored as symbol "
+    "SYMBOL.N (ES.FUT.2).",
+)
+@click.option(
     "--statistics",
     "statistics",
     multiple=True,
@@ -390,6 +399,7 @@ def ingest(
     months: str | None,
     adjust: AdjustMethod,
     adjust_direction: AdjustDirection,
+    depth: int,
     statistics: tuple[Path, ...],
     force: bool,
     as_json: bool,
@@ -417,6 +427,7 @@ def ingest(
         months=parse_roll_months(months),
         adjust=adjust,
         direction=adjust_direction,
+        depth=depth,
     )
     bars = override(
         BarConfig(bar_type=bar_type, threshold=threshold, multiplier=multiplier),

@@ -125,11 +125,12 @@ class GroupResult:
     build_s: float
 
 
-def outright_chooser(root: str, months: str | None = None) -> Chooser:
-    """The two nearest live outrights of `root` listed that day (front-month mode, in
-    parallel), of the series' `months` when it holds only some: the front month is one of
-    them unless a contract further out led yesterday's volume, and then the parent builds
-    that day again for the contract it chose."""
+def outright_chooser(root: str, months: str | None = None, depth: int = 1) -> Chooser:
+    """The ``depth + 1`` nearest live outrights of `root` listed that day (front-month
+    mode, in parallel), of the series' `months` when it holds only some: the front month is
+    one of the two nearest, and the contract `depth` - 1 places after it one of these,
+    unless a contract further out led yesterday's volume, and then the parent builds that
+    day again for the contract it chose."""
 
     def choose(day: dt.date, listed: dict[int, str]) -> set[int] | None:
         live = []
@@ -139,7 +140,7 @@ def outright_chooser(root: str, months: str | None = None) -> Chooser:
                 continue
             if contract_expiry(root, contract) >= day:
                 live.append((contract, instrument_id))
-        return {instrument_id for _, instrument_id in sorted(live)[:2]}
+        return {instrument_id for _, instrument_id in sorted(live)[: depth + 1]}
 
     return choose
 
@@ -165,15 +166,16 @@ def _pruned(wanted: set[int], activity: dict[int, tuple[int, int]]) -> set[int]:
 
 
 def selection_chooser(
-    selection: InstrumentSelection, root: str | None, months: str | None = None
+    selection: InstrumentSelection, root: str | None, months: str | None = None, depth: int = 1
 ) -> Chooser:
-    """The chooser of a parallel group for `selection` (front month: of `months` only)."""
+    """The chooser of a parallel group for `selection` (front month: of `months` only, the
+    contracts around the one at `depth`)."""
     if selection.mode == "all":
         return lambda _day, _listed: None
     if selection.mode == "id":
         wanted = {int(selection.instrument_id or 0)}
         return lambda _day, _listed: wanted
-    return outright_chooser(root or "", months)
+    return outright_chooser(root or "", months, depth)
 
 
 def _start_builder(day: DayResult, instrument_id: int, plan: IngestPlan) -> BarBuilder:
@@ -319,11 +321,17 @@ def build_group(
     """
     started = time.perf_counter()
     plan = task.plan
-    chooser = choose or selection_chooser(plan.selection, plan.root, plan.roll.months)
-    # Pruning drops a candidate that trades little today: right for the volume rule (a
-    # contract that led yesterday trades well today), not for rules that may pick one that
-    # trades less (a calendar roll ahead of the volume, open interest).
-    prune = choose is None and plan.selection.mode == "front-month" and plan.roll.rule == "volume"
+    roll = plan.roll
+    chooser = choose or selection_chooser(plan.selection, plan.root, roll.months, roll.depth)
+    # Pruning drops a candidate that trades little today: right for the volume rule's front
+    # month (a contract that led yesterday trades well today), not for rules that may pick
+    # one that trades less (a calendar roll ahead of the volume, open interest, a depth).
+    prune = (
+        choose is None
+        and plan.selection.mode == "front-month"
+        and roll.rule == "volume"
+        and roll.depth == 1
+    )
     if task.fragments is not None:  # one day of split files: their inputs are counted there
         assert task.symbology is not None
         fragments = FragmentSource(task.fragments, task.symbology)

@@ -344,7 +344,7 @@ def warn_implausible(plan: IngestPlan, entries: Sequence[Json]) -> None:
     lo, hi, source = plausible_range(contracts[0].split(",")[0])
     warnings.warn(
         FxStoreWarning(
-            f"{plan.symbol}: {n:,} book states or trades priced outside the plausible range "
+            f"{plan.store_symbol}: {n:,} book states or trades priced outside the plausible range "
             f"of {', '.join(contracts[:3])} ([{lo:g}, {hi:g}] points, {source}), or trades "
             f"more than {MAX_TRADE_FROM_MID:.0%} from the book's mid or of more than "
             f"{MAX_TRADE_QTY:,} contracts, in {n_bars:,} bars on {len(days)} trading day(s), "
@@ -366,7 +366,7 @@ def warn_ended_early(plan: IngestPlan, entries: Sequence[Json]) -> None:
     ) + (" …" if len(days) > 3 else "")
     warnings.warn(
         FxStoreWarning(
-            f"{plan.symbol}: the records of {len(days)} trading day(s) end well before the "
+            f"{plan.store_symbol}: the records of {len(days)} trading day(s) end well before the "
             f"session closes: {shown}; the inputs stop inside those sessions (a download cut "
             "short on a record boundary, or files that end mid-session), so their bars are "
             "of part of a session (the manifest's days say records_end_before_close_s). "
@@ -406,7 +406,7 @@ def warn_if_target_missed(plan: IngestPlan, entries: Sequence[Json]) -> None:
         )
     warnings.warn(
         FxStoreWarning(
-            f"{plan.symbol}: {rate:.1f} bars per trading day against --target-bars-per-day "
+            f"{plan.store_symbol}: {rate:.1f} bars per trading day against --target-bars-per-day "
             f"{target:g} (close reasons: {shares}); {why}."
         ),
         stacklevel=2,
