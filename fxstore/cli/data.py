@@ -237,12 +237,13 @@ def run_ingest(
     if summary.up_to_date:
         click.echo(f"Up to date: {where} ({summary.n_bars:,} bars); --force rebuilds.")
         return summary
-    n_days = summary.days_written + summary.days_skipped
+    n_days = summary.days_written + summary.days_skipped + summary.days_reused
     with_bars = "" if summary.n_days == n_days else f" ({summary.n_days} with bars)"
+    reused = f"{summary.days_reused} reused, " if summary.days_reused else ""
     click.echo(
         f"Ingested {n_days} trading days{with_bars}: {summary.n_records:,} records read, "
         f"{summary.n_kept:,} kept, {summary.n_bars:,} bars ({summary.bars_per_day:.1f}/day), "
-        f"{summary.days_written} written, {summary.days_skipped} resumed, "
+        f"{summary.days_written} built, {reused}{summary.days_skipped} resumed, "
         f"in {summary.elapsed_s:.1f} s -> {where}"
     )
     for entry in summary.schedule:

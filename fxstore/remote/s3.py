@@ -273,6 +273,28 @@ class S3Bucket:
             )
         return str(reply["ETag"]).strip('"')
 
+    def copy(self, source: str, rel: str, *, source_etag: str) -> str:
+        """Copy object `source` to `rel` inside the bucket (a server-side copy: no byte
+        travels through this machine), only if `source` still has ETag `source_etag` and no
+        object `rel` exists; return the new object's ETag. S3 stores the copy's SHA-256 as
+        for an upload (:meth:`stored_sha256`).
+
+        Raises
+        ------
+        CommitConflictError
+            `source` changed, or `rel` exists.
+        """
+        with self.errors(rel, "commit"):
+            reply = self.client.copy_object(
+                Bucket=self.url.bucket,
+                Key=self.url.key(rel),
+                CopySource={"Bucket": self.url.bucket, "Key": self.url.key(source)},
+                CopySourceIfMatch=f'"{source_etag}"',
+                IfNoneMatch="*",
+                ChecksumAlgorithm="SHA256",
+            )
+        return str(reply["CopyObjectResult"]["ETag"]).strip('"')
+
     def stored_sha256(self, rel: str) -> str | None:
         """The hex SHA-256 S3 stored for object `rel` at upload (a HEAD request), None when
         it stored none (uploaded without it, or by another tool) or there is no object."""

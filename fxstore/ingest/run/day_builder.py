@@ -70,6 +70,9 @@ class GroupTask:
     #: it came from, read instead of `paths`; with the symbology of the whole input.
     fragments: tuple[tuple[Path, Path], ...] | None = None
     symbology: Symbology | None = None
+    #: Trading days taken from the series' current version (:mod:`.reuse`): their records
+    #: (in a file read for other days) are counted, never built into bars.
+    skip: frozenset[dt.date] = frozenset()
 
     def describe(self) -> str:
         """The group's files and trading days, for an error line ("a.dbn.zst … (2024-03-05)")."""
@@ -268,7 +271,7 @@ def _iter_days(
                         "its metadata header declares; re-run with --workers 1."
                     )
                 current = DayResult(day, symbols_listed(source.symbology, day, task.plan.sessions))
-                wanted = chooser(day, current.listed)
+                wanted = set() if day in task.skip else chooser(day, current.listed)
             _count_out_of_session(current, run, task.plan)
             current.last_ts_recv = max(current.last_ts_recv, int(run["ts_recv"][-1]))
             if track_trades:  # the prices of a roll, as known when the next session opens

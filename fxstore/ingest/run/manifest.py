@@ -70,7 +70,12 @@ class IngestSummary:
     days_written: int
     #: Days not rebuilt: unchanged since the last run, or finished before it was killed.
     days_skipped: int
-    #: MBP-10 records read, and those of the kept instrument(s).
+    #: Days whose file and entry were taken from the series' previous version, their day
+    #: key unchanged (:mod:`fxstore.ingest.run.reuse`): not built.
+    days_reused: int
+    #: MBP-10 records read (with days taken from the previous version: the records its
+    #: manifest recorded of those days, and the others read), and those of the kept
+    #: instrument(s).
     n_records: int
     n_kept: int
     n_bars: int
@@ -140,11 +145,14 @@ def write_manifest(
     fingerprint: str,
     definitions: Sequence[Path] = (),
     truncated: Mapping[str, list[int]] | None = None,
+    day_keys: Mapping[str, str] | None = None,
 ) -> None:
     """Commit the series: written last, atomically, once every day file is in place.
 
     `truncated` (file name → [bytes dropped, records kept, last ts_recv]) marks those
-    inputs, and the trading day their last record fell on, as incomplete.
+    inputs, and the trading day their last record fell on, as incomplete. `day_keys`
+    (trading day → key, :func:`fxstore.ingest.run.reuse.day_keys`) let a later build take
+    the days whose key it shares.
     """
     config = writer.plan.config
     cut = _truncated_json(truncated or {}, writer.plan.sessions)
@@ -175,6 +183,7 @@ def write_manifest(
             "roll_schedule": [e.to_json() for e in schedule],
             **_transitions_json(writer, schedule),
             "days": writer.entries,
+            "day_keys": dict(day_keys or {}),
             "n_bars": sum(int(str(e["n_bars"])) for e in writer.entries),
         },
     )
@@ -225,6 +234,7 @@ def summary_from_manifest(out_dir: Path, manifest: Json, started: float) -> Inge
         n_days=sum(1 for c in counts if c["n_bars"] > 0),
         days_written=0,
         days_skipped=len(days),
+        days_reused=0,
         n_records=sum(c["n_records"] for c in counts),
         n_kept=sum(c["n_kept"] for c in counts),
         n_bars=n_bars,

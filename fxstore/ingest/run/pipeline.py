@@ -72,6 +72,14 @@ from fxstore.ingest.run.pool import (
 )
 from fxstore.ingest.run.progress import PROGRESS, ProgressLog, load_progress
 from fxstore.ingest.run.resplit import SPLIT_DIR, build_split_groups, can_split
+from fxstore.ingest.run.reuse import (
+    as_digest,
+    build_day,
+    day_keys,
+    find_reuse,
+    input_digests,
+    tasks_to_build,
+)
 from fxstore.ingest.select.coverage import (
     check_instrument_root,
     check_selection,
@@ -320,6 +328,15 @@ def ingest(
                 plan=plan,
             )
             tasks.append((_group_key(group), task))
+        spans = {f.path: s for g in groups for f in g if (s := _file_days(f, plan.sessions))}
+        side = input_digests([*definitions, *plan.statistics_files, *symbology])
+        taken = find_reuse(config, series_dir, spans, side, plan, source.symbology)
+        if taken is not None:
+            digests, reuse = taken
+            writer.take_days(reuse)
+            tasks = tasks_to_build(tasks, spans, reuse, plan.sessions)
+            writer.build_day = functools.partial(build_day, plan, spans)
+            writer.on_reused = on_progress
         with _stage_discarded_on_refusal(out_dir):
             try:
                 # The workers' own scratch writes (fragments) too: their OSError names the folder.
@@ -329,6 +346,16 @@ def ingest(
                     )
             finally:
                 _remove_scratch(out_dir)
+            if taken is not None:  # the files not read were never hashed by the reader
+                inputs = [list(digests[p]) for g in groups for f in g if (p := f.path) in spans]
+            read = [p for g in groups for f in g if (p := f.path) in spans]
+            named = dict(zip(read, inputs, strict=True))
+            keys = day_keys(
+                plan,
+                {as_digest(named[p]): span for p, span in spans.items()},
+                side,
+                source.symbology,
+            )
             if not any(int(e.get("n_kept", 0)) for e in writer.entries):
                 raise SymbolNotFoundError(
                     f"{_describe_inputs(source)}: kept none of the {n_records:,} MBP-10 records "
@@ -336,7 +363,7 @@ def ingest(
                     f"{describe_roots(source.symbology)}. Check --symbol and --instrument-mode "
                     "(`fxstore scan` shows what the files hold)."
                 )
-            write_manifest(out_dir, writer, inputs, fingerprint, definitions, truncated)
+            write_manifest(out_dir, writer, inputs, fingerprint, definitions, truncated, keys)
         commit_bar_version(series_dir, out_dir)
         warn_if_target_missed(plan, writer.entries)
         warn_implausible(plan, writer.entries)
@@ -347,9 +374,13 @@ def ingest(
     return IngestSummary(
         out_dir=out_dir,
         n_days=n_days,
-        days_written=len(writer.entries) - n_skipped,
+        days_written=len(writer.entries) - n_skipped - writer.n_reused,
         days_skipped=n_skipped,
-        n_records=n_records,
+        days_reused=writer.n_reused,
+        # with days taken, the records of the series' days, read or not
+        n_records=sum(int(e["n_records"]) for e in writer.entries)
+        if writer.n_reused
+        else n_records,
         n_kept=sum(int(e.get("n_kept", 0)) for e in writer.entries),
         n_bars=n_bars,
         schedule=tuple(writer.selector.schedule) if writer.selector else (),
@@ -458,9 +489,9 @@ def _build_all(
     n_replayed = len(writer.entries)
 
     def write(day: DayResult) -> None:
-        writer.write(day)
+        entry = writer.write(day)
         day.bars.clear()  # written: free the memory
-        if on_progress:
+        if on_progress and entry is not None:  # a day taken is told when it is written
             on_progress(day.day)
 
     with contextlib.ExitStack() as stack:
@@ -476,6 +507,7 @@ def _build_all(
         log = ProgressLog(writer.out_dir, fingerprint, resumed)
         stack.enter_context(log)
         stack.enter_context(contextlib.closing(groups))  # on an error, stop the pool first
+        logged = len(writer.entries)
         for key, task, result in groups:
             writer.rebuild = functools.partial(_rebuild_day, source, task)
             if not in_process:
@@ -484,14 +516,16 @@ def _build_all(
             log.append(
                 key,
                 {
-                    "days": writer.entries[len(writer.entries) - len(result.days) :],
+                    "days": writer.entries[logged:],  # with the days taken before them
                     "inputs": [list(i) for i in result.inputs],
                     "truncated": result.truncated,
                     "n_records": result.n_records,
                 },
             )
+            logged = len(writer.entries)
             inputs += [list(i) for i in result.inputs]
             truncated |= result.truncated
             n_records += result.n_records
             build_s += result.build_s
+    writer.finish()  # the days taken after the last one built
     return inputs, truncated, n_records, n_replayed, build_s
