@@ -240,6 +240,12 @@ class Mirror:
             file = resolve_manifest_file(where, entry.file)
             self._fetch_verified(file, entry.sha256, manifest=where, trusted=trusted)
 
+    def fetch(self, path: Path, sha256: str, manifest: Path) -> None:
+        """Download the file `path` that `manifest` lists unless the mirror holds the bytes
+        of `sha256` (a lazy mirror's reader fetches only what it reads); a damaged or
+        missing object is left out, with a warning."""
+        self._fetch_verified(path, sha256, manifest=manifest, trusted=False)
+
     def _rel(self, path: Path) -> str:
         return path.relative_to(self.root).as_posix()
 

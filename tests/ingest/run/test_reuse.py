@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 from pathlib import Path
 
 import pytest
@@ -127,3 +128,23 @@ def test_cli_ingest_says_how_many_days_were_built_and_reused(
 
     assert result.exit_code == 0
     assert ", 5 built, 5 reused, 0 resumed, in " in result.output
+
+
+def test_extending_utc_day_files_builds_the_new_days_and_the_one_completed(
+    two_roll_market_utc: SynthMarket, tmp_path: Path
+) -> None:
+    # Databento's UTC-day files: the file of 03-06 ends with the first hours of trading day
+    # 03-07, which the short range holds in part; the longer range completes it.
+    first = ingest(PRICED, _inputs(two_roll_market_utc, "20240226", "20240306"), tmp_path / "a")
+    inputs = _inputs(two_roll_market_utc, "20240226", "20240315")
+
+    extended = ingest(PRICED, inputs, tmp_path / "a")
+
+    full = _full_build(PRICED, inputs, tmp_path / "b")
+    assert _files(extended.out_dir) == _files(full.out_dir)
+    days = [
+        d["trading_day"] for d in json.loads((first.out_dir / "manifest.json").read_text())["days"]
+    ]
+    assert days[-1] == "2024-03-07"
+    assert extended.days_reused == len(days) - 1  # all but the partial 03-07
+    assert extended.days_written == 7  # 03-07 to 03-15
