@@ -217,14 +217,17 @@ def find_reuse(
     plan: IngestPlan,
     symbology: Symbology,
 ) -> tuple[dict[Path, Digest], Reuse] | None:
-    """The inputs' digests and the days this build takes from the series' current version
-    (:mod:`fxstore.ingest.run.reuse`); None without --force, a current version whose
-    manifest has day keys, or a day whose key is unchanged."""
+    """The inputs' digests and the days this build takes from the series' current version;
+    None with --force, or without a current version of this fxstore version whose manifest
+    has day keys (the inputs are hashed only then), or a day whose key is unchanged."""
     if config.force:
         return None
     current = next((v for v in list_bar_versions(series_dir) if v.is_current), None)
-    if current is None or "day_keys" not in read_bar_manifest(current):
+    manifest = None if current is None else read_bar_manifest(current)
+    if manifest is None or "day_keys" not in manifest:
         return None
+    if manifest.get("fxstore_version") != __version__:
+        return None  # every day key holds the version: none can match
     digests = dict(zip(spans, input_digests(list(spans)), strict=True))
     keys = day_keys(plan, {digests[p]: span for p, span in spans.items()}, side, symbology)
     reuse = plan_reuse(current, keys, plan)

@@ -7,6 +7,7 @@ import dataclasses
 import hashlib
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -14,6 +15,8 @@ from click.testing import CliRunner
 from fxstore.cli import cli
 from fxstore.config import BarConfig, IngestConfig, RollConfig
 from fxstore.ingest import ingest
+from fxstore.ingest.run import pipeline
+from fxstore.ingest.run.day_builder import GroupTask
 from fxstore.ingest.run.manifest import IngestSummary
 from tests.conftest import SynthMarket
 
@@ -131,15 +134,26 @@ def test_cli_ingest_says_how_many_days_were_built_and_reused(
 
 
 def test_extending_utc_day_files_builds_the_new_days_and_the_one_completed(
-    two_roll_market_utc: SynthMarket, tmp_path: Path
+    two_roll_market_utc: SynthMarket, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Databento's UTC-day files: the file of 03-06 ends with the first hours of trading day
-    # 03-07, which the short range holds in part; the longer range completes it.
+    # 03-07, which the short range holds in part; the longer range completes it. The files
+    # of the days taken are not read; the one of 03-06 is, and its 03-06 records skipped.
     first = ingest(PRICED, _inputs(two_roll_market_utc, "20240226", "20240306"), tmp_path / "a")
     inputs = _inputs(two_roll_market_utc, "20240226", "20240315")
+    read: list[str] = []
+    original = pipeline.tasks_to_build
+
+    def spied(*args: Any) -> list[tuple[str, GroupTask]]:
+        tasks = original(*args)
+        read.extend(p.name[10:18] for _, task in tasks for p in task.paths)
+        return tasks
+
+    monkeypatch.setattr(pipeline, "tasks_to_build", spied)
 
     extended = ingest(PRICED, inputs, tmp_path / "a")
 
+    assert read and min(read) == "20240306"  # the files of the days taken stay unread
     full = _full_build(PRICED, inputs, tmp_path / "b")
     assert _files(extended.out_dir) == _files(full.out_dir)
     days = [
