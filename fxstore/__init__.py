@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fxstore.errors import (
@@ -50,13 +51,26 @@ __all__ = [
 ]
 
 
-def open(root: str | os.PathLike[str]) -> FeatureStore:  # shadows builtins.open on purpose
+def open(  # shadows builtins.open on purpose
+    root: str | os.PathLike[str],
+    *,
+    endpoint: str | None = None,
+    cache_dir: str | os.PathLike[str] | None = None,
+) -> FeatureStore:
     """Open the store at `root` for reading: a mapping of symbols to their feature caches.
 
     Parameters
     ----------
     root
-        The store root (the folder holding ``bars/`` and ``fxcache/``).
+        The store root (the folder holding ``bars/`` and ``fxcache/``), or an ``s3://``
+        store (``s3://bucket/prefix``): then only its manifests are downloaded here, and
+        each read downloads the day files or shards of the trading days it asks for, once
+        (into the local mirror under `cache_dir`), checked against their SHA-256.
+    endpoint
+        ``s3://`` only: the URL of an S3-compatible server (default: AWS_ENDPOINT_URL, else
+        AWS).
+    cache_dir
+        ``s3://`` only: the cache folder (default: ``--cache-dir``'s).
 
     Returns
     -------
@@ -73,4 +87,11 @@ def open(root: str | os.PathLike[str]) -> FeatureStore:  # shadows builtins.open
     """
     from fxstore.features.reader import FeatureStore
 
+    if str(root).startswith("s3://"):
+        from fxstore.remote import open_reader
+
+        where = os.environ.get("AWS_ENDPOINT_URL") if endpoint is None else endpoint
+        cache = None if cache_dir is None else Path(cache_dir)
+        local, fetch = open_reader(str(root), endpoint=where, cache_dir=cache)
+        return FeatureStore(local, fetch=fetch)
     return FeatureStore(root)

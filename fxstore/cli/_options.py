@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Final, TypeVar, cast
 
 import click
 
-from fxstore.config import EnvConfig, SynthConfig, WalkForwardConfig
+from fxstore.config import EnvConfig, SynthConfig, WalkForwardConfig, depth_symbol
 from fxstore.config.executor import EXECUTOR_KINDS, RAY_TIMEOUT_S, ExecutorConfig
 
 if TYPE_CHECKING:
@@ -128,13 +128,17 @@ def store_option(func: F) -> F:
             name == "fetch" and not kw.get("then_ingest")
         )
         symbol = kw.get("symbol") if name != "fetch" else None  # fetch's are Databento's
+        symbols: tuple[str, ...] | None = (symbol,) if isinstance(symbol, str) else None
+        depth = kw.get("depth")
+        if symbols is not None and isinstance(depth, int) and depth > 1:  # ingest --depth
+            symbols = (*symbols, depth_symbol(symbols[0], depth))
         with open_store(
             store_root,
             endpoint=s3_endpoint,
             cache_dir=cache_dir,
             areas=areas,
             lazy=lazy,
-            symbols=(symbol,) if isinstance(symbol, str) else None,
+            symbols=symbols,
         ) as root:
             return func(*args, store_root=root, **kw)
 

@@ -253,12 +253,13 @@ def run_ingest(
     if summary.up_to_date:
         click.echo(f"Up to date: {where} ({summary.n_bars:,} bars); --force rebuilds.")
         return summary
-    n_days = summary.days_written + summary.days_skipped
+    n_days = summary.days_written + summary.days_skipped + summary.days_reused
     with_bars = "" if summary.n_days == n_days else f" ({summary.n_days} with bars)"
+    reused = f"{summary.days_reused} reused, " if summary.days_reused else ""
     click.echo(
         f"Ingested {n_days} trading days{with_bars}: {summary.n_records:,} records read, "
         f"{summary.n_kept:,} kept, {summary.n_bars:,} bars ({summary.bars_per_day:.1f}/day), "
-        f"{summary.days_written} written, {summary.days_skipped} resumed, "
+        f"{summary.days_written} built, {reused}{summary.days_skipped} resumed, "
         f"in {summary.elapsed_s:.1f} s -> {where}"
     )
     for entry in summary.schedule:
@@ -375,6 +376,15 @@ def run_ingest(
     help="backward: the latest contract keeps its prices; forward: the first one does.",
 )
 @click.option(
+    "--depth",
+    type=int,
+    default=default_of(RollConfig, "depth"),
+    show_default=True,
+    help="Front-month mode: 1 the front month, 2 the next contract after it, 3 the one "
+    "after that; it rolls when the front month rolls. Depth N > 1 is stored as symbol "
+    "SYMBOL.N (ES.FUT.2).",
+)
+@click.option(
     "--statistics",
     "statistics",
     multiple=True,
@@ -406,6 +416,7 @@ def ingest(
     months: str | None,
     adjust: AdjustMethod,
     adjust_direction: AdjustDirection,
+    depth: int,
     statistics: tuple[Path, ...],
     force: bool,
     as_json: bool,
@@ -434,6 +445,7 @@ def ingest(
         months=parse_roll_months(months),
         adjust=adjust,
         direction=adjust_direction,
+        depth=depth,
     )
     bars = override(
         BarConfig(bar_type=bar_type, threshold=threshold, multiplier=multiplier),

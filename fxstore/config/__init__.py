@@ -30,6 +30,7 @@ from fxstore.config.ingest import (
     InstrumentSelection,
     RollConfig,
     RollRule,
+    depth_symbol,
     parse_roll_months,
 )
 from fxstore.config.synth import SYNTH_FIRST_DAY, SYNTH_LAST_DAY, SplitMode, SynthConfig
@@ -59,5 +60,6 @@ __all__ = [
     "SynthConfig",
     "TrainConfig",
     "WalkForwardConfig",
+    "depth_symbol",
     "parse_roll_months",
 ]

@@ -211,6 +211,15 @@ AdjustMethod = Literal["none", "difference", "ratio"]
 RollOffsetUnit = Literal["trading", "calendar"]
 AdjustDirection = Literal["backward", "forward"]
 _MONTH_CODES: Final = "FGHJKMNQUVXZ"
+#: The deepest contract ``--depth`` may follow.
+MAX_DEPTH: Final = 12
+
+
+def depth_symbol(symbol: str, depth: int) -> str:
+    """The store symbol of the `depth`-th contract of parent `symbol`: the parent itself
+    for the front month (depth 1), else the parent and the depth ("ES.FUT.2", "ES.FUT.3").
+    The root stays what precedes the first '.', as every stage reads it."""
+    return symbol if depth == 1 else f"{symbol}.{depth}"
 
 
 def parse_roll_months(text: str | None) -> str | None:
@@ -272,6 +281,12 @@ class RollConfig:
     """'backward': the latest contract keeps its traded prices and history is shifted;
     'forward': the first contract keeps its prices and later ones are shifted."""
 
+    depth: int = 1
+    """Which contract of the curve the series holds: 1 the front month (chosen by `rule`),
+    2 the next live contract after it (of `months`), 3 the one after that, ...; every depth
+    rolls when the front month rolls. A depth above 1 is stored under its own symbol
+    (:func:`depth_symbol`: "ES.FUT.2")."""
+
     def __post_init__(self) -> None:
         for name, value, choices in (
             ("--roll", self.rule, get_args(RollRule)),
@@ -283,6 +298,12 @@ class RollConfig:
                 names = ", ".join(repr(c) for c in choices)
                 raise InvalidInputError(f"`{name}` must be one of {names}, was {value!r}.")
         validate_at_least("--roll-offset", self.offset, 0, integral=True)
+        validate_at_least("--depth", self.depth, 1, integral=True)
+        if self.depth > MAX_DEPTH:
+            raise InvalidInputError(
+                f"`--depth` must be at most {MAX_DEPTH} (a contract that far out barely "
+                f"trades), was {self.depth}."
+            )
         if self.offset_unit != "trading" and self.rule != "calendar":
             raise InvalidInputError(
                 f"`--roll-offset-unit` applies to `--roll calendar` only, was "
@@ -335,6 +356,8 @@ class RollConfig:
             del out["offset_unit"]
         if self.databento_symbol is None:
             del out["databento_symbol"]
+        if self.depth == 1:  # the front month: manifests of series before --depth stay
+            del out["depth"]
         return out
 
 
@@ -396,9 +419,15 @@ class IngestConfig:
         validate_number("chunk_records", self.chunk_records, above=0.0, integral=True)
         if not self.roll.is_default and self.instrument_mode.mode != "front-month":
             raise InvalidInputError(
-                f"`--roll`, `--roll-months` and `--adjust` apply to --instrument-mode "
+                f"`--roll`, `--roll-months`, `--adjust` and `--depth` apply to --instrument-mode "
                 f"front-month only, was {self.instrument_mode}."
             )
+
+    @property
+    def store_symbol(self) -> str:
+        """The store key of the series: `symbol`, with the depth of ``--depth`` above 1
+        (:func:`depth_symbol`)."""
+        return depth_symbol(self.symbol, self.roll.depth)
 
     @property
     def instrument_key(self) -> str:

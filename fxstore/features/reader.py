@@ -12,7 +12,7 @@ import datetime as dt
 import json
 import logging
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, TypedDict, Unpack, cast
@@ -126,8 +126,16 @@ class FeatureStore(Mapping[str, "SymbolCache"]):
     >>> table = store.read("ES.FUT", start="2024-03-01", columns=["ts_close", "f_ret_1"])
     """
 
-    def __init__(self, root: str | os.PathLike[str]) -> None:
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        *,
+        fetch: Callable[[Path, str, Path], None] | None = None,
+    ) -> None:
         self.root = Path(root)
+        #: A lazy mirror of an ``s3://`` store: makes a file listed by a manifest (file,
+        #: SHA-256, manifest) local before it is read (:func:`fxstore.remote.open_reader`).
+        self._fetch = fetch
 
     def __repr__(self) -> str:
         return f"FeatureStore({str(self.root)!r})"
@@ -243,6 +251,8 @@ class FeatureStore(Mapping[str, "SymbolCache"]):
             if (first is None or entry.last_trading_day >= first) and (
                 last is None or entry.first_trading_day <= last
             ):
+                if self._fetch is not None:
+                    self._fetch(manifest.shard_path(entry), entry.sha256, manifest.path)
                 tables.append(_read_days(manifest, entry, (first, last), verify))
         table = pa.concat_tables(tables)
         if back_adjust:
@@ -302,7 +312,9 @@ class FeatureStore(Mapping[str, "SymbolCache"]):
         folder = bar_series(self.root, symbol, instrument_key, bar_key)
         as_of_ns = None if as_of is None else parse_time_ns(as_of, "as_of")
         found = find_bar_version(folder, version=version, as_of_ns=as_of_ns)
-        return read_version(found, start=start, end=end, columns=columns, verify=verify)
+        return read_version(
+            found, start=start, end=end, columns=columns, verify=verify, fetch=self._fetch
+        )
 
     def list_bar_versions(self, symbol: str) -> list[SeriesVersions]:
         """Every bar series of `symbol` with its committed versions, oldest first."""

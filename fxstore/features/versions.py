@@ -13,7 +13,7 @@ import datetime as dt
 import json
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -275,10 +275,13 @@ def read_version(
     end: dt.date | str | None = None,
     columns: Sequence[str] | None = None,
     verify: bool = True,
+    fetch: Callable[[Path, str, Path], None] | None = None,
 ) -> pa.Table:
     """The bars of `version`, trading days `start` .. `end` (inclusive), in day order.
 
     Each day file is checked against its SHA-256 in the version's manifest when `verify`.
+    `fetch` (file, SHA-256, manifest) makes each day file read local first: a lazy mirror
+    of an ``s3://`` store downloads only the days asked for.
     The schema metadata ``b"fxstore_bar_version"`` holds the version, its commit time and its
     manifest's SHA-256.
 
@@ -301,6 +304,8 @@ def read_version(
         if (first is not None and trading_day < first) or (last is not None and trading_day > last):
             continue
         path = resolve_manifest_file(where, manifest_field(day, "file", str, where))
+        if fetch is not None:
+            fetch(path, str(day.get("sha256")), where)
         if verify and (not path.is_file() or file_sha256(path) != day.get("sha256")):
             raise InvalidInputError(
                 f"{path}: missing or changed since ingest (SHA-256 differs from {where}); "

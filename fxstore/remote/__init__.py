@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shlex
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,6 +37,7 @@ __all__ = [
     "list_input_objects",
     "location",
     "object_problem",
+    "open_reader",
     "open_store",
     "restore_object",
     "store_options",
@@ -252,6 +253,47 @@ def open_store(
         finally:
             _OPEN.pop(root, None)
             _MIRRORS.pop(root, None)
+
+
+#: Makes the local `file` hold the bytes of `sha256` that `manifest` lists: see
+#: :func:`open_reader`.
+FetchFile = Callable[[Path, str, Path], None]
+
+
+def open_reader(
+    store: str | os.PathLike[str],
+    *,
+    endpoint: str | None = None,
+    cache_dir: Path | None = None,
+) -> tuple[Path, FetchFile]:
+    """The local mirror of the ``s3://`` store `store` to read from, and how to fetch one file.
+
+    Only the committed manifests of bars and fxcaches are pulled (as a command that reads
+    manifests only does); a reader then fetches each day file or shard it reads, and no
+    other, with the returned function (`file`, its SHA-256, the manifest listing it): it
+    downloads the object unless the mirror holds those bytes and checks the download against
+    the SHA-256 (a damaged object is left out with a warning, and the read then says the
+    file is missing).
+
+    Raises
+    ------
+    StoreAccessError
+        No credentials, no such bucket, access denied, the endpoint cannot be reached.
+    """
+    url = parse_url(str(store))
+    bucket = S3Bucket(url, endpoint)
+    bucket.check()
+    cache = cache_dir if cache_dir is not None else default_cache_dir()
+    root = cache / "stores" / mirror_name(url.url(), bucket.endpoint)
+    mirror = Mirror(bucket, root, ("bars", "fxcache"), lazy=True)
+    with mirror_lock(root):
+        mirror.pull()
+
+    def fetch(file: Path, sha256: str, manifest: Path) -> None:
+        with mirror_lock(root):
+            mirror.fetch(file, sha256, manifest)
+
+    return root, fetch
 
 
 def fetch_inputs(

@@ -160,6 +160,8 @@ class Mirror:
         self.lazy = lazy
         #: Objects left out of the mirror as damaged: store-relative path → why.
         self.damaged: dict[str, str] = {}
+        #: Objects the last pushes copied inside the bucket rather than uploaded.
+        self.copied = 0
         #: Only these symbols' folders of the symbol areas (bars, fxcache, synth) are pulled
         #: and pushed; None: every symbol.
         self.symbols = symbols
@@ -237,6 +239,12 @@ class Mirror:
             entry = ShardEntry.from_json(data, where)
             file = resolve_manifest_file(where, entry.file)
             self._fetch_verified(file, entry.sha256, manifest=where, trusted=trusted)
+
+    def fetch(self, path: Path, sha256: str, manifest: Path) -> None:
+        """Download the file `path` that `manifest` lists unless the mirror holds the bytes
+        of `sha256` (a lazy mirror's reader fetches only what it reads); a damaged or
+        missing object is left out, with a warning."""
+        self._fetch_verified(path, sha256, manifest=manifest, trusted=False)
 
     def _rel(self, path: Path) -> str:
         return path.relative_to(self.root).as_posix()
@@ -346,13 +354,16 @@ class Mirror:
             if before is not None and before[0] == data:
                 written += self._restore_missing(path)
                 continue
+            copies: dict[str, str] = {}
             if rel.startswith("bars/"):
-                files = self._series_files(path, _version_shas(before[0] if before else b"{}"))
+                committed = _version_shas(before[0] if before else b"{}")
+                files = self._series_files(path, committed)
+                copies = self._committed_days(path.parent, committed)
             else:
                 files = [(f, None) for f in self._shard_files(path)]
             for file, sha256 in files:
                 if sha256 is None or not self._in_bucket_only(file, sha256):
-                    written += self._put_immutable(file)
+                    written += self._put_immutable(file, copies=copies)
             etag = self.bucket.put(
                 rel,
                 data,
@@ -418,6 +429,26 @@ class Mirror:
             )
         return True
 
+    def _committed_days(self, series: Path, committed: set[tuple[int, str]]) -> dict[str, str]:
+        """ETag (the MD5 of a one-part upload) → store-relative name of each day file of
+        the versions of `series` the bucket committed (`committed`) that the bucket holds
+        intact: what a new version's day of the same bytes is copied from, in the bucket."""
+        found: dict[str, str] = {}
+        for version in list_bar_versions(series):
+            if (version.version, version.manifest_sha256) not in committed:
+                continue
+            with os_errors(version.manifest, "read"):
+                if not version.manifest.is_file():
+                    continue
+            days = read_json(version.manifest).get("days")
+            for day in days if isinstance(days, list) else []:
+                if isinstance(day, dict) and "file" in day:
+                    rel = self._rel(resolve_manifest_file(version.manifest, str(day["file"])))
+                    info = self.listing.get(rel)
+                    if info is not None and rel not in self.damaged:
+                        found.setdefault(info.etag, rel)
+        return found
+
     def _restore_missing(self, manifest: Path) -> int:
         """Upload the files the committed `manifest` lists that the bucket lacks (a damaged
         object deleted by ``verify --repair``) where the mirror holds their recorded bytes
@@ -473,16 +504,29 @@ class Mirror:
         return self._put_immutable(path, written_by="another fetch")
 
     def _put_immutable(
-        self, path: Path, written_by: str = "another writer's build of the same version"
+        self,
+        path: Path,
+        written_by: str = "another writer's build of the same version",
+        *,
+        copies: dict[str, str] | None = None,
     ) -> int:
-        """Upload `path` unless the bucket holds its bytes; never replace other bytes."""
+        """Upload `path` unless the bucket holds its bytes; never replace other bytes.
+
+        When `copies` (ETag → store-relative name) names an object of the same bytes (a day
+        a new version took from an earlier one), the bucket copies it server-side instead.
+        """
         rel = self._rel(path)
         with os_errors(path, "read"):
             md5 = md5_hex(path)
         info = self.listing.get(rel)
         if info is None:
             try:
-                etag = self.bucket.put_file(rel, path, if_none_match=True)
+                source = (copies or {}).get(md5)
+                if source is not None:
+                    etag = self.bucket.copy(source, rel, source_etag=md5)
+                    self.copied += 1
+                else:
+                    etag = self.bucket.put_file(rel, path, if_none_match=True)
                 with os_errors(path, "read"):
                     self.listing[rel] = ObjectInfo(path.stat().st_size, etag, 0)
                 return 1

@@ -235,24 +235,6 @@ class S3Bucket:
             data: bytes = reply["Body"].read()
         return data
 
-    def copy(self, source: str, rel: str) -> None:
-        """Copy object `source` to `rel` of the same store inside S3 (no bytes pass through
-        here), only if `rel` does not exist; S3 stores the copy's SHA-256 as at upload.
-
-        Raises
-        ------
-        CommitConflictError
-            An object is at `rel` already.
-        """
-        with self.errors(rel, "write"):
-            self.client.copy_object(
-                Bucket=self.url.bucket,
-                Key=self.url.key(rel),
-                CopySource={"Bucket": self.url.bucket, "Key": self.url.key(source)},
-                ChecksumAlgorithm="SHA256",
-                IfNoneMatch="*",
-            )
-
     def download(self, rel: str, dest: Path) -> None:
         """Write object `rel` into the local file `dest` (which the caller names and checks)."""
         with self.errors(rel, "download"), open(dest, "wb") as fh:
@@ -299,6 +281,29 @@ class S3Bucket:
                 **({"IfNoneMatch": "*"} if if_none_match else {}),
             )
         return str(reply["ETag"]).strip('"')
+
+    def copy(self, source: str, rel: str, *, source_etag: str | None = None) -> str:
+        """Copy object `source` to `rel` inside the bucket (a server-side copy: no byte
+        travels through this machine), only if no object `rel` exists and, with
+        `source_etag`, only if `source` still has that ETag; return the new object's ETag.
+        S3 stores the copy's SHA-256 as for an upload (:meth:`stored_sha256`).
+
+        Raises
+        ------
+        CommitConflictError
+            `source` changed, or `rel` exists.
+        """
+        condition = {} if source_etag is None else {"CopySourceIfMatch": f'"{source_etag}"'}
+        with self.errors(rel, "write" if source_etag is None else "commit"):
+            reply = self.client.copy_object(
+                Bucket=self.url.bucket,
+                Key=self.url.key(rel),
+                CopySource={"Bucket": self.url.bucket, "Key": self.url.key(source)},
+                IfNoneMatch="*",
+                ChecksumAlgorithm="SHA256",
+                **condition,
+            )
+        return str(reply["CopyObjectResult"]["ETag"]).strip('"')
 
     def stored_sha256(self, rel: str) -> str | None:
         """The hex SHA-256 S3 stored for object `rel` at upload (a HEAD request), None when

@@ -27,8 +27,9 @@ import numpy.typing as npt
 from fxstore.config import SynthConfig
 from fxstore.ingest import MBP10_DTYPE, DbnMetadata
 from fxstore.market.calendar import NS_PER_DAY
+from fxstore.store import os_errors
 from fxstore.synth.day import DayPlan, DaySimulation, DayVolume
-from fxstore.synth.signal import SAMPLES_PER_HALF_LIFE, SignalLog
+from fxstore.synth.signal import SAMPLES_PER_HALF_LIFE, SignalLog, signal_file_name
 from fxstore.synth.writer import DbnFileWriter, dbn_file_name, mbp10_metadata, utc_date_of
 
 __all__ = [
@@ -155,7 +156,11 @@ def write_file(task: FileTask) -> FileWritten:
     that end in it). Runs in a worker process or in the caller's."""
     buffer = np.empty(task.chunk_records, dtype=MBP10_DTYPE)
     days = []
-    with DbnFileWriter(task.path, task.metadata, task.config.compression_level) as writer:
+    # An OSError names the file it was writing (a worker's too: the error travels back).
+    with (
+        os_errors(task.path, "write"),
+        DbnFileWriter(task.path, task.metadata, task.config.compression_level) as writer,
+    ):
         for part in task.parts:
             day = _write_part(task.config, part, writer, buffer)
             if day is not None:
@@ -185,6 +190,7 @@ def _write_part(
             signal.observe(records)
     if not part.is_last:
         return None
-    signal_file = signal.end_day(plan.trading_day, *sim.signal_stream())
+    with os_errors(writer.path.parent / signal_file_name(plan.trading_day), "write"):
+        signal_file = signal.end_day(plan.trading_day, *sim.signal_stream())
     logger.debug("generated trading day %s", plan.trading_day)
     return DayWritten(plan.trading_day, signal_file, sim.volumes())

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from fxstore.config import IngestConfig, InstrumentSelection
+from fxstore.config import IngestConfig, InstrumentSelection, RollConfig
 from fxstore.errors import InvalidInputError
 
 pytestmark = pytest.mark.quick
@@ -51,3 +51,36 @@ def test_ingest_config_records_the_selection_as_the_option_text(text: str) -> No
     config = IngestConfig(instrument_mode=InstrumentSelection.parse(text))
 
     assert config.to_json()["instrument_mode"] == text
+
+
+@pytest.mark.parametrize(
+    ("depth", "message"),
+    [
+        (0, "`--depth` must be >= 1, was 0."),
+        (1.5, "`--depth` must be a whole number, was 1.5."),
+        (13, "`--depth` must be at most 12 (a contract that far out barely trades), was 13."),
+    ],
+)
+def test_roll_config_invalid_depth_raises_naming_the_option(depth: float, message: str) -> None:
+    with pytest.raises(InvalidInputError) as err:
+        RollConfig(depth=depth)  # type: ignore[arg-type]
+    assert str(err.value) == message
+
+
+@pytest.mark.parametrize(
+    ("depth", "store_symbol", "recorded"), [(1, "ES.FUT", None), (2, "ES.FUT.2", 2)]
+)
+def test_ingest_config_depth_names_its_store_symbol_and_is_recorded_above_one(
+    depth: int, store_symbol: str, recorded: int | None
+) -> None:
+    config = IngestConfig(roll=RollConfig(depth=depth))
+
+    assert config.store_symbol == store_symbol
+    assert config.instrument_key == "mbp10_front_month"
+    roll = config.to_json().get("roll")
+    assert (roll or {}).get("depth") == recorded  # type: ignore[attr-defined]
+
+
+def test_ingest_config_depth_outside_front_month_mode_raises() -> None:
+    with pytest.raises(InvalidInputError, match="front-month only, was all"):
+        IngestConfig(instrument_mode=InstrumentSelection("all"), roll=RollConfig(depth=2))

@@ -79,6 +79,9 @@ class GroupTask:
     #: Build only this (trading day, instrument_id): a day built again for the front month
     #: the driver chose, when it was not among the task's candidates; None: every day.
     only: tuple[dt.date, int] | None = None
+    #: Trading days taken from the series' current version (:mod:`.reuse`): their records
+    #: (in a file read for other days) are counted, never built into bars.
+    skip: frozenset[dt.date] = frozenset()
 
     def describe(self) -> str:
         """The group's files and trading days, for an error line ("a.dbn.zst … (2024-03-05)")."""
@@ -136,11 +139,12 @@ class GroupResult:
     passed_over: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
-def outright_chooser(root: str, months: str | None = None) -> Chooser:
-    """The two nearest live outrights of `root` listed that day (front-month mode, in
-    parallel), of the series' `months` when it holds only some: the front month is one of
-    them unless a contract further out led yesterday's volume, and then the parent builds
-    that day again for the contract it chose."""
+def outright_chooser(root: str, months: str | None = None, depth: int = 1) -> Chooser:
+    """The ``depth + 1`` nearest live outrights of `root` listed that day (front-month
+    mode, in parallel), of the series' `months` when it holds only some: the front month is
+    one of the two nearest, and the contract `depth` - 1 places after it one of these,
+    unless a contract further out led yesterday's volume, and then the parent builds that
+    day again for the contract it chose."""
 
     def choose(day: dt.date, listed: dict[int, str]) -> set[int] | None:
         live = []
@@ -150,7 +154,7 @@ def outright_chooser(root: str, months: str | None = None) -> Chooser:
                 continue
             if contract_expiry(root, contract) >= day:
                 live.append((contract, instrument_id))
-        return {instrument_id for _, instrument_id in sorted(live)[:2]}
+        return {instrument_id for _, instrument_id in sorted(live)[: depth + 1]}
 
     return choose
 
@@ -176,15 +180,16 @@ def _pruned(wanted: set[int], activity: dict[int, tuple[int, int]]) -> set[int]:
 
 
 def selection_chooser(
-    selection: InstrumentSelection, root: str | None, months: str | None = None
+    selection: InstrumentSelection, root: str | None, months: str | None = None, depth: int = 1
 ) -> Chooser:
-    """The chooser of a parallel group for `selection` (front month: of `months` only)."""
+    """The chooser of a parallel group for `selection` (front month: of `months` only, the
+    contracts around the one at `depth`)."""
     if selection.mode == "all":
         return lambda _day, _listed: None
     if selection.mode == "id":
         wanted = {int(selection.instrument_id or 0)}
         return lambda _day, _listed: wanted
-    return outright_chooser(root or "", months)
+    return outright_chooser(root or "", months, depth)
 
 
 def _only_chooser(only_day: dt.date, instrument_id: int) -> Chooser:
@@ -282,7 +287,7 @@ def _iter_days(
                         "its metadata header declares; re-run with --workers 1."
                     )
                 current = DayResult(day, symbols_listed(source.symbology, day, task.plan.sessions))
-                wanted = chooser(day, current.listed)
+                wanted = set() if day in task.skip else chooser(day, current.listed)
             _count_out_of_session(current, run, task.plan)
             current.last_ts_recv = max(current.last_ts_recv, int(run["ts_recv"][-1]))
             if track_trades:  # the prices of a roll, as known when the next session opens
@@ -335,13 +340,19 @@ def build_group(
     """
     started = time.perf_counter()
     plan = task.plan
+    roll = plan.roll
     if task.only is not None and choose is None:
         choose = _only_chooser(*task.only)
-    chooser = choose or selection_chooser(plan.selection, plan.root, plan.roll.months)
-    # Pruning drops a candidate that trades little today: right for the volume rule (a
-    # contract that led yesterday trades well today), not for rules that may pick one that
-    # trades less (a calendar roll ahead of the volume, open interest).
-    prune = choose is None and plan.selection.mode == "front-month" and plan.roll.rule == "volume"
+    chooser = choose or selection_chooser(plan.selection, plan.root, roll.months, roll.depth)
+    # Pruning drops a candidate that trades little today: right for the volume rule's front
+    # month (a contract that led yesterday trades well today), not for rules that may pick
+    # one that trades less (a calendar roll ahead of the volume, open interest, a depth).
+    prune = (
+        choose is None
+        and plan.selection.mode == "front-month"
+        and roll.rule == "volume"
+        and roll.depth == 1
+    )
     if task.fragments is not None:  # one day of split files: their inputs are counted there
         assert task.symbology is not None
         fragments = FragmentSource(task.fragments, task.symbology)

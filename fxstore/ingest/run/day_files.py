@@ -9,6 +9,7 @@ the parent never compresses or hashes a day itself.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 from dataclasses import dataclass
@@ -57,8 +58,13 @@ class DayFile:
 
 
 def bars_metadata(config: IngestConfig) -> dict[bytes, bytes]:
-    """The Parquet key-value metadata of every day file of an ingest with `config`."""
-    blob = {"version": __version__, "stage": "ingest", "config": config.to_json()}
+    """The Parquet key-value metadata of every day file of an ingest with `config`: the
+    settings that shape its bars. The price adjustment is left out: it changes no bar
+    (adjusted prices are derived from the manifest's transitions when bars are read), so a
+    day's file has the same bytes whatever ``--adjust`` and ``--adjust-direction``."""
+    roll = dataclasses.replace(config.roll, adjust="none", direction="backward")
+    shaping = dataclasses.replace(config, roll=roll)
+    blob = {"version": __version__, "stage": "ingest", "config": shaping.to_json()}
     return {b"fxstore": json.dumps(blob, sort_keys=True).encode()}
 
 

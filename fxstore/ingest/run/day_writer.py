@@ -26,9 +26,10 @@ from fxstore.ingest.run.day_files import (
     write_day_file,
 )
 from fxstore.ingest.run.plan import IngestPlan
+from fxstore.ingest.run.reuse import Reuse, link_day_file
 from fxstore.ingest.select.front_month import FrontMonthSelector
 from fxstore.market.contracts import parse_outright
-from fxstore.store import fsync_dir, os_errors
+from fxstore.store import MANIFEST, fsync_dir, os_errors, resolve_manifest_file
 
 __all__ = ["ENDS_EARLY_NS", "DayWriter", "Json", "Request", "StagedArea"]
 
@@ -79,10 +80,73 @@ class DayWriter:
         #: Where the workers' parts are when not in a folder here: in the store's bucket
         #: (:class:`fxstore.ingest.run.objects.StagedParts`); None: the parts folder.
         self.staged: StagedArea | None = None
+        #: Days taken from the current version (:mod:`fxstore.ingest.run.reuse`): every one
+        #: is skipped where the inputs hold it; those with an entry are written in day order.
+        self.reuse: Reuse | None = None
+        self._pending: list[dt.date] = []
+        #: Days whose file and entry were taken from the current version.
+        self.n_reused = 0
+        #: Called with each day taken.
+        self.on_reused: Callable[[dt.date], None] | None = None
+        #: Builds a day from every input that holds it, for the front month chosen (None:
+        #: none), when the choice differs from the one of the version it was to be taken from.
+        self.build_day: Callable[[dt.date, int | None], DayResult] | None = None
+
+    def take_days(self, reuse: Reuse) -> None:
+        """Take the days of `reuse` instead of building them (those not written yet)."""
+        written = {str(e["trading_day"]) for e in self.entries}
+        self.reuse = reuse
+        self._pending = sorted(
+            d for d, e in reuse.days.items() if e is not None and d.isoformat() not in written
+        )
+
+    def is_taken(self, day: dt.date) -> bool:
+        """Whether `day` comes from the current version (its records are not built)."""
+        return self.reuse is not None and day in self.reuse.days
+
+    def _catch_up(self, before: dt.date | None) -> None:
+        """Write the days taken that come before `before` (None: all that are left)."""
+        while self._pending and (before is None or self._pending[0] < before):
+            self._take(self._pending.pop(0))
+
+    def _take(self, day: dt.date) -> None:
+        """Write a day taken from the current version: its file linked, its entry copied;
+        in front-month mode only if the selector picks the same contract (else built)."""
+        assert self.reuse is not None
+        entry = self.reuse.days[day]
+        assert entry is not None
+        listed = {int(k): str(v) for k, v in entry["listed"].items()}
+        if self.selector is not None:
+            chosen = self.selector.start_day(day, listed)
+            if ("" if chosen is None else listed.get(chosen, "")) != entry["contract"]:
+                assert self.build_day is not None
+                self._begun = (day, chosen)
+                self._write(self.build_day(day, chosen))
+            else:
+                self.selector.end_day({int(k): int(v[1]) for k, v in entry["activity"].items()})
+                self._link(day, entry)
+        else:
+            self._link(day, entry)
+        if self.on_reused is not None:
+            self.on_reused(day)
+
+    def _link(self, day: dt.date, entry: Json) -> None:
+        assert self.reuse is not None
+        if "file" in entry:
+            manifest = self.reuse.folder / MANIFEST
+            source = resolve_manifest_file(manifest, str(entry["file"]))
+            link_day_file(source, self.out_dir / day_file_name(day))
+        self.entries.append(dict(entry))
+        self.n_reused += 1
+
+    def finish(self) -> None:
+        """Write the days taken after the last day built."""
+        self._catch_up(None)
 
     def begin(self, day: dt.date, listed: dict[int, str]) -> set[int]:
         """Choose the front month of `day` before its records are read (in-process runs)."""
         assert self.selector is not None
+        self._catch_up(day)
         chosen = self.selector.start_day(day, listed)
         self._begun = (day, chosen)
         return set() if chosen is None else {chosen}
@@ -98,8 +162,17 @@ class DayWriter:
         self.selector.end_day({i: v for i, (_, v) in day.activity.items()})
         return chosen
 
-    def write(self, day: DayResult) -> Json:
-        """Write one day's file (if it has bars); return its manifest entry."""
+    def write(self, day: DayResult) -> Json | None:
+        """Write one day's file (if it has bars); return its manifest entry (None: the day
+        is taken from the current version, written in its turn)."""
+        self._catch_up(day.day)
+        if self.is_taken(day.day):  # its records in a file read for other days
+            for part in (day.parts or {}).values():
+                part.path.unlink(missing_ok=True)
+            return None
+        return self._write(day)
+
+    def _write(self, day: DayResult) -> Json:
         if self.selector is not None:
             key = self._choose(day)
             built = day
@@ -211,6 +284,7 @@ class DayWriter:
 
     def replay(self, entry: Json) -> None:
         """Account for a day finished by an earlier run (keeps the selector's state right)."""
+        self._pending = [d for d in self._pending if d.isoformat() != entry["trading_day"]]
         if self.selector is not None:
             day = dt.date.fromisoformat(str(entry["trading_day"]))
             listed = {int(k): str(v) for k, v in entry["listed"].items()}

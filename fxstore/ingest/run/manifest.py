@@ -70,7 +70,12 @@ class IngestSummary:
     days_written: int
     #: Days not rebuilt: unchanged since the last run, or finished before it was killed.
     days_skipped: int
-    #: MBP-10 records read, and those of the kept instrument(s).
+    #: Days whose file and entry were taken from the series' previous version, their day
+    #: key unchanged (:mod:`fxstore.ingest.run.reuse`): not built.
+    days_reused: int
+    #: MBP-10 records read (with days taken from the previous version: the records its
+    #: manifest recorded of those days, and the others read), and those of the kept
+    #: instrument(s).
     n_records: int
     n_kept: int
     n_bars: int
@@ -151,13 +156,16 @@ def write_manifest(
     definitions: Sequence[Path] = (),
     truncated: Mapping[str, list[int]] | None = None,
     passed_over: Mapping[str, Mapping[str, int]] | None = None,
+    day_keys: Mapping[str, str] | None = None,
 ) -> None:
     """Commit the series: written last, atomically, once every day file is in place.
 
     `truncated` (file name → [bytes dropped, records kept, last ts_recv]) marks those
     inputs, and the trading day their last record fell on, as incomplete. `passed_over`
     (file name → {rtype "0xNN": records}) counts the records of each input in no bar that
-    are neither MBP-10 nor symbol mappings, each rtype with its reason.
+    are neither MBP-10 nor symbol mappings, each rtype with its reason. `day_keys`
+    (trading day → key, :func:`fxstore.ingest.run.reuse.day_keys`) let a later build take
+    the days whose key it shares.
     """
     passed = {
         name: describe_passed_over(by_rtype) for name, by_rtype in (passed_over or {}).items()
@@ -197,6 +205,7 @@ def write_manifest(
             "roll_schedule": [e.to_json() for e in schedule],
             **_transitions_json(writer, schedule),
             "days": writer.entries,
+            "day_keys": dict(day_keys or {}),
             "n_bars": sum(int(str(e["n_bars"])) for e in writer.entries),
         },
     )
@@ -247,6 +256,7 @@ def summary_from_manifest(out_dir: Path, manifest: Json, started: float) -> Inge
         n_days=sum(1 for c in counts if c["n_bars"] > 0),
         days_written=0,
         days_skipped=len(days),
+        days_reused=0,
         n_records=sum(c["n_records"] for c in counts),
         n_kept=sum(c["n_kept"] for c in counts),
         n_bars=n_bars,
@@ -366,7 +376,7 @@ def warn_implausible(plan: IngestPlan, entries: Sequence[Json]) -> None:
     lo, hi, source = plausible_range(contracts[0].split(",")[0])
     warnings.warn(
         FxStoreWarning(
-            f"{plan.symbol}: {n:,} book states or trades priced outside the plausible range "
+            f"{plan.store_symbol}: {n:,} book states or trades priced outside the plausible range "
             f"of {', '.join(contracts[:3])} ([{lo:g}, {hi:g}] points, {source}), or trades "
             f"more than {MAX_TRADE_FROM_MID:.0%} from the book's mid or of more than "
             f"{MAX_TRADE_QTY:,} contracts, in {n_bars:,} bars on {len(days)} trading day(s), "
@@ -388,7 +398,7 @@ def warn_ended_early(plan: IngestPlan, entries: Sequence[Json]) -> None:
     ) + (" …" if len(days) > 3 else "")
     warnings.warn(
         FxStoreWarning(
-            f"{plan.symbol}: the records of {len(days)} trading day(s) end well before the "
+            f"{plan.store_symbol}: the records of {len(days)} trading day(s) end well before the "
             f"session closes: {shown}, though their inputs' requests (the DBN metadata's end) "
             "asked for more: the inputs were cut inside those sessions (a download cut short "
             "on a record boundary), so their bars are "
@@ -429,7 +439,7 @@ def warn_if_target_missed(plan: IngestPlan, entries: Sequence[Json]) -> None:
         )
     warnings.warn(
         FxStoreWarning(
-            f"{plan.symbol}: {rate:.1f} bars per trading day against --target-bars-per-day "
+            f"{plan.store_symbol}: {rate:.1f} bars per trading day against --target-bars-per-day "
             f"{target:g} (close reasons: {shares}); {why}."
         ),
         stacklevel=2,

@@ -77,6 +77,14 @@ from fxstore.ingest.run.plan import expand_definitions, plan_ingest
 from fxstore.ingest.run.pool import WarningsToParent, start_worker_server
 from fxstore.ingest.run.progress import PROGRESS, ProgressLog, load_progress
 from fxstore.ingest.run.resplit import SPLIT_DIR, build_split_groups, can_split
+from fxstore.ingest.run.reuse import (
+    as_digest,
+    build_day,
+    day_keys,
+    find_reuse,
+    input_digests,
+    tasks_to_build,
+)
 from fxstore.ingest.select.coverage import (
     check_instrument_root,
     check_selection,
@@ -440,6 +448,20 @@ def _build_series(
                 plan=plan,
             )
             tasks.append((_group_key(group), task))
+        spans = {f.path: s for g in groups for f in g if (s := _file_days(f, plan.sessions))}
+        side = input_digests([*definitions, *plan.statistics_files, *symbology])
+        # Ray tasks that read s3:// inputs build every day (their inputs are not hashed here).
+        taken = (
+            None
+            if io is not None
+            else find_reuse(config, series_dir, spans, side, plan, source.symbology)
+        )
+        if taken is not None:
+            digests, reuse = taken
+            writer.take_days(reuse)
+            tasks = tasks_to_build(tasks, spans, reuse, plan.sessions)
+            writer.build_day = functools.partial(build_day, plan, spans)
+            writer.on_reused = on_progress
         with _stage_discarded_on_refusal(out_dir):
             try:
                 # The workers' own scratch writes (fragments) too: their OSError names the folder.
@@ -459,6 +481,18 @@ def _build_series(
                 _remove_scratch(out_dir)
             if staged is not None:
                 staged.clean()
+            if taken is not None:  # the files not read were never hashed by the reader
+                inputs = [list(digests[p]) for g in groups for f in g if (p := f.path) in spans]
+            keys = None
+            if io is None:  # no keys for a build from s3:// inputs: a later one builds anew
+                read = [p for g in groups for f in g if (p := f.path) in spans]
+                named = dict(zip(read, inputs, strict=True))
+                keys = day_keys(
+                    plan,
+                    {as_digest(named[p]): span for p, span in spans.items()},
+                    side,
+                    source.symbology,
+                )
             if not any(int(e.get("n_kept", 0)) for e in writer.entries):
                 raise SymbolNotFoundError(
                     f"{_describe_inputs(source)}: kept none of the {n_records:,} MBP-10 records "
@@ -467,7 +501,14 @@ def _build_series(
                     "(`fxstore scan` shows what the files hold)."
                 )
             write_manifest(
-                out_dir, writer, inputs, fingerprint, definitions, truncated, passed_over
+                out_dir,
+                writer,
+                inputs,
+                fingerprint,
+                definitions,
+                truncated,
+                passed_over=passed_over,
+                day_keys=keys,
             )
         commit_bar_version(series_dir, out_dir)
         warn_if_target_missed(plan, writer.entries)
@@ -479,9 +520,13 @@ def _build_series(
     return IngestSummary(
         out_dir=out_dir,
         n_days=n_days,
-        days_written=len(writer.entries) - n_skipped,
+        days_written=len(writer.entries) - n_skipped - writer.n_reused,
         days_skipped=n_skipped,
-        n_records=n_records,
+        days_reused=writer.n_reused,
+        # with days taken, the records of the series' days, read or not
+        n_records=sum(int(e["n_records"]) for e in writer.entries)
+        if writer.n_reused
+        else n_records,
         n_kept=sum(int(e.get("n_kept", 0)) for e in writer.entries),
         n_bars=n_bars,
         schedule=tuple(writer.selector.schedule) if writer.selector else (),
@@ -593,9 +638,9 @@ def _build_all(
     n_replayed = len(writer.entries)
 
     def write(day: DayResult) -> None:
-        writer.write(day)
+        entry = writer.write(day)
         day.bars.clear()  # written: free the memory
-        if on_progress:
+        if on_progress and entry is not None:  # a day taken is told when it is written
             on_progress(day.day)
 
     with contextlib.ExitStack() as stack:
@@ -612,6 +657,7 @@ def _build_all(
         log = ProgressLog(writer.out_dir, fingerprint, resumed)
         stack.enter_context(log)
         stack.enter_context(contextlib.closing(groups))  # on an error, stop the pool first
+        logged = len(writer.entries)
         for key, task, result in groups:
             if io is not None and ray_pool is not None:
                 task = _for_workers(task, writer, ray=True, io=io)
@@ -624,16 +670,18 @@ def _build_all(
             log.append(
                 key,
                 {
-                    "days": writer.entries[len(writer.entries) - len(result.days) :],
+                    "days": writer.entries[logged:],  # with the days taken before them
                     "inputs": [list(i) for i in result.inputs],
                     "truncated": result.truncated,
                     "passed_over": result.passed_over,
                     "n_records": result.n_records,
                 },
             )
+            logged = len(writer.entries)
             inputs += [list(i) for i in result.inputs]
             truncated |= result.truncated
             passed_over |= result.passed_over
             n_records += result.n_records
             build_s += result.build_s
+    writer.finish()  # the days taken after the last one built
     return inputs, truncated, n_records, n_replayed, build_s, passed_over

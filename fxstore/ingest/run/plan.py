@@ -89,6 +89,11 @@ class IngestPlan:
         return self.config.symbol
 
     @property
+    def store_symbol(self) -> str:
+        """The series' store key: :attr:`symbol`, or "ES.FUT.2" for ``--depth 2``."""
+        return self.config.store_symbol
+
+    @property
     def bars(self) -> BarConfig:
         """The bar rule."""
         return self.config.bars
@@ -122,8 +127,10 @@ class IngestPlan:
         return dataclasses.replace(self.bars, multiplier=multiplier)
 
     def out_dir(self, store_root: Path) -> Path:
-        """The bar series' folder: ``bars/<symbol>/<instrument-key>/<bar-key>/``."""
-        return bars_dir(store_root, self.symbol, self.config.instrument_key, self.bars.key)
+        """The bar series' folder: ``bars/<store symbol>/<instrument-key>/<bar-key>/``
+        (the store symbol of ``--depth 2`` is "ES.FUT.2": :func:`fxstore.config.depth_symbol`)."""
+        key = self.config.instrument_key
+        return bars_dir(store_root, self.store_symbol, key, self.bars.key)
 
 
 def plan_ingest(config: IngestConfig, definitions: Sequence[Path] = ()) -> IngestPlan:

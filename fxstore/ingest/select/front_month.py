@@ -168,6 +168,11 @@ class FrontMonthSelector:
     The batch schedule (:func:`select_front_month`) and the streaming filter
     (:func:`iter_front_month`) both drive this one class, so they always agree.
 
+    With ``roll.depth`` above 1 the rule still chooses the front month, but the day's
+    contract (what :meth:`start_day` returns and the schedule records, the reason being the
+    front month's) is the live contract ``depth - 1`` places after it: the second or third
+    contract of the curve, rolling when the front month rolls.
+
     Parameters
     ----------
     root
@@ -201,7 +206,8 @@ class FrontMonthSelector:
         self._open_interest = open_interest
         self._facts = _Facts()  # the day's rule facts for its entry
         self.schedule: list[RollEntry] = []
-        self._current: Contract | None = None
+        self._current: Contract | None = None  # the front month
+        self._held: Contract | None = None  # the contract at the series' depth
         self._prior: dict[Contract, int] | None = None  # outright volumes of the last day
         self._day: dt.date | None = None
         self._reason = ""
@@ -215,24 +221,39 @@ class FrontMonthSelector:
         if not self._today:
             return None
         self._current, self._reason = self._choose(day)
-        return self._today.get(self._current, self._ids.get(self._current))
+        self._held = self._at_depth(day, self._current)
+        return self._today.get(self._held, self._ids.get(self._held))
+
+    def _at_depth(self, day: dt.date, front: Contract) -> Contract:
+        """The contract the series holds: `front` at depth 1, else the live contract
+        ``depth - 1`` places after it (of the series' months), so it rolls with the front."""
+        depth = self.roll.depth
+        if depth == 1:
+            return front
+        later = sorted(c for c in self._today if self._allowed(c) and c > front)
+        if len(later) < depth - 1:
+            listed = ", ".join(c.symbol for c in later) or "none"
+            raise NoFrontMonthError(
+                f"--depth {depth}: {day} lists {len(later)} outright(s) of {self.root!r} after "
+                f"the front month {front.symbol} ({listed}), and depth {depth} needs "
+                f"{depth - 1}; lower --depth or add the later contracts' records to the input."
+            )
+        return later[depth - 2]
 
     def end_day(self, volume_by_id: Mapping[int, int]) -> None:
         """Close the day begun last with its traded volume per instrument id."""
-        if not self._today or self._day is None or self._current is None:
+        if not self._today or self._day is None or self._held is None:
             return
         self._ids.update(self._today)
         today = {c: volume_by_id.get(i, 0) for c, i in self._today.items()}
-        prior = self._prior
+        prior, held = self._prior, self._held
         self.schedule.append(
             RollEntry(
                 trading_day=self._day,
-                contract=self._current.symbol,
-                instrument_id=self._ids[self._current],
-                prior_volume_share=None
-                if prior is None
-                else _share(prior.get(self._current, 0), prior),
-                volume_share=_share(today.get(self._current, 0), today),
+                contract=held.symbol,
+                instrument_id=self._ids[held],
+                prior_volume_share=None if prior is None else _share(prior.get(held, 0), prior),
+                volume_share=_share(today.get(held, 0), today),
                 reason=self._reason,
                 prior_open_interest=self._facts.prior_open_interest,
                 roll_day=self._facts.roll_day,

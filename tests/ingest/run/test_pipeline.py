@@ -449,13 +449,14 @@ def test_ingest_killed_rebuild_with_changed_inputs_leaves_the_previous_version_w
 
     def dying_write(self: DayWriter, day: DayResult) -> Json:
         calls["n"] += 1
-        if calls["n"] == 3:
+        if calls["n"] == 2:
             raise KeyboardInterrupt  # killed in the middle of the new build
         return real_write(self, day)
 
     monkeypatch.setattr(DayWriter, "write", dying_write)
     with pytest.raises(KeyboardInterrupt):
-        ingest(config, files[1:6], tmp_path)  # other inputs: days 2-4 change
+        # other inputs: days 2-4 are taken from version 1, days 5 and 6 built
+        ingest(config, files[1:6], tmp_path)
     monkeypatch.setattr(DayWriter, "write", real_write)
 
     series = first.out_dir.parent
@@ -469,7 +470,9 @@ def test_ingest_killed_rebuild_with_changed_inputs_leaves_the_previous_version_w
     resumed = ingest(config, files[1:6], tmp_path)
     clean = ingest(config, files[1:6], tmp_path / "clean")
 
-    assert resumed.out_dir.name == "v0002" and resumed.days_skipped == 2
+    # days 2-5 were written before the kill (the days taken with the first built after them)
+    assert resumed.out_dir.name == "v0002" and resumed.days_skipped == 4
+    assert (resumed.days_reused, resumed.days_written) == (0, 1)
     assert _digests(resumed.out_dir) == _digests(clean.out_dir)
     assert [v.version for v in list_bar_versions(series)] == [1, 2]
     assert _digests(first.out_dir) == files_before  # version 1 is kept, readable

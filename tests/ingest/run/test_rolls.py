@@ -361,7 +361,7 @@ def test_rolls_cli_without_front_month_bars_is_one_error_line(tmp_path: Path) ->
         ),
         (
             ["--adjust", "ratio", "--instrument-mode", "all"],
-            "Error: `--roll`, `--roll-months` and `--adjust` apply to --instrument-mode "
+            "Error: `--roll`, `--roll-months`, `--adjust` and `--depth` apply to --instrument-mode "
             "front-month only, was all.",
         ),
     ],
@@ -547,3 +547,68 @@ def test_rolls_text_of_one_transition_says_one_roll(built: Path) -> None:
     first = one.format_text().splitlines()[0]
 
     assert first.startswith("ES.FUT v1: 1 roll by volume (adjust none, backward) in ")
+
+
+def _next_quarterly(contract: str) -> str:
+    """ESH4 -> ESM4, ESZ4 -> ESH5."""
+    months = "HMUZ"
+    k = months.index(contract[2])
+    year = int(contract[3]) + (k == 3)
+    return f"{contract[:2]}{months[(k + 1) % 4]}{year % 10}"
+
+
+def test_depth_two_holds_the_next_contract_and_rolls_with_the_front(
+    built: Path, two_roll_market: SynthMarket, tmp_path: Path
+) -> None:
+    config = dataclasses.replace(BASE, roll=RollConfig(depth=2))
+
+    summary = ingest(config, [two_roll_market.folder], tmp_path)
+
+    where = summary.out_dir.relative_to(tmp_path).parts[:3]
+    assert where == ("bars", "ES.FUT.2", "mbp10_front_month")
+    front = _manifest(_series(built, "mbp10_front_month"))["roll_schedule"]
+    second = _manifest(summary.out_dir)["roll_schedule"]
+    assert [e["trading_day"] for e in second] == [e["trading_day"] for e in front]  # type: ignore[union-attr]
+    assert [e["contract"] for e in second] == [  # type: ignore[union-attr]
+        _next_quarterly(e["contract"])
+        for e in front  # type: ignore[union-attr]
+    ]
+    assert [e["reason"] for e in second] == [e["reason"] for e in front]  # type: ignore[union-attr]
+    assert sum(e["reason"] == "volume" for e in second) == 2  # type: ignore[union-attr]
+    bars = fxstore.open(tmp_path).read_bars("ES.FUT.2", columns=["trading_day", "instrument_id"])
+    held = {e["trading_day"]: e["instrument_id"] for e in second}  # type: ignore[union-attr]
+    days = [d.isoformat() for d in bars["trading_day"].to_pylist()]
+    assert bars["instrument_id"].to_pylist() == [held[d] for d in days]
+
+
+def test_depth_two_with_workers_writes_the_same_files(
+    two_roll_market: SynthMarket, tmp_path: Path
+) -> None:
+    one, two = (
+        ingest(
+            dataclasses.replace(BASE, roll=RollConfig(depth=2), workers=workers),
+            [two_roll_market.folder],
+            tmp_path / str(workers),
+        )
+        for workers in (1, 2)
+    )
+
+    assert _files(one.out_dir) == _files(two.out_dir)
+
+
+def test_cli_depth_beyond_the_listed_contracts_is_one_error_line(
+    two_roll_market: SynthMarket, tmp_path: Path
+) -> None:
+    args = ["ingest", str(two_roll_market.folder), "--symbol", "ES.FUT", "--depth", "3"]
+
+    result = CliRunner().invoke(cli, [*args, "--workers", "1", "--store", str(tmp_path)])
+
+    # the synthetic market lists three quarterlies: in a roll week, before the old front
+    # expires, the new front month has one contract after it
+    assert result.exit_code == 1
+    assert result.output == (
+        "Error: --depth 3: 2024-03-13 lists 1 outright(s) of 'ES' after the front month "
+        "ESM4 (ESU4), and depth 3 needs 2; lower --depth or add the later contracts' records "
+        "to the input.\n"
+    )
+    assert not (tmp_path / "bars" / "ES.FUT.3").exists()

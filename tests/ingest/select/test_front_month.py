@@ -5,10 +5,11 @@ import datetime as dt
 import numpy as np
 import pytest
 
+from fxstore.config import RollConfig
 from fxstore.errors import NoFrontMonthError
 from fxstore.ingest.dbn.format import MBP10_DTYPE
 from fxstore.ingest.select.activity import ActivityCounter, DailyActivity
-from fxstore.ingest.select.front_month import select_front_month
+from fxstore.ingest.select.front_month import FrontMonthSelector, select_front_month
 from fxstore.market.calendar import session_bounds_ns
 
 pytestmark = pytest.mark.quick
@@ -165,3 +166,29 @@ def test_select_front_month_records_on_days_no_symbol_is_listed_says_so() -> Non
         "(2024-03-04): the records lie outside the symbology's dates (data of a weekend or "
         "holiday, when no session trades, or files of other dates); check the files' dates."
     )
+
+
+def test_select_front_month_at_depth_two_holds_the_next_contract_and_rolls_with_the_front() -> None:
+    days = _days(5)
+    # ESH4 leads on days 0-1; ESM4 overtakes on day 2: the front rolls on day 3.
+    volumes = [(100, 10, 1), (90, 40, 1), (40, 90, 2), (10, 100, 3), (5, 120, 4)]
+    rows = [(d, i + 1, v[i]) for d, v in zip(days, volumes, strict=True) for i in range(3)]
+    front = select_front_month(_activity(rows), _symbols(days), "ES")
+    selector = FrontMonthSelector("ES", RollConfig(depth=2))
+
+    schedule = select_front_month(_activity(rows), _symbols(days), "ES", selector)
+
+    assert [e.contract for e in front] == ["ESH4", "ESH4", "ESH4", "ESM4", "ESM4"]
+    assert [e.contract for e in schedule] == ["ESM4", "ESM4", "ESM4", "ESU4", "ESU4"]
+    assert [e.reason for e in schedule] == [e.reason for e in front]
+    assert [e.instrument_id for e in schedule] == [2, 2, 2, 3, 3]
+    assert schedule[3].volume_share == pytest.approx(3 / 113)
+
+
+def test_select_front_month_deeper_than_the_listed_contracts_raises() -> None:
+    days = _days(2)
+    rows = [(d, i, 10) for d in days for i in (1, 2, 3)]
+    selector = FrontMonthSelector("ES", RollConfig(depth=4))
+
+    with pytest.raises(NoFrontMonthError, match=r"--depth 4: 2024-03-04 lists 2 outright"):
+        select_front_month(_activity(rows), _symbols(days), "ES", selector)
