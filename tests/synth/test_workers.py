@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from fxstore.config import SynthConfig
-from fxstore.errors import InvalidInputError
+from fxstore.errors import InvalidInputError, StoreAccessError
 from fxstore.store import list_temps
 from fxstore.synth import generate_market
 from fxstore.synth.record import RECORD_NAME
@@ -101,8 +101,8 @@ def test_generate_market_failed_worker_leaves_no_temporary_file_and_keeps_days_b
     stale = folder / ".glbx-mdp3-20240308.mbp-10.dbn.zst.0123abcd.tmp"  # a write cut short
     stale.write_bytes(b"partial")
 
-    with pytest.raises(OSError):
-        generate_market(CONFIG, folder, workers=2)
+    with pytest.raises(StoreAccessError, match=r"cannot write .*glbx-mdp3-20240312"):
+        generate_market(CONFIG, folder, workers=2)  # the worker's error names its file
 
     assert list_temps(folder) == []
     assert blocker.is_dir()
