@@ -109,7 +109,9 @@ def demo(
     cache = run_precompute(features, store_root, output)
     result = None
     if with_train:
-        config = train_config(profile or DEMO_PROFILE, symbol=ingest.symbol)
+        # the cache it just built, also where the store holds others (an earlier default set's)
+        config = train_config(profile or DEMO_PROFILE, symbol=ingest.symbol, featureset=cache.key)
+        click.echo(f"fxcache {ingest.symbol}/{cache.key}: the one just precomputed", err=True)
         result = run_train(config, store_root, quiet, output=output, per_fold=verbose)
     if as_json:
         echo_json(

@@ -135,12 +135,32 @@ def test_demo_twice_then_every_readme_command_works(
     )
     assert [p.name for p in series.glob("*/v*")] == ["v0001"]
     assert f"Up to date: {cache.relative_to(tmp_path)} (724 rows); --force rebuilds." in again
-    assert f"fxcache ES.FUT/{cache.name}: the only fxcache of 'ES.FUT'" in again
+    assert f"fxcache ES.FUT/{cache.name}: the one just precomputed" in again
     for command in readme_commands():
         args, out = _small(command, profile, store)
         result = _invoke(args)
         if out is not None:
             out.write_text(result.stdout)
+
+
+def test_demo_trains_on_the_cache_it_built_where_the_store_holds_another(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another fxcache of the current bars (another set, or an earlier version's default
+    set) does not stop the demo: it trains on the one it precomputed."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("FXSTORE_HOME", raising=False)
+    _invoke(["demo", *SMALL_MARKET, "--no-train", "-q"])
+    _invoke(["precompute", "--symbol", "ES.FUT", "--features", "classic"])
+
+    again = _invoke(["demo", *SMALL_MARKET, "--profile", str(_tiny_profile(tmp_path)), "-q"])
+
+    caches = sorted((tmp_path / "data" / "fxcache" / "ES.FUT").iterdir())
+    assert len(caches) == 2
+    line = next(x for x in again.output.splitlines() if x.endswith(": the one just precomputed"))
+    (run,) = (tmp_path / "data" / "runs").glob("*-train")
+    config = json.loads((run / "config.json").read_text())
+    assert line == f"fxcache ES.FUT/{config['fxcache']['key']}: the one just precomputed"
 
 
 @pytest.mark.slow
