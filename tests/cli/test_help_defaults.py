@@ -132,7 +132,7 @@ def _run(command: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[
             arguments = inspect.signature(original).bind(*args, **kwargs).arguments
             seen.extend(a for a in arguments.values() if dataclasses.is_dataclass(a))
             seen.append(arguments)
-            return SimpleNamespace(format_text=lambda **_: "", to_json=lambda: {})
+            return SimpleNamespace(format_text=lambda **_: "", to_json=lambda: {}, key="0" * 16)
 
         return record
 

@@ -88,6 +88,7 @@ def test_config_exports_every_public_name() -> None:
         "SynthConfig",
         "TrainConfig",
         "WalkForwardConfig",
+        "depth_symbol",
         "parse_roll_months",
     ]
 

@@ -398,3 +398,10 @@ def test_linear_books_each_contract_at_its_own_facts_on_validation_and_test() ->
     (result,) = baseline_results(market, FOLD, ["linear"], ENV, spec, capital=100_000.0, seed=0)
 
     assert result.metrics.total_pnl > 0
+
+
+def test_linear_default_horizons_are_the_default_feature_sets_targets() -> None:
+    from fxstore.features.definitions import DEFAULT_TARGET_HORIZONS
+    from fxstore.train.evaluate.references.linear import DEFAULT_HORIZONS_BARS
+
+    assert DEFAULT_HORIZONS_BARS == DEFAULT_TARGET_HORIZONS

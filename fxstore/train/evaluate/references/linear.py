@@ -36,7 +36,6 @@ import numpy as np
 import numpy.typing as npt
 
 from fxstore.config import EnvConfig
-from fxstore.features.definitions import DEFAULT_TARGET_HORIZONS
 from fxstore.train.env.market import ContractSpec, Market, evaluate_positions
 from fxstore.train.evaluate.metrics import sharpe_per_bar
 from fxstore.train.evaluate.references.base import ReferenceInputs, ReferencePositions
@@ -45,6 +44,7 @@ from fxstore.train.gpu.xp import to_host
 
 __all__ = [
     "BAND_MULTIPLES",
+    "DEFAULT_HORIZONS_BARS",
     "FALLBACK_HORIZON_BARS",
     "LINEAR",
     "RIDGE_LAMBDAS",
@@ -60,6 +60,11 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+#: Horizons of a market that records none (one made in code): the default feature set's
+#: targets (``fxstore.features.definitions.DEFAULT_TARGET_HORIZONS``, which the trainer's
+#: rooms do not import; a test holds them equal).
+DEFAULT_HORIZONS_BARS: Final = (1, 2, 4, 8, 16)
 
 #: Ridge penalties tried (per row: λ n on the standardised features' Gram matrix).
 RIDGE_LAMBDAS: Final = (1e-4, 1e-3, 1e-2, 1e-1, 1.0, 10.0)
@@ -214,9 +219,9 @@ def _training_moves(
 
 def linear_horizons(market: Market) -> tuple[int, ...]:
     """The horizons ``linear`` fits on `market`: its fxcache's targets', or the default
-    set's (:data:`~fxstore.features.definitions.DEFAULT_TARGET_HORIZONS`) for a market
+    set's (:data:`DEFAULT_HORIZONS_BARS`) for a market
     without any."""
-    return market.target_horizons or DEFAULT_TARGET_HORIZONS
+    return market.target_horizons or DEFAULT_HORIZONS_BARS
 
 
 def choose_band(
