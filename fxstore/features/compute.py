@@ -8,8 +8,10 @@ warm-up bars at the start and the bars without a full target horizon at the end 
 
 from __future__ import annotations
 
+import ctypes
 import datetime as dt
 import math
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
@@ -406,7 +408,36 @@ def _arrow_f32(rows: int, columns: int) -> F32:
     columns become the table's without a copy, and the pool hands the pages of a freed
     table to the next one (no page faults to zero them again for every shard or set)."""
     buffer = pa.allocate_buffer(rows * columns * 4)
+    _small_pages(buffer.address, buffer.size)
     return np.frombuffer(buffer, dtype=np.float32).reshape(rows, columns)
+
+
+#: madvise's advice for 4 KiB pages only (Linux).
+_MADV_NOHUGEPAGE: Final = 15
+
+
+def _small_pages(address: int, size: int) -> None:
+    """Ask Linux to back the whole pages of ``[address, address + size)`` with 4 KiB pages.
+
+    A transparent huge page faulted in where memory is fragmented makes the kernel compact
+    memory first: on a VM whose pages had been through a bar read, the 600 MB of a
+    100-feature set's columns took 1.6-2.2 s to fault in as huge pages and 0.2 s as small
+    ones. Nothing happens elsewhere, or where the call fails (the advice is only advice).
+    """
+    if sys.platform != "linux" or size < _HUGE_PAGE:
+        return
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return
+    start = -(-address // _PAGE) * _PAGE
+    end = (address + size) // _PAGE * _PAGE
+    if end > start:
+        libc.madvise(ctypes.c_void_p(start), ctypes.c_size_t(end - start), _MADV_NOHUGEPAGE)
+
+
+_PAGE: Final = 4096
+_HUGE_PAGE: Final = 2 << 20
 
 
 def _kept_columns(

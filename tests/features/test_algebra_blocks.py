@@ -3,12 +3,16 @@ on either side of a block's edge, and NaN inputs, against the obvious slow loop.
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import numpy.typing as npt
 import pytest
 
 from fxstore.features.algebra import ExprDef
 from fxstore.features.algebra_kernels import BLOCK
+from fxstore.features.compute import _arrow_f32
 from fxstore.features.program import compile_program, run_expressions
 
 F64 = npt.NDArray[np.float64]
@@ -112,3 +116,30 @@ def test_stateful_functions_across_blocks_match_the_slow_loop(op: str, n: int, r
     np.testing.assert_array_equal(np.isnan(got), np.isnan(expected))
     scale = np.nanmax(np.abs(expected))
     np.testing.assert_allclose(got, expected.astype(np.float32), rtol=1e-5, atol=2e-6 * scale)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="madvise advice is Linux's")
+def test_feature_columns_ask_for_small_pages() -> None:
+    """The columns' memory is advised MADV_NOHUGEPAGE ('nh' in the mapping's VmFlags): huge
+    pages faulted in on fragmented memory stalled precompute for seconds."""
+    out = _arrow_f32(4, 1 << 20)  # 16 MiB
+    address = out.ctypes.data + (4 << 20)  # inside its whole pages
+
+    flags = _vm_flags(address)
+
+    assert "nh" in flags.split()
+    out[:] = 1.0  # the memory is the array's, writable
+    assert float(out.sum()) == 4 * (1 << 20)
+
+
+def _vm_flags(address: int) -> str:
+    """The VmFlags of the mapping of this process that holds `address`."""
+    inside = False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        head = line.split()[0]
+        if "-" in head and all(c in "0123456789abcdef-" for c in head):
+            lo, hi = (int(x, 16) for x in head.split("-"))
+            inside = lo <= address < hi
+        elif inside and line.startswith("VmFlags:"):
+            return line.removeprefix("VmFlags:")
+    raise AssertionError(f"no mapping holds {address:#x}")
