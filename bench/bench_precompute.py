@@ -1,10 +1,10 @@
-"""Feature precompute throughput for the default feature set, on one core.
+"""Feature precompute throughput for the classic feature set (30 built-in kinds), on one core.
 
 Measures, in one run and on one core (every library held to one thread; --pin also binds the
 process to one CPU, which on a shared machine adds the other processes' time there), over the
 same year-sized synthetic bar table (>= 1.5 M bars with the bar store's columns and four
 quarterly rolls, built in code):
-  (a) fxstore: compute_features(bars, default_featureset()).to_table(), in bars/s;
+  (a) fxstore: compute_features(bars, classic_featureset()).to_table(), in bars/s;
   (b) a straightforward pandas implementation of the same features (rolling windows,
       shifts, groupless vectorised column arithmetic), from a DataFrame of the same bars;
   (c) end to end: `precompute` from a bar store on disk (Parquet day files, checksums)
@@ -42,7 +42,7 @@ from _common import write_result
 
 from fxstore.config import FeatureConfig
 from fxstore.features.compute import compute_features
-from fxstore.features.definitions import FeatureDef, FeatureSet, default_featureset
+from fxstore.features.definitions import FeatureDef, FeatureSet, classic_featureset
 from fxstore.features.inputs import REQUIRED_COLUMNS
 from fxstore.features.precompute import precompute
 from fxstore.features.synthetic import synthetic_bars
@@ -221,7 +221,7 @@ def end_to_end(bars: pa.Table, repeat: int) -> dict[str, object]:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         write_bar_store(bars, root, "bench-bars")
-        config = FeatureConfig(force=True)
+        config = FeatureConfig(features=classic_featureset().with_tick_size(0.25), force=True)
         precompute(config, root)  # warm-up (page cache, JIT)
         return timed(lambda: precompute(config, root), repeat)
 
@@ -230,7 +230,7 @@ def _cold_child(which: str, path: str) -> None:
     """In a fresh process: load the bars, warm up on 1,000 bars, time one full-size run."""
     one_core(pin=False)
     bars = pa.ipc.open_file(pa.memory_map(path)).read_all()
-    featureset = default_featureset().with_tick_size(0.25)
+    featureset = classic_featureset().with_tick_size(0.25)
     if which == "fxstore":
         fxstore_features(bars.slice(0, 1_000), featureset)  # loads the cached JIT kernels
         run: Callable[[], object] = lambda: fxstore_features(bars, featureset)  # noqa: E731
@@ -293,7 +293,7 @@ def main() -> None:
         return
     cpu = one_core(args.pin)
     load = list(os.getloadavg())
-    featureset = default_featureset().with_tick_size(0.25)
+    featureset = classic_featureset().with_tick_size(0.25)
     bars = synthetic_bars(args.bars, n_days=TRADING_DAYS, roll_days=ROLL_DAYS, seed=11)
     bars = bars.select(list(REQUIRED_COLUMNS)).combine_chunks()
     df = bars.to_pandas()  # trading_day as datetime.date, as pandas users get it
