@@ -30,7 +30,6 @@ file lock beside it, released when the process ends).
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import logging
@@ -48,6 +47,7 @@ from fxstore.store import (
     MANIFEST,
     atomic_path,
     atomic_write_bytes,
+    file_lock,
     file_sha256,
     is_fxcache_stage,
     list_bar_versions,
@@ -91,16 +91,7 @@ def safe_local(root: Path, rel: str) -> Path:
 @contextlib.contextmanager
 def mirror_lock(root: Path) -> Iterator[None]:
     """Hold the mirror at `root` for one command (an OS lock on ``<root>.lock``)."""
-    lock = root.with_name(root.name + LOCK)
-    with os_errors(lock, "create the lock file"):
-        root.mkdir(parents=True, exist_ok=True)
-        fh = open(lock, "a+b")  # noqa: SIM115 - closed below
-    with fh:
-        try:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            logger.warning("waiting for another fxstore process using the cache %s", root)
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+    with file_lock(root.with_name(root.name + LOCK), root, f"using the cache {root}"):
         yield
 
 

@@ -389,6 +389,33 @@ def matches_manifest(path: Path, manifest: Path, sha256: str, size: int | None =
 
 
 @contextlib.contextmanager
+def file_lock(lock: Path, folder: Path, waiting_for: str) -> Iterator[None]:
+    """Hold an exclusive OS lock on the file `lock` (created with `folder`), logging
+    "waiting for another fxstore process `waiting_for`" while another process holds it.
+
+    The lock goes with the process, so a killed one never leaves a stale lock behind.
+
+    Raises
+    ------
+    StoreAccessError
+        The folder or its lock file cannot be created (read-only, no permission, ...).
+    """
+    with os_errors(lock, "create the lock file"):
+        folder.mkdir(parents=True, exist_ok=True)
+        fh = open(lock, "a+b")  # noqa: SIM115 - closed below
+    with fh:
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            logger.warning("waiting for another fxstore process %s", waiting_for)
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
 def key_lock(folder: Path) -> Iterator[None]:
     """Hold an exclusive lock on `folder` (its ``.lock`` file) while writing there.
 
@@ -401,21 +428,9 @@ def key_lock(folder: Path) -> Iterator[None]:
     StoreAccessError
         The folder or its lock file cannot be created (read-only, no permission, ...).
     """
-    lock = folder / LOCK
-    with os_errors(lock, "create the lock file"):
-        folder.mkdir(parents=True, exist_ok=True)
-        fh = open(lock, "a+b")  # noqa: SIM115 - closed below
-    with fh:
-        try:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            logger.warning("waiting for another fxstore process writing %s", folder)
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+    with file_lock(folder / LOCK, folder, f"writing {folder}"):
         remove_stale_temps(folder)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+        yield
 
 
 def manifest_path(folder: Path) -> Path:
