@@ -29,14 +29,31 @@ PROCESS_WORDS: Final = re.compile(
 )
 
 
+#: Folders of a source tree that are not its sources (where git cannot list what it tracks).
+_NOT_SOURCES: Final = frozenset({"data", "site", "build", "dist", "node_modules", "__pycache__"})
+
+
 def _tracked_files() -> list[Path]:
-    if shutil.which("git") is None:
-        pytest.skip("git is not installed")
-    listed = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=False)
-    if listed.returncode != 0:
-        pytest.skip("not a git checkout: no list of tracked files")
-    names = [n for n in listed.stdout.decode().split("\0") if n]
-    return [REPO / n for n in names if not n.endswith(_BINARY_SUFFIXES)]
+    """The files git tracks; without git (a source archive), every file of the tree but
+    hidden folders, build outputs and data."""
+    listed = None
+    if shutil.which("git") is not None:
+        listed = subprocess.run(
+            ["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=False
+        )
+    if listed is not None and listed.returncode == 0:
+        names = [REPO / n for n in listed.stdout.decode().split("\0") if n]
+    else:
+        names = [
+            path
+            for path in REPO.rglob("*")
+            if path.is_file()
+            and not any(
+                part.startswith(".") or part in _NOT_SOURCES or part.endswith(".egg-info")
+                for part in path.relative_to(REPO).parts[:-1]
+            )
+        ]
+    return [path for path in names if not path.name.endswith(_BINARY_SUFFIXES)]
 
 
 def _text_lines(path: Path) -> list[str]:
@@ -92,3 +109,14 @@ def test_process_words_are_found(text: str) -> None:
 )
 def test_trading_sessions_and_other_senses_are_allowed(text: str) -> None:
     assert not PROCESS_WORDS.search(text)
+
+
+def test_without_git_the_tree_is_read_but_not_its_hidden_folders(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(shutil, "which", lambda _name: None)
+
+    files = _tracked_files()
+
+    assert REPO / "README.md" in files and Path(__file__) in files
+    assert not any(part.startswith(".") for f in files for part in f.relative_to(REPO).parts[:-1])

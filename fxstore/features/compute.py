@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import datetime as dt
+import functools
 import math
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -424,16 +425,24 @@ def _small_pages(address: int, size: int) -> None:
     100-feature set's columns took 1.6-2.2 s to fault in as huge pages and 0.2 s as small
     ones. Nothing happens elsewhere, or where the call fails (the advice is only advice).
     """
-    if sys.platform != "linux" or size < _HUGE_PAGE:
-        return
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-    except OSError:
+    libc = _libc()
+    if libc is None or size < _HUGE_PAGE:
         return
     start = -(-address // _PAGE) * _PAGE
     end = (address + size) // _PAGE * _PAGE
     if end > start:
         libc.madvise(ctypes.c_void_p(start), ctypes.c_size_t(end - start), _MADV_NOHUGEPAGE)
+
+
+@functools.cache
+def _libc() -> ctypes.CDLL | None:
+    """The C library of this process on Linux (loaded once); None elsewhere."""
+    if sys.platform != "linux":
+        return None
+    try:
+        return ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None
 
 
 _PAGE: Final = 4096
