@@ -421,9 +421,10 @@ def _small_pages(address: int, size: int) -> None:
     """Ask Linux to back the whole pages of ``[address, address + size)`` with 4 KiB pages.
 
     A transparent huge page faulted in where memory is fragmented makes the kernel compact
-    memory first: on a VM whose pages had been through a bar read, the 600 MB of a
-    100-feature set's columns took 1.6-2.2 s to fault in as huge pages and 0.2 s as small
-    ones. Nothing happens elsewhere, or where the call fails (the advice is only advice).
+    memory first: inside ``precompute``, after the bars were read, the kernel writing a
+    100-feature set's 600 MB of columns took 1.0-2.2 s with huge pages and 0.63 s with
+    small ones, 0.40 s in reused memory (``bench/diag_page_faults.py``). Nothing happens
+    elsewhere, or where the call fails (the advice is only advice).
     """
     libc = _libc()
     if libc is None or size < _HUGE_PAGE:
