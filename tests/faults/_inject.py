@@ -13,6 +13,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner, Result
+
+from fxstore.cli import cli
 
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 
@@ -79,3 +82,17 @@ def disk_full() -> OSError:
     return OSError(
         "[Errno 28] Error writing bytes to file. Detail: [errno 28] No space left on device"
     )
+
+
+def run_cli(*args: str) -> Result:
+    """``fxstore ARGS`` in this process, its exceptions turned into its exit status."""
+    return CliRunner().invoke(cli, list(args))
+
+
+def error_line(result: Result) -> str:
+    """The one ``Error:`` line a failed command ends with (exit 1, no traceback)."""
+    lines = result.output.strip().splitlines()
+    assert result.exit_code == 1, result.output
+    assert len([line for line in lines if line.startswith("Error:")]) == 1, result.output
+    assert "Traceback" not in result.output
+    return lines[-1]

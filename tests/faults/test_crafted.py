@@ -11,28 +11,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from click.testing import CliRunner, Result
 
-from fxstore.cli import cli
 from fxstore.train.agent.checkpoint import load_checkpoint, save_checkpoint
 from tests.conftest import SynthMarket
 from tests.faults._edit import edit_and_recommit
+from tests.faults._inject import error_line, run_cli
 from tests.faults.test_kill import _kill
 
 _DAMAGED_MANIFEST = (
     "the manifest is damaged or was edited: re-run the command that wrote it with --force."
 )
 _DAMAGED_CHECKPOINT = "the checkpoint is damaged: move it aside to train this fold from its start."
-
-
-def _run(*args: str) -> Result:
-    return CliRunner().invoke(cli, list(args))
-
-
-def _error_line(result: Result) -> str:
-    assert result.exit_code == 1, result.output
-    assert "Traceback" not in result.output
-    return result.output.strip().splitlines()[-1]
 
 
 def _edit_json(path: Path, edit: Callable[[dict[str, object]], None]) -> None:
@@ -59,7 +48,7 @@ def test_cli_info_bars_per_day_not_a_number_names_file_and_field(store_copy: Pat
     path = _cache_manifest(store_copy)
     _edit_json(path, lambda m: m.update(bars_per_day="abc"))
 
-    line = _error_line(_run("info", "ES.FUT", "--store", str(store_copy)))
+    line = error_line(run_cli("info", "ES.FUT", "--store", str(store_copy)))
 
     assert line == (
         f"Error: {path}: field `bars_per_day` must be a number, was 'abc'; {_DAMAGED_MANIFEST}"
@@ -91,7 +80,7 @@ def test_cli_ingest_up_to_date_with_a_bad_day_entry_names_file_and_field(
     edit_and_recommit(path, _set_day(key, value))
     args = ["ingest", str(two_roll_market.folder), "--store", str(store_copy)]
 
-    line = _error_line(_run(*args, "--target-bars-per-day", "20", "--workers", "1", "-q"))
+    line = error_line(run_cli(*args, "--target-bars-per-day", "20", "--workers", "1", "-q"))
 
     assert line == f"Error: {path}: {why}; {_DAMAGED_MANIFEST}"
 
@@ -103,14 +92,14 @@ def test_cli_ls_lists_the_good_series_and_marks_the_damaged_one(store_copy: Path
     edit_and_recommit(bad / "v0001" / "manifest.json", _set_day("n_bars", "x"))
     _edit_json(_cache_manifest(store_copy), lambda m: m.update(n_rows="many"))
 
-    result = _run("ls", "--store", str(store_copy))
+    result = run_cli("ls", "--store", str(store_copy))
 
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
     assert any(line.startswith(f"  ES.FUT  mbp10_front_month/{good.name}  ") for line in lines)
     assert any(line.startswith(f"  {bad}  DAMAGED: ") and "`n_bars`" in line for line in lines)
     assert sum("DAMAGED" in line for line in lines) == 2
-    listing = json.loads(_run("ls", "--store", str(store_copy), "--json").output)
+    listing = json.loads(run_cli("ls", "--store", str(store_copy), "--json").output)
     assert [b["bar_key"] for b in listing["bars"]] == [good.name]
     assert len(listing["damaged"]) == 2
 
@@ -145,7 +134,9 @@ def _edit_checkpoint(path: Path, edit: Callable[[dict, dict], None]) -> None:  #
 
 
 def _resume(run: Path) -> str:
-    return _error_line(_run("train", "--store", str(run.parent.parent), "--resume", run.name, "-q"))
+    return error_line(
+        run_cli("train", "--store", str(run.parent.parent), "--resume", run.name, "-q")
+    )
 
 
 @pytest.mark.parametrize(
@@ -178,7 +169,7 @@ def test_cli_train_resume_crafted_checkpoint_names_file_and_field(
     assert line.endswith(_DAMAGED_CHECKPOINT)
 
 
-def test_cli_train_resume_truncated_checkpoint_is_one_error_line(run_copy: Path) -> None:
+def test_cli_train_resume_truncated_checkpoint_is_oneerror_line(run_copy: Path) -> None:
     path = run_copy / "fold01" / "checkpoint.npz"
     path.write_bytes(path.read_bytes()[:1000])
 
@@ -188,7 +179,7 @@ def test_cli_train_resume_truncated_checkpoint_is_one_error_line(run_copy: Path)
     assert line.endswith(_DAMAGED_CHECKPOINT)
 
 
-def test_cli_train_resume_truncated_results_is_one_error_line(run_copy: Path) -> None:
+def test_cli_train_resume_truncated_results_is_oneerror_line(run_copy: Path) -> None:
     path = run_copy / "fold00" / "results.npz"
     path.write_bytes(path.read_bytes()[:200])
 

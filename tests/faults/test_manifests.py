@@ -11,25 +11,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
 
 import fxstore
-from fxstore.cli import cli
 from fxstore.errors import SchemaError
 from tests.conftest import SynthMarket
 from tests.faults._edit import edit_and_recommit, edit_json
+from tests.faults._inject import error_line, run_cli
 
 _INGEST_FLAGS = ("--target-bars-per-day", "20", "--workers", "1", "-q")
-
-
-def _run(*args: str) -> Result:
-    return CliRunner().invoke(cli, list(args))
-
-
-def _error_line(result: Result) -> str:
-    assert result.exit_code == 1, result.output
-    assert "Traceback" not in result.output
-    return result.output.strip().splitlines()[-1]
 
 
 def _version_manifest(root: Path) -> Path:
@@ -68,7 +57,7 @@ def test_cli_ingest_refuses_a_manifest_edited_after_commit(
     why = _edited_after_commit(store_copy, edit)
     args = ["ingest", str(two_roll_market.folder), "--store", str(store_copy), *_INGEST_FLAGS]
 
-    assert _error_line(_run(*args)) == f"Error: {why}"
+    assert error_line(run_cli(*args)) == f"Error: {why}"
 
 
 @pytest.mark.parametrize("edit", [_tick_1e9, _day_twice], ids=["tick_size", "day_twice"])
@@ -77,7 +66,7 @@ def test_cli_precompute_refuses_a_manifest_edited_after_commit(
 ) -> None:
     why = _edited_after_commit(store_copy, edit)
 
-    line = _error_line(_run("precompute", "--store", str(store_copy), "--force"))
+    line = error_line(run_cli("precompute", "--store", str(store_copy), "--force"))
 
     assert line == f"Error: {why}"
 
@@ -126,7 +115,7 @@ def test_cli_precompute_refuses_a_day_entry_of_the_wrong_type(
 
     edit_and_recommit(path, edit)
 
-    line = _error_line(_run("precompute", "--store", str(store_copy), "--force"))
+    line = error_line(run_cli("precompute", "--store", str(store_copy), "--force"))
 
     assert line == (
         f"Error: {path}: {why}; the manifest is damaged or was edited: re-run the command "

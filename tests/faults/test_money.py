@@ -13,9 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from click.testing import CliRunner, Result
 
-from fxstore.cli import cli
 from fxstore.config import BacktestConfig, EnvConfig, FeatureConfig, WalkForwardConfig
 from fxstore.errors import InvalidInputError
 from fxstore.features.precompute import precompute
@@ -25,6 +23,7 @@ from fxstore.train.env.market import contract_spec, evaluate_positions
 from fxstore.train.loop import train
 from fxstore.train.runs.backtest import run_backtest
 from tests.conftest import SynthMarket
+from tests.faults._inject import error_line, run_cli
 from tests.faults._market import expiration_ns, subset
 from tests.faults.conftest import INGEST
 from tests.train._tiny import TINY
@@ -32,16 +31,6 @@ from tests.train._tiny import TINY
 #: Walk-forward folds that fit the 32-day subsets (about 15 days once features warm up).
 FOLDS = WalkForwardConfig(train_days=8, test_days=4, validation_fraction=0.25)
 ESM4 = 432406
-
-
-def _run(*args: str) -> Result:
-    return CliRunner().invoke(cli, list(args))
-
-
-def _error_line(result: Result) -> str:
-    assert result.exit_code == 1, result.output
-    assert "Traceback" not in result.output
-    return result.output.strip().splitlines()[-1]
 
 
 def _ingest_args(folder: Path, root: Path, *extra: str) -> list[str]:
@@ -103,7 +92,7 @@ def test_ingest_multiplier_option_keeps_the_tick_size_and_books_at_it(
 ) -> None:
     folder = subset(two_roll_market, tmp_path / "in")
     root = tmp_path / "store"
-    assert _run(*_ingest_args(folder, root, "--multiplier", "5")).exit_code == 0
+    assert run_cli(*_ingest_args(folder, root, "--multiplier", "5")).exit_code == 0
 
     precompute(FeatureConfig(), root)  # was: "the bars' tick size is not known"
     cache = open_cache(root, "ES.FUT", None)
@@ -118,8 +107,10 @@ def test_ingest_id_of_another_root_is_refused_and_writes_nothing(
     folder = subset(two_roll_market, tmp_path / "in", n_days=3)
     root = tmp_path / "store"
 
-    line = _error_line(
-        _run(*_ingest_args(folder, root, "--symbol", "MES.FUT", "--instrument-mode", f"id={ESM4}"))
+    line = error_line(
+        run_cli(
+            *_ingest_args(folder, root, "--symbol", "MES.FUT", "--instrument-mode", f"id={ESM4}")
+        )
     )
 
     assert line == (
@@ -162,7 +153,7 @@ def test_ingest_implausible_definition_is_refused_and_leaves_nothing(
     folder = subset(two_roll_market, tmp_path / "in", n_days=3, **fields)
     root = tmp_path / "store"
 
-    line = _error_line(_run(*_ingest_args(folder, root)))
+    line = error_line(run_cli(*_ingest_args(folder, root)))
 
     assert line.startswith("Error: the definition of ESH4 (instrument id 432403) ")
     assert line.endswith(f"{why}; {_FIX}")
@@ -176,7 +167,7 @@ def test_ingest_definition_expired_before_its_data_is_refused_and_leaves_nothing
     folder = subset(two_roll_market, tmp_path / "in", n_days=3, expiration=expired)
     root = tmp_path / "store"
 
-    line = _error_line(_run(*_ingest_args(folder, root)))
+    line = error_line(run_cli(*_ingest_args(folder, root)))
 
     assert line == (
         "Error: the definition of ESH4 (instrument id 432403) says it expired on 2024-01-19, "

@@ -13,30 +13,16 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from click.testing import CliRunner, Result
 
-from fxstore.cli import cli
 from fxstore.errors import InvalidInputError, StoreAccessError
 from fxstore.store import atomic_write_bytes, atomic_write_json, key_lock, validate_key
 from fxstore.train.agent import memory
 from fxstore.train.loop import train
 from tests.conftest import SynthMarket
-from tests.faults._inject import deny_writes, disk_full, fail_nth
+from tests.faults._inject import deny_writes, disk_full, error_line, fail_nth, run_cli
 from tests.train._tiny import TINY
 
 _INGEST_FLAGS = ["--target-bars-per-day", "20", "--workers", "1", "-q"]
-
-
-def _run(*args: str) -> Result:
-    return CliRunner().invoke(cli, list(args))
-
-
-def _error_line(result: Result) -> str:
-    lines = result.output.strip().splitlines()
-    assert result.exit_code == 1, result.output
-    assert len([line for line in lines if line.startswith("Error:")]) == 1, result.output
-    assert "Traceback" not in result.output
-    return lines[-1]
 
 
 def _temps(folder: Path) -> list[Path]:
@@ -134,9 +120,9 @@ def test_cli_ingest_disk_full_is_one_error_line_and_a_rerun_finishes(
     fail_nth(monkeypatch, pq, "write_table", 5, disk_full())
     args = ["ingest", str(two_roll_market.folder), "--store", str(tmp_path), *_INGEST_FLAGS]
 
-    line = _error_line(_run(*args))
+    line = error_line(run_cli(*args))
     monkeypatch.undo()
-    rerun = _run(*args)
+    rerun = run_cli(*args)
 
     assert line.startswith(f"Error: cannot write {tmp_path / 'bars' / 'ES.FUT'}")
     assert line.endswith(
@@ -153,7 +139,9 @@ def test_cli_ingest_up_to_date_on_a_read_only_store_succeeds(
 ) -> None:
     deny_writes(monkeypatch, store_copy)
 
-    result = _run("ingest", str(two_roll_market.folder), "--store", str(store_copy), *_INGEST_FLAGS)
+    result = run_cli(
+        "ingest", str(two_roll_market.folder), "--store", str(store_copy), *_INGEST_FLAGS
+    )
 
     assert result.exit_code == 0, result.output
     assert result.output.startswith("Up to date: ")
@@ -168,7 +156,7 @@ def test_cli_ingest_up_to_date_on_a_read_only_store_succeeds(
          "the folder (ls -ld) or use another --store."),
     ],
 )  # fmt: skip
-def test_cli_ingest_force_on_a_store_it_cannot_write_is_one_error_line(
+def test_cli_ingest_force_on_a_store_it_cannot_write_is_oneerror_line(
     two_roll_market: SynthMarket,
     store_copy: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -178,20 +166,20 @@ def test_cli_ingest_force_on_a_store_it_cannot_write_is_one_error_line(
     (series,) = (store_copy / "bars" / "ES.FUT").glob("*/*")
     deny_writes(monkeypatch, store_copy, code)
 
-    result = _run(
+    result = run_cli(
         "ingest", str(two_roll_market.folder), "--store", str(store_copy), "--force", *_INGEST_FLAGS
     )
 
-    assert _error_line(result) == f"Error: cannot create the lock file {series / '.lock'} {advice}"
+    assert error_line(result) == f"Error: cannot create the lock file {series / '.lock'} {advice}"
 
 
-def test_cli_ingest_store_below_a_regular_file_is_one_error_line(
+def test_cli_ingest_store_below_a_regular_file_is_oneerror_line(
     two_roll_market: SynthMarket, tmp_path: Path
 ) -> None:
     (tmp_path / "file").write_text("")
     store = tmp_path / "file" / "store"
 
-    line = _error_line(_run("ingest", str(two_roll_market.folder), "--store", str(store), "-q"))
+    line = error_line(run_cli("ingest", str(two_roll_market.folder), "--store", str(store), "-q"))
 
     assert line.startswith("Error: cannot create the lock file ")
     assert line.endswith(
@@ -201,14 +189,14 @@ def test_cli_ingest_store_below_a_regular_file_is_one_error_line(
     assert [p.name for p in tmp_path.iterdir()] == ["file"]
 
 
-def test_cli_ingest_symbol_of_300_characters_is_one_error_line(
+def test_cli_ingest_symbol_of_300_characters_is_oneerror_line(
     two_roll_market: SynthMarket, tmp_path: Path
 ) -> None:
-    result = _run(
+    result = run_cli(
         "ingest", str(two_roll_market.folder), "--store", str(tmp_path), "--symbol", "E" * 300
     )
 
-    assert _error_line(result) == (
+    assert error_line(result) == (
         "Error: `symbol` must be at most 200 characters long, was 300 (EEEEEEEEEEEEEEEEEEEE...)."
     )
     assert list(tmp_path.iterdir()) == []
@@ -220,12 +208,12 @@ _TOO_LONG = (
 )
 
 
-def test_cli_ingest_store_name_too_long_is_one_error_line(
+def test_cli_ingest_store_name_too_long_is_oneerror_line(
     two_roll_market: SynthMarket, tmp_path: Path
 ) -> None:
     store = tmp_path / _LONG
 
-    line = _error_line(_run("ingest", str(two_roll_market.folder), "--store", str(store), "-q"))
+    line = error_line(run_cli("ingest", str(two_roll_market.folder), "--store", str(store), "-q"))
 
     assert line == f"Error: --store {store}: {_TOO_LONG}"
 
@@ -248,18 +236,18 @@ def test_cli_store_with_a_long_name_below_a_new_folder_creates_nothing(
     store = tmp_path / "ln2" / _LONG / "store"
     args = [str(two_roll_market.folder) if a == "IN" else a for a in command]
 
-    line = _error_line(_run(*args, "--store", str(store)))
+    line = error_line(run_cli(*args, "--store", str(store)))
 
     assert line == f"Error: --store {store}: {_TOO_LONG}"
     assert list(tmp_path.iterdir()) == []
 
 
-def test_cli_ingest_input_with_a_long_name_is_one_error_line(
+def test_cli_ingest_input_with_a_long_name_is_oneerror_line(
     two_roll_market: SynthMarket, tmp_path: Path
 ) -> None:
     path = two_roll_market.folder / f"{_LONG}.dbn"
 
-    line = _error_line(_run("ingest", str(path), "--store", str(tmp_path / "store"), "-q"))
+    line = error_line(run_cli("ingest", str(path), "--store", str(tmp_path / "store"), "-q"))
 
     assert line == f"Error: input {path}: {_TOO_LONG.replace('300', '304')}"
     assert list(tmp_path.iterdir()) == []
@@ -275,7 +263,7 @@ def test_cli_precompute_force_disk_full_keeps_the_old_cache_whole(
     before = {p.name: p.read_bytes() for p in cache.iterdir() if p.is_file()}
     fail_nth(monkeypatch, os, "fsync", 2, OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)))
 
-    line = _error_line(_run("precompute", "--store", str(store_copy), "--force"))
+    line = error_line(run_cli("precompute", "--store", str(store_copy), "--force"))
 
     assert line.startswith(f"Error: cannot write {cache.with_name('.' + cache.name + '.build')}")
     assert "(No space left on device): free space on that disk" in line
@@ -289,13 +277,13 @@ def test_cli_precompute_up_to_date_on_a_read_only_store_succeeds(
 ) -> None:
     deny_writes(monkeypatch, store_copy, errno.EACCES)
 
-    result = _run("precompute", "--store", str(store_copy))
+    result = run_cli("precompute", "--store", str(store_copy))
 
     assert result.exit_code == 0, result.output
     assert "up to date" in result.output.lower()
 
 
-def test_cli_synth_disk_full_is_one_error_line(
+def test_cli_synth_disk_full_is_oneerror_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     error = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
@@ -313,8 +301,8 @@ def test_cli_synth_disk_full_is_one_error_line(
     monkeypatch.setattr(os, "fsync", fsync)
     out = tmp_path / "synth"
 
-    line = _error_line(
-        _run("synth", str(out), "--start", "2024-03-04", "--end", "2024-03-08",
+    line = error_line(
+        run_cli("synth", str(out), "--start", "2024-03-04", "--end", "2024-03-08",
              "--events-per-day", "1000", "--workers", "1", "-q")
     )  # fmt: skip
 
@@ -381,30 +369,30 @@ def test_cli_train_absurd_size_is_refused_before_allocating(
 ) -> None:
     monkeypatch.setattr(memory, "available_host_bytes", lambda: 8 << 30)
 
-    result = _run("train", "--store", str(store_copy), "--device", "cpu", flag, "100000000")
+    result = run_cli("train", "--store", str(store_copy), "--device", "cpu", flag, "100000000")
 
-    error = _error_line(result)
+    error = error_line(result)
     assert error.startswith(line)
     assert error.endswith(f"more than the 8 GB available; lower {flag}.")
     assert not (store_copy / "runs").exists()
 
 
-def test_cli_train_resume_empty_is_one_error_line(store_copy: Path) -> None:
-    result = _run("train", "--store", str(store_copy), "--resume", "")
+def test_cli_train_resume_empty_is_oneerror_line(store_copy: Path) -> None:
+    result = run_cli("train", "--store", str(store_copy), "--resume", "")
 
-    assert _error_line(result) == "Error: `resume` must be a run id under runs/, was ''."
+    assert error_line(result) == "Error: `resume` must be a run id under runs/, was ''."
 
 
 def test_cli_train_negative_seed_says_at_least_zero(store_copy: Path) -> None:
-    result = _run("train", "--store", str(store_copy), "--seed", "-1")
+    result = run_cli("train", "--store", str(store_copy), "--seed", "-1")
 
-    assert _error_line(result) == "Error: `--seed` must be >= 0, was -1."
+    assert error_line(result) == "Error: `--seed` must be >= 0, was -1."
 
 
-def test_cli_unknown_command_exits_1_with_one_error_line() -> None:
-    result = _run("ingset")
+def test_cli_unknown_command_exits_1_with_oneerror_line() -> None:
+    result = run_cli("ingset")
 
-    assert _error_line(result) == (
+    assert error_line(result) == (
         "Error: No such command 'ingset'. Did you mean 'ingest'? `fxstore --help` lists the "
         "commands."
     )

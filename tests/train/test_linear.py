@@ -190,23 +190,6 @@ def test_training_rows_are_moves_over_the_horizon_within_one_contract() -> None:
     np.testing.assert_array_equal(target, market.close[rows + 4] - market.close[rows])
 
 
-def _replace(market: Market, **changes: object) -> Market:
-    fields = {
-        name: getattr(market, name)
-        for name in (
-            "features",
-            "close",
-            "half_spread",
-            "is_roll",
-            "trading_day",
-            "feature_names",
-            "bars_per_day",
-            "target_horizons",
-        )
-    }
-    return Market(**(fields | changes))  # type: ignore[arg-type]
-
-
 LONG_BARS_PER_DAY = 100
 #: Train days 0-29, purge 30, validation 31-39, embargo 40, test 41-59 of 100-bar days.
 LONG_FOLD = Fold(
@@ -284,11 +267,11 @@ def test_linear_horizons_are_the_markets_targets_else_the_default_sets() -> None
     market = signal_market()
 
     assert linear_horizons(market) == (1, 2, 4, 8, 16)
-    assert linear_horizons(_replace(market, target_horizons=(3, 64))) == (3, 64)
+    assert linear_horizons(dataclasses.replace(market, target_horizons=(3, 64))) == (3, 64)
 
 
 def test_fit_linear_chooses_the_best_validation_sharpe_over_horizons_penalties_and_bands() -> None:
-    market = _replace(signal_market(2, strength=0.3), target_horizons=(1, 4, 16))
+    market = dataclasses.replace(signal_market(2, strength=0.3), target_horizons=(1, 4, 16))
     rows, moves = _training_moves(market, *FOLD.train, (1, 4, 16))
     lo, hi = FOLD.validation
     best = (0.0, 0, math.nan, math.inf)  # (Sharpe, horizon, lambda, band): flat scores 0
@@ -317,7 +300,7 @@ def test_fit_linear_choice_ignores_poisoned_test_targets() -> None:
     close = np.array(market.close)
     lo, hi = LONG_FOLD.test
     close[lo:] = close[lo:][::-1] + np.random.default_rng(5).normal(0.0, 50.0, hi - lo)
-    poisoned = _replace(market, close=close)
+    poisoned = dataclasses.replace(market, close=close)
 
     a = fit_linear(market, LONG_FOLD, ENV, ES, capital=100_000.0)
     b = fit_linear(poisoned, LONG_FOLD, ENV, ES, capital=100_000.0)
@@ -331,7 +314,7 @@ def test_fit_linear_choice_follows_the_validation_slice() -> None:
     close = np.array(market.close)
     lo, hi = LONG_FOLD.validation
     close[lo:hi] = close[lo] - (close[lo:hi] - close[lo])  # validation moves reversed
-    reversed_validation = _replace(market, close=close)
+    reversed_validation = dataclasses.replace(market, close=close)
 
     a = fit_linear(market, LONG_FOLD, ENV, ES, capital=100_000.0)
     b = fit_linear(reversed_validation, LONG_FOLD, ENV, ES, capital=100_000.0)
@@ -352,7 +335,7 @@ def test_linear_chooses_a_long_horizon_where_the_signal_pays_over_tens_of_bars()
 
 
 def test_linear_without_a_validation_slice_fits_the_horizon_nearest_four_bars() -> None:
-    market = _replace(signal_market(), target_horizons=(1, 6, 16))
+    market = dataclasses.replace(signal_market(), target_horizons=(1, 6, 16))
     fold = Fold(0, day_rows(0, 30), day_rows(30, 30), day_rows(31, 60), (0, 0), None, (0, 0))
 
     model = fit_linear(market, fold, ENV, ES, capital=100_000.0)
