@@ -169,7 +169,7 @@ def test_cli_train_resume_crafted_checkpoint_names_file_and_field(
     assert line.endswith(_DAMAGED_CHECKPOINT)
 
 
-def test_cli_train_resume_truncated_checkpoint_is_oneerror_line(run_copy: Path) -> None:
+def test_cli_train_resume_truncated_checkpoint_is_one_error_line(run_copy: Path) -> None:
     path = run_copy / "fold01" / "checkpoint.npz"
     path.write_bytes(path.read_bytes()[:1000])
 
@@ -179,7 +179,7 @@ def test_cli_train_resume_truncated_checkpoint_is_oneerror_line(run_copy: Path) 
     assert line.endswith(_DAMAGED_CHECKPOINT)
 
 
-def test_cli_train_resume_truncated_results_is_oneerror_line(run_copy: Path) -> None:
+def test_cli_train_resume_truncated_results_is_one_error_line(run_copy: Path) -> None:
     path = run_copy / "fold00" / "results.npz"
     path.write_bytes(path.read_bytes()[:200])
 

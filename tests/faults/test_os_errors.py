@@ -156,7 +156,7 @@ def test_cli_ingest_up_to_date_on_a_read_only_store_succeeds(
          "the folder (ls -ld) or use another --store."),
     ],
 )  # fmt: skip
-def test_cli_ingest_force_on_a_store_it_cannot_write_is_oneerror_line(
+def test_cli_ingest_force_on_a_store_it_cannot_write_is_one_error_line(
     two_roll_market: SynthMarket,
     store_copy: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -173,7 +173,7 @@ def test_cli_ingest_force_on_a_store_it_cannot_write_is_oneerror_line(
     assert error_line(result) == f"Error: cannot create the lock file {series / '.lock'} {advice}"
 
 
-def test_cli_ingest_store_below_a_regular_file_is_oneerror_line(
+def test_cli_ingest_store_below_a_regular_file_is_one_error_line(
     two_roll_market: SynthMarket, tmp_path: Path
 ) -> None:
     (tmp_path / "file").write_text("")
@@ -189,7 +189,7 @@ def test_cli_ingest_store_below_a_regular_file_is_oneerror_line(
     assert [p.name for p in tmp_path.iterdir()] == ["file"]
 
 
-def test_cli_ingest_symbol_of_300_characters_is_oneerror_line(
+def test_cli_ingest_symbol_of_300_characters_is_one_error_line(
     two_roll_market: SynthMarket, tmp_path: Path
 ) -> None:
     result = run_cli(
@@ -208,7 +208,7 @@ _TOO_LONG = (
 )
 
 
-def test_cli_ingest_store_name_too_long_is_oneerror_line(
+def test_cli_ingest_store_name_too_long_is_one_error_line(
     two_roll_market: SynthMarket, tmp_path: Path
 ) -> None:
     store = tmp_path / _LONG
@@ -242,7 +242,7 @@ def test_cli_store_with_a_long_name_below_a_new_folder_creates_nothing(
     assert list(tmp_path.iterdir()) == []
 
 
-def test_cli_ingest_input_with_a_long_name_is_oneerror_line(
+def test_cli_ingest_input_with_a_long_name_is_one_error_line(
     two_roll_market: SynthMarket, tmp_path: Path
 ) -> None:
     path = two_roll_market.folder / f"{_LONG}.dbn"
@@ -283,7 +283,7 @@ def test_cli_precompute_up_to_date_on_a_read_only_store_succeeds(
     assert "up to date" in result.output.lower()
 
 
-def test_cli_synth_disk_full_is_oneerror_line(
+def test_cli_synth_disk_full_is_one_error_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     error = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
@@ -377,7 +377,7 @@ def test_cli_train_absurd_size_is_refused_before_allocating(
     assert not (store_copy / "runs").exists()
 
 
-def test_cli_train_resume_empty_is_oneerror_line(store_copy: Path) -> None:
+def test_cli_train_resume_empty_is_one_error_line(store_copy: Path) -> None:
     result = run_cli("train", "--store", str(store_copy), "--resume", "")
 
     assert error_line(result) == "Error: `resume` must be a run id under runs/, was ''."
@@ -389,7 +389,7 @@ def test_cli_train_negative_seed_says_at_least_zero(store_copy: Path) -> None:
     assert error_line(result) == "Error: `--seed` must be >= 0, was -1."
 
 
-def test_cli_unknown_command_exits_1_with_oneerror_line() -> None:
+def test_cli_unknown_command_exits_1_with_one_error_line() -> None:
     result = run_cli("ingset")
 
     assert error_line(result) == (
