@@ -39,7 +39,7 @@ from fxstore.errors import InvalidInputError
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-    from fxstore.config import DeviceChoice, RollMode
+    from fxstore.config import DeviceChoice, ForecastMode, RollMode
     from fxstore.train.evaluate.results import BacktestResult
     from fxstore.train.runs.status import StopRequest
 
@@ -233,6 +233,7 @@ class TrainSettings(TypedDict, total=False):
     seed: int | None
     seeds: int | None
     ensemble: bool | None
+    forecast: ForecastMode | None
     prior_trials: int | None
     signal_dir: str | None
 
@@ -451,6 +452,14 @@ def _stop_on_signals(stop: StopRequest) -> Iterator[None]:
     default=None,
     help="With --seeds N > 1, also trade the seeds' average action values, reported as "
     f"'ensemble' beside them [default: {FROM_PROFILE}].",
+)
+@click.option(
+    "--forecast",
+    type=click.Choice(["off", "input", "only"]),
+    default=None,
+    help="The fold's linear forecast (fitted on its training rows, horizon and penalty chosen "
+    "on validation) as the agent's input: 'input' beside the features, 'only' in their "
+    f"place [default: {FROM_PROFILE}].",
 )
 @click.option(
     "--prior-trials",

@@ -34,7 +34,7 @@ from fxstore.config.ingest import (
     parse_roll_months,
 )
 from fxstore.config.synth import SYNTH_FIRST_DAY, SYNTH_LAST_DAY, SplitMode, SynthConfig
-from fxstore.config.train import AgentConfig, DeviceChoice, TrainConfig
+from fxstore.config.train import AgentConfig, DeviceChoice, ForecastMode, TrainConfig
 from fxstore.config.walkforward import WalkForwardConfig
 
 __all__ = [
@@ -49,6 +49,7 @@ __all__ = [
     "DeviceChoice",
     "EnvConfig",
     "FeatureConfig",
+    "ForecastMode",
     "IngestConfig",
     "InstrumentSelection",
     "RewardMode",

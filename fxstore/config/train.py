@@ -156,6 +156,10 @@ class AgentConfig:
 
 DeviceChoice = Literal["auto", "cpu", "cuda"]
 
+ForecastMode = Literal["off", "input", "only"]
+"""What the agent sees of its fold's supervised forecast: nothing, one more column beside the
+features, or that column alone (:mod:`fxstore.train.evaluate.forecast`)."""
+
 
 @dataclass(frozen=True, slots=True)
 class TrainConfig:
@@ -241,6 +245,13 @@ class TrainConfig:
     seed's kept weights (seeds that stood aside left out), its no-trade band chosen on the
     validation slice, reported as policy ``ensemble`` beside the single seeds."""
 
+    forecast: ForecastMode = "off"
+    """The fold's ``linear`` forecast as the agent's input (:mod:`fxstore.train.evaluate.
+    forecast`): "input" adds it as one more observation column beside the features, "only"
+    gives the agent that column alone (and the position it holds); "off": the features only.
+    The forecast is fitted on the fold's training rows (cross-fitted there), its horizon and
+    penalty chosen on the validation slice, standardised by its spread on the training rows."""
+
     signal_dir: str | None = None
     """Folder of the planted signal's side files for the 'oracle' baseline; None: the store's
     synthetic market folder ``<root>/synth/<symbol>``."""
@@ -271,6 +282,7 @@ class TrainConfig:
         validate_number("prior_trials", self.prior_trials, above=0, integral=True)
         validate_number("seeds", self.seeds, above=0, integral=True)
         validate_bool("ensemble", self.ensemble)
+        validate_choice("forecast", self.forecast, get_args(ForecastMode))
         if self.ensemble and self.seeds < 2:
             raise InvalidInputError(
                 f"`ensemble` averages several seeds' agents; it needs `seeds` >= 2, was "

@@ -38,6 +38,7 @@ from fxstore.train.agent.replay import NStepAccumulator, PrioritizedReplay
 from fxstore.train.env.data import CachedMarket, open_cache
 from fxstore.train.env.market import ContractSpec, Market, contract_spec, evaluate_positions
 from fxstore.train.env.vecenv import VecEnv
+from fxstore.train.evaluate.forecast import forecast_market
 from fxstore.train.evaluate.metrics import sharpe_per_bar
 from fxstore.train.evaluate.references.oracle import PlantedSignal
 from fxstore.train.evaluate.results import (
@@ -297,13 +298,16 @@ def fold_results(
 ) -> dict[str, FoldResult]:
     """Train one fold's agents (every seed) and score them and the baselines on its test
     window, by policy (in this process, or in a Ray task: :mod:`fxstore.train.runs.fold_tasks`)."""
+    seen = forecast_market(  # what the agents observe: the features, the forecast or both
+        market, fold, config.forecast, config.env, spec, capital=config.capital
+    )
     trained = [
-        _train_seed(market, fold, config, spec, sizes, run, on_progress, n_folds, k, stop)
+        _train_seed(seen, fold, config, spec, sizes, run, on_progress, n_folds, k, stop)
         for k in range(config.seeds)
     ]
     agents = [result for result, _ in trained]
     if config.ensemble:
-        agents.append(_ensemble(market, fold, config, spec, [kept for _, kept in trained]))
+        agents.append(_ensemble(seen, fold, config, spec, [kept for _, kept in trained]))
     baselines = baseline_results(
         market,
         fold,

@@ -74,6 +74,7 @@ def test_config_exports_every_public_name() -> None:
         "DeviceChoice",
         "EnvConfig",
         "FeatureConfig",
+        "ForecastMode",
         "IMBALANCE_BAR_TYPES",
         "IngestConfig",
         "InstrumentSelection",

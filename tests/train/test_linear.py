@@ -13,7 +13,6 @@ from fxstore.train.env.market import ContractSpec, Market
 from fxstore.train.evaluate.references.linear import (
     BAND_MULTIPLES,
     RIDGE_LAMBDAS,
-    _training_moves,
     band_positions,
     choose_band,
     fit_linear,
@@ -21,6 +20,7 @@ from fxstore.train.evaluate.references.linear import (
     fit_ridge_paths,
     linear_horizons,
     linear_positions,
+    training_moves,
 )
 from fxstore.train.evaluate.results import baseline_results, choice_notes
 from fxstore.train.evaluate.walkforward import Fold
@@ -256,7 +256,7 @@ def test_fit_ridge_paths_equals_one_fit_per_target_and_penalty() -> None:
 def test_training_moves_share_the_longest_horizons_rows() -> None:
     market = signal_market()
 
-    rows, moves = _training_moves(market, 0, 100, (1, 4, 16))
+    rows, moves = training_moves(market, 0, 100, (1, 4, 16))
 
     assert rows.tolist() == list(range(84))
     for j, h in enumerate((1, 4, 16)):
@@ -272,7 +272,7 @@ def test_linear_horizons_are_the_markets_targets_else_the_default_sets() -> None
 
 def test_fit_linear_chooses_the_best_validation_sharpe_over_horizons_penalties_and_bands() -> None:
     market = dataclasses.replace(signal_market(2, strength=0.3), target_horizons=(1, 4, 16))
-    rows, moves = _training_moves(market, *FOLD.train, (1, 4, 16))
+    rows, moves = training_moves(market, *FOLD.train, (1, 4, 16))
     lo, hi = FOLD.validation
     best = (0.0, 0, math.nan, math.inf)  # (Sharpe, horizon, lambda, band): flat scores 0
     for j, horizon in enumerate((1, 4, 16)):

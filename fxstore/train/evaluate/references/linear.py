@@ -57,6 +57,7 @@ __all__ = [
     "fit_ridge_paths",
     "linear_horizons",
     "linear_positions",
+    "training_moves",
 ]
 
 logger = logging.getLogger(__name__)
@@ -199,11 +200,11 @@ def _training_rows(
 ) -> tuple[npt.NDArray[np.int64], F64]:
     """Rows t in [lo, hi - h) whose next h bars are the same contract, and the move
     ``close[t + h] - close[t]`` (h = `horizon_bars`)."""
-    rows, moves = _training_moves(market, lo, hi, (horizon_bars,))
+    rows, moves = training_moves(market, lo, hi, (horizon_bars,))
     return rows, moves[:, 0]
 
 
-def _training_moves(
+def training_moves(
     market: Market, lo: int, hi: int, horizons: Sequence[int]
 ) -> tuple[npt.NDArray[np.int64], F64]:
     """Rows t in [lo, hi - H) whose next H bars are the same contract (H the longest of
@@ -331,7 +332,7 @@ def fit_linear(
     no band are kept; when nothing beats standing aside on validation, the policy is flat.
     """
     horizons = linear_horizons(market)
-    rows, moves = _training_moves(market, *fold.train, horizons)
+    rows, moves = training_moves(market, *fold.train, horizons)
     features = market.features
     n_features = features.shape[1]
     fallback = _fallback(horizons)

@@ -1,0 +1,120 @@
+"""The agent's forecast input: the linear model's forecast per fold, cross-fitted on the
+training rows, never reading the test window, and a run that trains on it."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fxstore.errors import InvalidInputError
+from fxstore.train.env.market import Market
+from fxstore.train.evaluate.forecast import FORECAST_COLUMN, fold_forecast, forecast_market
+from fxstore.train.evaluate.references.linear import fit_linear, training_moves
+from fxstore.train.loop import train
+from tests.train._tiny import TINY
+from tests.train.test_linear import BARS_PER_DAY, ENV, ES, FOLD, N_DAYS, signal_market
+
+pytestmark = pytest.mark.quick
+
+
+def _forecast(market: Market) -> np.ndarray:
+    return fold_forecast(market, FOLD, ENV, ES, capital=100_000.0)
+
+
+def test_the_forecast_reads_the_signal_out_of_sample_in_standard_deviations() -> None:
+    market = signal_market()
+
+    forecast = _forecast(market)
+
+    assert forecast.dtype == np.float32 and forecast.shape == (market.n_rows,)
+    lo, hi = FOLD.test
+    # the next move is feature 0 plus noise: the test window's forecast follows it
+    assert np.corrcoef(forecast[lo:hi], market.features[lo:hi, 0])[0, 1] > 0.95
+    t_lo, t_hi = FOLD.train
+    assert 0.7 < float(np.std(forecast[t_lo:t_hi])) < 1.3
+
+
+def test_the_forecast_never_reads_the_test_window() -> None:
+    market = signal_market()
+    lo, hi = FOLD.test
+    rng = np.random.default_rng(3)
+    features = np.array(market.features)
+    close = np.array(market.close)
+    features[lo:hi] = rng.standard_normal(features[lo:hi].shape).astype(np.float32) * 50
+    close[lo:hi] = rng.uniform(1.0, 10_000.0, hi - lo)
+    scrambled = dataclasses.replace(market, features=features, close=close)
+
+    before, after = _forecast(market), _forecast(scrambled)
+
+    np.testing.assert_array_equal(before[:lo], after[:lo])
+    # the test window's forecast is the same model read on that window's features
+    model = fit_linear(market, FOLD, ENV, ES, capital=100_000.0)
+    assert np.corrcoef(after[lo:hi], model.predict(features[lo:hi]))[0, 1] > 0.9999
+
+
+def test_training_rows_get_forecasts_that_did_not_fit_their_own_moves() -> None:
+    """On noise, a ridge's forecast on its own rows correlates with their moves (it fitted
+    them); the cross-fitted one does not."""
+    rng = np.random.default_rng(7)
+    n = BARS_PER_DAY * N_DAYS
+    features = rng.standard_normal((n, 40)).astype(np.float32)
+    close = 5000.0 + np.cumsum(rng.standard_normal(n))
+    market = Market(
+        features=features,
+        close=close,
+        half_spread=np.full(n, 0.125),
+        is_roll=np.zeros(n, dtype=bool),
+        trading_day=(19_800 + np.arange(n) // BARS_PER_DAY).astype(np.int32),
+        feature_names=tuple(f"f_{k}" for k in range(40)),
+        bars_per_day=float(BARS_PER_DAY),
+    )
+    model = fit_linear(market, FOLD, ENV, ES, capital=100_000.0)
+    rows, moves = training_moves(market, *FOLD.train, (model.horizon_bars,))
+    in_sample = model.predict(features[rows])
+
+    cross_fitted = _forecast(market)[rows]
+
+    fitted = np.corrcoef(in_sample, moves[:, 0])[0, 1]
+    honest = np.corrcoef(cross_fitted, moves[:, 0])[0, 1]
+    assert fitted > 0.1  # 40 features on ~550 rows: the fit found noise
+    assert honest < fitted / 2
+
+
+def test_forecast_market_modes() -> None:
+    market = signal_market()
+
+    only = forecast_market(market, FOLD, "only", ENV, ES, capital=1e5)
+    beside = forecast_market(market, FOLD, "input", ENV, ES, capital=1e5)
+
+    assert forecast_market(market, FOLD, "off", ENV, ES, capital=1e5) is market
+    assert only.feature_names == (FORECAST_COLUMN,) and only.features.shape == (market.n_rows, 1)
+    assert beside.feature_names == (*market.feature_names, FORECAST_COLUMN)
+    np.testing.assert_array_equal(beside.features[:, :-1], market.features)
+    np.testing.assert_array_equal(beside.features[:, -1], only.features[:, 0])
+    np.testing.assert_array_equal(only.close, market.close)
+    with pytest.raises(InvalidInputError, match="`forecast` must be one of off, input, only"):
+        forecast_market(market, FOLD, "both", ENV, ES, capital=1e5)  # type: ignore[arg-type]
+
+
+def test_a_fold_too_short_to_fit_forecasts_zero() -> None:
+    market = signal_market().rows(0, 4 * BARS_PER_DAY)
+    fold = dataclasses.replace(FOLD, train=(0, 3), validation=(3, 40), test=(40, 80))
+
+    forecast = fold_forecast(market, fold, ENV, ES, capital=1e5)
+
+    np.testing.assert_array_equal(forecast, np.zeros(market.n_rows, np.float32))
+
+
+@pytest.mark.parametrize("mode", ["only", "input"])
+def test_train_on_the_forecast_records_it(store: Path, mode: str) -> None:
+    config = dataclasses.replace(TINY, forecast=mode, max_folds=1)
+
+    result = train(config, store)
+
+    assert "agent" in result.policies and "linear" in result.policies
+    saved = json.loads((result.run_dir / "config.json").read_text())
+    assert saved["config"]["forecast"] == mode
