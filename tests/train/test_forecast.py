@@ -118,3 +118,19 @@ def test_train_on_the_forecast_records_it(store: Path, mode: str) -> None:
     assert "agent" in result.policies and "linear" in result.policies
     saved = json.loads((result.run_dir / "config.json").read_text())
     assert saved["config"]["forecast"] == mode
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode", ["only", "input"])
+def test_the_forecast_on_a_gpu_market_is_the_numpy_one(mode: str) -> None:
+    pytest.importorskip("cupy")
+    from tests.train.test_env_gpu import on_cupy
+
+    market = signal_market()
+
+    host = forecast_market(market, FOLD, mode, ENV, ES, capital=1e5)
+    device = forecast_market(on_cupy(market), FOLD, mode, ENV, ES, capital=1e5)
+
+    assert device.xp is not np and device.features.flags.c_contiguous
+    np.testing.assert_allclose(device.features.get(), host.features, rtol=1e-5, atol=1e-5)
+    assert device.feature_names == host.feature_names

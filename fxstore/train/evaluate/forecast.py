@@ -130,9 +130,9 @@ def forecast_market(
     column = xp.asarray(
         fold_forecast(market, fold, env_config, spec, capital=capital).reshape(-1, 1)
     )
-    if mode == "only":
-        features, names = column, (FORECAST_COLUMN,)
-    else:
+    names: tuple[str, ...] = (FORECAST_COLUMN,)
+    features = column
+    if mode == "input":
         features = xp.ascontiguousarray(xp.concatenate([market.features, column], axis=1))
         names = (*market.feature_names, FORECAST_COLUMN)
     return dataclasses.replace(market, features=features, feature_names=names)
