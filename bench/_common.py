@@ -32,13 +32,41 @@ def machine() -> dict[str, object]:
                 break
     except OSError:
         pass
+    gpus = _gpu_names()
+    kind = os.environ.get("FXSTORE_BENCH_MACHINE") or _machine_kind(gpus)
     return {
-        "hostname_kind": os.environ.get("FXSTORE_BENCH_MACHINE", "dev-cpu"),
+        "hostname_kind": kind,
         "platform": platform.platform(),
         "cpu": cpu,
         "logical_cpus": os.cpu_count(),
         "python": sys.version.split()[0],
+        "gpus": gpus,
     }
+
+
+def _gpu_names() -> list[str]:
+    """The names nvidia-smi gives the machine's GPUs; empty without one (or without it)."""
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [line.strip() for line in out.splitlines() if line.strip()]
+
+
+def _machine_kind(gpus: list[str]) -> str:
+    """ "nvidia-h100", "nvidia-h200" (with "-xN" for N cards) from the GPUs' names, else
+    "dev-cpu" (the machine without a GPU)."""
+    if not gpus:
+        return "dev-cpu"
+    name = gpus[0].lower()
+    model = next((m for m in ("h200", "h100", "a100", "l4") if m in name), "gpu")
+    return f"nvidia-{model}" + (f"-x{len(gpus)}" if len(gpus) > 1 else "")
 
 
 def profile_config(profile: str, **overrides: object) -> TrainConfig:
