@@ -234,6 +234,7 @@ class TrainSettings(TypedDict, total=False):
     seeds: int | None
     ensemble: bool | None
     forecast: ForecastMode | None
+    horizon_discount: bool | None
     prior_trials: int | None
     signal_dir: str | None
 
@@ -460,6 +461,12 @@ def _stop_on_signals(stop: StopRequest) -> Iterator[None]:
     help="The fold's linear forecast (fitted on its training rows, horizon and penalty chosen "
     "on validation) as the agent's input: 'input' beside the features, 'only' in their "
     f"place [default: {FROM_PROFILE}].",
+)
+@click.option(
+    "--horizon-discount/--no-horizon-discount",
+    default=None,
+    help="Set each fold's discount and n-step from the horizon of its linear model (chosen "
+    f"on validation): a reward that many bars ahead counts half [default: {FROM_PROFILE}].",
 )
 @click.option(
     "--prior-trials",

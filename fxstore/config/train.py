@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Literal, get_args
+from typing import Final, Literal, get_args
 
 from fxstore.config._validate import (
     validate_at_least,
@@ -156,6 +156,9 @@ class AgentConfig:
 
 DeviceChoice = Literal["auto", "cpu", "cuda"]
 
+#: The longest n-step return `horizon_discount` gives an agent (bars).
+MAX_HORIZON_N_STEP: Final = 16
+
 ForecastMode = Literal["off", "input", "only"]
 """What the agent sees of its fold's supervised forecast: nothing, one more column beside the
 features, or that column alone (:mod:`fxstore.train.evaluate.forecast`)."""
@@ -252,6 +255,12 @@ class TrainConfig:
     The forecast is fitted on the fold's training rows (cross-fitted there), its horizon and
     penalty chosen on the validation slice, standardised by its spread on the training rows."""
 
+    horizon_discount: bool = False
+    """Each fold's agent looks as far ahead as the move its fold's ``linear`` model predicts
+    (its horizon h in bars, chosen on the validation slice): the agent's `gamma` becomes
+    ``0.5 ** (1 / h)`` (a reward h bars ahead counts half) and its `n_step` becomes h, at
+    most :data:`MAX_HORIZON_N_STEP`; the profile's `gamma` and `n_step` are not used."""
+
     signal_dir: str | None = None
     """Folder of the planted signal's side files for the 'oracle' baseline; None: the store's
     synthetic market folder ``<root>/synth/<symbol>``."""
@@ -283,6 +292,7 @@ class TrainConfig:
         validate_number("seeds", self.seeds, above=0, integral=True)
         validate_bool("ensemble", self.ensemble)
         validate_choice("forecast", self.forecast, get_args(ForecastMode))
+        validate_bool("horizon_discount", self.horizon_discount)
         if self.ensemble and self.seeds < 2:
             raise InvalidInputError(
                 f"`ensemble` averages several seeds' agents; it needs `seeds` >= 2, was "

@@ -29,6 +29,7 @@ import numpy.typing as npt
 
 from fxstore.config import AgentConfig, TrainConfig
 from fxstore.config.executor import ExecutorConfig
+from fxstore.config.train import MAX_HORIZON_N_STEP
 from fxstore.errors import InvalidInputError
 from fxstore.train.agent.dqn import Agent
 from fxstore.train.agent.learner import LearnerStep
@@ -40,6 +41,7 @@ from fxstore.train.env.market import ContractSpec, Market, contract_spec, evalua
 from fxstore.train.env.vecenv import VecEnv
 from fxstore.train.evaluate.forecast import forecast_market
 from fxstore.train.evaluate.metrics import sharpe_per_bar
+from fxstore.train.evaluate.references.linear import LinearModel, fit_linear
 from fxstore.train.evaluate.references.oracle import PlantedSignal
 from fxstore.train.evaluate.results import (
     BacktestResult,
@@ -298,9 +300,13 @@ def fold_results(
 ) -> dict[str, FoldResult]:
     """Train one fold's agents (every seed) and score them and the baselines on its test
     window, by policy (in this process, or in a Ray task: :mod:`fxstore.train.runs.fold_tasks`)."""
+    model = None  # the fold's linear model, where the agents read its forecast or horizon
+    if config.forecast != "off" or config.horizon_discount:
+        model = fit_linear(market, fold, config.env, spec, capital=config.capital)
     seen = forecast_market(  # what the agents observe: the features, the forecast or both
-        market, fold, config.forecast, config.env, spec, capital=config.capital
+        market, fold, config.forecast, config.env, spec, capital=config.capital, model=model
     )
+    config = _with_horizon(config, model)
     trained = [
         _train_seed(seen, fold, config, spec, sizes, run, on_progress, n_folds, k, stop)
         for k in range(config.seeds)
@@ -618,6 +624,19 @@ def _best_band(
         if score > best:
             best, best_band = score, band
     return best, best_band
+
+
+def _with_horizon(config: TrainConfig, model: LinearModel | None) -> TrainConfig:
+    """`config` with the agent's discount and n-step set from the horizon of the fold's
+    linear `model` when `config.horizon_discount` asks for it (see that setting)."""
+    if not config.horizon_discount or model is None:
+        return config
+    horizon = model.horizon_bars
+    agent = dataclasses.replace(
+        config.agent, gamma=0.5 ** (1.0 / horizon), n_step=min(horizon, MAX_HORIZON_N_STEP)
+    )
+    logger.debug("horizon %d bars: gamma %.4f, n_step %d", horizon, agent.gamma, agent.n_step)
+    return dataclasses.replace(config, agent=agent)
 
 
 def _fold_agent_config(config: TrainConfig, sizes: dict[str, int], fold: int) -> AgentConfig:

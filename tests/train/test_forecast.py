@@ -15,7 +15,7 @@ from fxstore.train.env.market import Market
 from fxstore.train.evaluate.forecast import FORECAST_COLUMN, fold_forecast, forecast_market
 from fxstore.train.evaluate.references.linear import fit_linear, training_moves
 from fxstore.train.loop import train
-from tests.train._tiny import TINY
+from tests.train._tiny import TINY, assert_same_run, interrupt_then_resume
 from tests.train.test_linear import BARS_PER_DAY, ENV, ES, FOLD, N_DAYS, signal_market
 
 pytestmark = pytest.mark.quick
@@ -134,3 +134,28 @@ def test_the_forecast_on_a_gpu_market_is_the_numpy_one(mode: str) -> None:
     assert device.xp is not np and device.features.flags.c_contiguous
     np.testing.assert_allclose(device.features.get(), host.features, rtol=1e-5, atol=1e-5)
     assert device.feature_names == host.feature_names
+
+
+def test_the_horizon_sets_the_discount_and_n_step() -> None:
+    from fxstore.config.train import MAX_HORIZON_N_STEP
+    from fxstore.train.loop import _with_horizon
+
+    model = fit_linear(signal_market(), FOLD, ENV, ES, capital=1e5)
+    on = dataclasses.replace(TINY, horizon_discount=True)
+
+    four = _with_horizon(on, dataclasses.replace(model, horizon_bars=4))
+    long = _with_horizon(on, dataclasses.replace(model, horizon_bars=64))
+
+    assert four.agent.gamma == pytest.approx(0.5**0.25) and four.agent.n_step == 4
+    assert four.agent.gamma**4 == pytest.approx(0.5)  # four bars ahead counts half
+    assert long.agent.n_step == MAX_HORIZON_N_STEP
+    assert _with_horizon(TINY, model) is TINY
+    assert _with_horizon(on, None) is on
+
+
+def test_a_run_with_the_horizon_discount_resumes_to_the_same_result(store: Path) -> None:
+    config = dataclasses.replace(TINY, forecast="only", horizon_discount=True)
+
+    whole, resumed = interrupt_then_resume(config, store)
+
+    assert_same_run(whole.run_dir, resumed.run_dir)

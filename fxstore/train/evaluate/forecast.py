@@ -35,6 +35,7 @@ from fxstore.config import EnvConfig, ForecastMode
 from fxstore.errors import InvalidInputError
 from fxstore.train.env.market import ContractSpec, Market
 from fxstore.train.evaluate.references.linear import (
+    LinearModel,
     RidgePaths,
     fit_linear,
     fit_ridge_paths,
@@ -74,14 +75,16 @@ def fold_forecast(
     spec: ContractSpec,
     *,
     capital: float,
+    model: LinearModel | None = None,
 ) -> npt.NDArray[np.float32]:
     """The fold's standardised ``linear`` forecast at every market row (host, float32).
 
     Training rows get cross-fitted forecasts; every other row the full training fit's.
     Zeros when the fold has too few training rows to fit (the model stands aside with a
-    zero forecast).
+    zero forecast). `model`: the fold's ``linear`` model when it is already fitted.
     """
-    model = fit_linear(market, fold, env_config, spec, capital=capital)
+    if model is None:
+        model = fit_linear(market, fold, env_config, spec, capital=capital)
     horizons = linear_horizons(market)
     lam = model.ridge_lambda
     features = market.features
@@ -117,6 +120,7 @@ def forecast_market(
     spec: ContractSpec,
     *,
     capital: float,
+    model: LinearModel | None = None,
 ) -> Market:
     """`market` as the fold's agent sees it: with the forecast column beside the features
     (``"input"``), in their place (``"only"``), or unchanged (``"off"``)."""
@@ -128,7 +132,7 @@ def forecast_market(
         return market
     xp = market.xp
     column = xp.asarray(
-        fold_forecast(market, fold, env_config, spec, capital=capital).reshape(-1, 1)
+        fold_forecast(market, fold, env_config, spec, capital=capital, model=model).reshape(-1, 1)
     )
     names: tuple[str, ...] = (FORECAST_COLUMN,)
     features = column
