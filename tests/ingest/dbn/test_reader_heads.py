@@ -11,15 +11,7 @@ from fxstore.config import SynthConfig
 from fxstore.errors import SchemaError
 from fxstore.ingest.dbn import reader
 from fxstore.ingest.dbn.reader import DbnSource, open_dbn, open_dbn_heads
-
-PEER = Path(__file__).parents[2] / "data" / "peer-dbn"
-PEER_MBP10 = [
-    "test_data.mbp-10.dbn",
-    "test_data.mbp-10.v1.dbn.zst",
-    "test_data.mbp-10.v2.dbn.zst",
-    "test_data.mbp-10.v3.dbn.zst",
-    "GLBX.MDP3.test_data.mbp-10.dbn.zst",
-]
+from tests.ingest.dbn.test_reader import PEER, PEER_MBP10
 
 
 def _open_heads(paths: list[Path], reads: list[tuple[str, int]]) -> DbnSource:
