@@ -36,14 +36,12 @@ from fxstore.errors import InvalidInputError
 from fxstore.train.env.market import ContractSpec, Market
 from fxstore.train.evaluate.references.linear import (
     LinearModel,
-    RidgePaths,
     fit_linear,
     fit_ridge_paths,
     linear_horizons,
     training_moves,
 )
 from fxstore.train.evaluate.walkforward import Fold
-from fxstore.train.gpu.xp import to_host
 
 __all__ = [
     "CROSS_FIT_BLOCKS",
@@ -57,15 +55,6 @@ CROSS_FIT_BLOCKS: Final = 5
 
 #: The observation column's name.
 FORECAST_COLUMN: Final = "forecast"
-
-F64 = npt.NDArray[np.float64]
-
-
-def _standardised(features: npt.NDArray[np.floating], fit: RidgePaths) -> F64:
-    """`features` (NaN and infinities as 0, as the fit read them) standardised as in `fit`."""
-    x = np.nan_to_num(to_host(features).astype(np.float64), nan=0.0, posinf=0.0, neginf=0.0)
-    z: F64 = (x - fit.mean) / fit.scale
-    return z
 
 
 def fold_forecast(
@@ -86,28 +75,24 @@ def fold_forecast(
     if model is None:
         model = fit_linear(market, fold, env_config, spec, capital=capital)
     horizons = linear_horizons(market)
-    lam = model.ridge_lambda
     features = market.features
-    if not math.isfinite(lam) or model.horizon_bars not in horizons:  # nothing was fitted
-        return np.zeros(market.n_rows, dtype=np.float32)
+    if not math.isfinite(model.ridge_lambda) or model.horizon_bars not in horizons:
+        return np.zeros(market.n_rows, dtype=np.float32)  # nothing was fitted
     horizon = model.horizon_bars
     lo, hi = fold.train
     rows, moves = training_moves(market, lo, hi, horizons)  # the rows linear fitted
     moves = moves[:, [horizons.index(horizon)]]
-    full = fit_ridge_paths(features[rows], moves, (lam,))
-    beta = full.betas[0, :, 0]
-    spread = math.sqrt(max(float(beta @ full.covariance @ beta), 0.0))
+    spread = float(np.std(model.predict(features[rows])))
     if spread <= 0.0:
         return np.zeros(market.n_rows, dtype=np.float32)
-    out = (full.intercepts[0] + _standardised(features, full) @ beta) / spread
+    out = model.predict(features) / spread
     edges = np.linspace(lo, hi, CROSS_FIT_BLOCKS + 1).round().astype(np.int64)
     for a, b in itertools.pairwise(int(e) for e in edges):
         keep = (rows + horizon < a) | (rows >= b)  # no move reaches into the block
         if b <= a or int(keep.sum()) < features.shape[1] + 2:
             continue  # too few rows: the block keeps the full fit's forecast
-        fit = fit_ridge_paths(features[rows[keep]], moves[keep], (lam,))
-        z = _standardised(features[a:b], fit)
-        out[a:b] = (fit.intercepts[0] + z @ fit.betas[0, :, 0]) / spread
+        fit = fit_ridge_paths(features[rows[keep]], moves[keep], (model.ridge_lambda,))
+        out[a:b] = fit.predict(features[a:b]) / spread
     result: npt.NDArray[np.float32] = out.astype(np.float32)
     return result
 

@@ -27,7 +27,7 @@ import numpy.typing as npt
 
 from fxstore.train.env.market import Market
 from fxstore.train.evaluate.references.base import ReferenceInputs, ReferencePositions
-from fxstore.train.evaluate.references.linear import RIDGE_LAMBDAS, fit_ridge
+from fxstore.train.evaluate.references.linear import RIDGE_LAMBDAS, fit_ridge_paths
 from fxstore.train.evaluate.references.oracle import oracle_positions
 from fxstore.train.evaluate.walkforward import Fold
 from fxstore.train.gpu.xp import to_host
@@ -65,19 +65,13 @@ def project_signal(signal: F64, market: Market, fold: Fold) -> F64:
         return np.zeros(market.n_rows)
     v_lo, v_hi = fold.validation
     lambdas = RIDGE_LAMBDAS if v_hi - v_lo >= 3 else RIDGE_LAMBDAS[:1]
-    fits = [fit_ridge(features[lo:hi], signal[lo:hi], lam) for lam in lambdas]
+    fit = fit_ridge_paths(features[lo:hi], signal[lo:hi, None], lambdas)
     chosen = 0
-    if len(fits) > 1:
-        val = _clean(features[v_lo:v_hi])
-        scores = [_corr(c + ((val - m) / s) @ b, signal[v_lo:v_hi]) for m, s, b, c in fits]
+    if len(lambdas) > 1:
+        val = features[v_lo:v_hi]
+        scores = [_corr(fit.predict(val, k), signal[v_lo:v_hi]) for k in range(len(lambdas))]
         chosen = int(np.argmax(scores))
-    mean, scale, beta, intercept = fits[chosen]
-    projection: F64 = intercept + ((_clean(features) - mean) / scale) @ beta
-    return projection
-
-
-def _clean(features: npt.NDArray[np.floating]) -> F64:
-    return np.nan_to_num(np.asarray(features, dtype=np.float64), nan=0.0, posinf=0.0, neginf=0.0)
+    return fit.predict(features, chosen)
 
 
 @dataclass(frozen=True, slots=True)

@@ -141,6 +141,16 @@ class RidgePaths:
     """``(n_features, n_features)`` covariance of the standardised features (``Zᵀ Z / n``):
     a prediction's variance on the fitted rows is ``betaᵀ C beta``."""
 
+    def standardise(self, features: npt.NDArray[np.floating]) -> F64:
+        """`features` standardised as the fit's were (NaN and infinities read as 0)."""
+        z: F64 = (_clean(features) - self.mean) / self.scale
+        return z
+
+    def predict(self, features: npt.NDArray[np.floating], k: int = 0, target: int = 0) -> F64:
+        """The fit of column `target` at penalty number `k`, read on `features`."""
+        out: F64 = self.intercepts[target] + self.standardise(features) @ self.betas[k, :, target]
+        return out
+
 
 def fit_ridge_paths(
     features: npt.NDArray[np.floating], targets: F64, ridge_lambdas: Sequence[float]
@@ -285,7 +295,7 @@ def _choose(
     """The (horizon, λ, band) of `fit` whose band policy scores the best per-bar Sharpe on
     `validation` (the validation slice's rows), in the order horizon, λ, band (the first of
     equals wins); None when none beats standing aside."""
-    z = (_clean(validation.features) - fit.mean) / fit.scale
+    z = fit.standardise(validation.features)
     best: LinearModel | None = None
     for h, horizon in enumerate(horizons):
         for k, ridge_lambda in enumerate(RIDGE_LAMBDAS):
