@@ -16,7 +16,7 @@ from fxstore.train.evaluate.forecast import FORECAST_COLUMN, fold_forecast, fore
 from fxstore.train.evaluate.references.linear import fit_linear, training_moves
 from fxstore.train.loop import train
 from tests.train._tiny import TINY, assert_same_run, interrupt_then_resume
-from tests.train.test_linear import BARS_PER_DAY, ENV, ES, FOLD, N_DAYS, signal_market
+from tests.train.test_linear import BARS_PER_DAY, ENV, ES, FOLD, signal_market
 
 pytestmark = pytest.mark.quick
 
@@ -59,19 +59,8 @@ def test_the_forecast_never_reads_the_test_window() -> None:
 def test_training_rows_get_forecasts_that_did_not_fit_their_own_moves() -> None:
     """On noise, a ridge's forecast on its own rows correlates with their moves (it fitted
     them); the cross-fitted one does not."""
-    rng = np.random.default_rng(7)
-    n = BARS_PER_DAY * N_DAYS
-    features = rng.standard_normal((n, 40)).astype(np.float32)
-    close = 5000.0 + np.cumsum(rng.standard_normal(n))
-    market = Market(
-        features=features,
-        close=close,
-        half_spread=np.full(n, 0.125),
-        is_roll=np.zeros(n, dtype=bool),
-        trading_day=(19_800 + np.arange(n) // BARS_PER_DAY).astype(np.int32),
-        feature_names=tuple(f"f_{k}" for k in range(40)),
-        bars_per_day=float(BARS_PER_DAY),
-    )
+    market = signal_market(7, strength=0.0, n_features=40)
+    features = market.features
     model = fit_linear(market, FOLD, ENV, ES, capital=100_000.0)
     rows, moves = training_moves(market, *FOLD.train, (model.horizon_bars,))
     in_sample = model.predict(features[rows])

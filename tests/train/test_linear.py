@@ -33,11 +33,11 @@ BARS_PER_DAY = 20
 N_DAYS = 60
 
 
-def signal_market(seed: int = 0, *, strength: float = 1.0) -> Market:
+def signal_market(seed: int = 0, *, strength: float = 1.0, n_features: int = 3) -> Market:
     """60 days of 20 bars: the next move is `strength` x feature 0 plus noise (points)."""
     rng = np.random.default_rng(seed)
     n = BARS_PER_DAY * N_DAYS
-    features = rng.standard_normal((n, 3)).astype(np.float32)
+    features = rng.standard_normal((n, n_features)).astype(np.float32)
     move = strength * features[:, 0].astype(np.float64) + 0.5 * rng.standard_normal(n)
     close = 5000.0 + np.concatenate(([0.0], np.cumsum(move[:-1])))
     return Market(
@@ -46,7 +46,7 @@ def signal_market(seed: int = 0, *, strength: float = 1.0) -> Market:
         half_spread=np.full(n, 0.125),
         is_roll=np.zeros(n, dtype=bool),
         trading_day=(19_800 + np.arange(n) // BARS_PER_DAY).astype(np.int32),
-        feature_names=("f_a", "f_b", "f_c"),
+        feature_names=tuple(f"f_{k}" for k in range(n_features)),
         bars_per_day=float(BARS_PER_DAY),
     )
 
