@@ -323,6 +323,7 @@ def fold_results(
         capital=config.capital,
         seed=config.seed,
         planted=planted.values,
+        linear=model,
     )
     return {r.policy: r for r in with_ts_close([*agents, *baselines], cache.ts_close)}
 

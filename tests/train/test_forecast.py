@@ -148,3 +148,16 @@ def test_a_run_with_the_horizon_discount_resumes_to_the_same_result(store: Path)
     whole, resumed = interrupt_then_resume(config, store)
 
     assert_same_run(whole.run_dir, resumed.run_dir)
+
+
+def test_the_linear_row_is_the_same_whether_the_agent_reads_its_forecast(store: Path) -> None:
+    """The trainer hands the model it fitted for the agent to the ``linear`` reference: the
+    row is the one a run without the forecast fits for itself."""
+    runs = [
+        train(dataclasses.replace(TINY, forecast=m, max_folds=1), store) for m in ("off", "only")
+    ]
+
+    rows = [next(r for r in run.folds if r.policy == "linear") for run in runs]
+
+    np.testing.assert_array_equal(rows[0].pnl, rows[1].pnl)
+    assert rows[0].choice == rows[1].choice

@@ -32,6 +32,7 @@ from fxstore.train.env.data import CachedMarket
 from fxstore.train.env.market import ContractSpec, Market, evaluate_positions
 from fxstore.train.evaluate.metrics import BacktestMetrics, compute_metrics, daily_pnl
 from fxstore.train.evaluate.references import REFERENCES, ReferenceInputs
+from fxstore.train.evaluate.references.linear import LinearModel
 from fxstore.train.evaluate.references.oracle import (
     PlantedSignal,
     load_planted_signal,
@@ -439,15 +440,16 @@ def baseline_results(
     capital: float,
     seed: int,
     planted: npt.NDArray[np.float64] | None = None,
+    linear: LinearModel | None = None,
 ) -> list[FoldResult]:
     """Every reference in `policies` (:data:`REFERENCES`) traded on the fold's test window,
     in that order.
 
     A fitted reference ('linear') is also scored in sample (its training part); one that
     this market cannot have ('oracle' when `planted`, the planted signal per market row, is
-    None) is left out.
+    None) is left out. `linear`: the fold's linear model when it is fitted already.
     """
-    inputs = ReferenceInputs(market, fold, env_config, spec, capital, seed, planted)
+    inputs = ReferenceInputs(market, fold, env_config, spec, capital, seed, planted, linear)
     results = []
     for policy in policies:
         if policy not in REFERENCES:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -12,6 +12,9 @@ import numpy.typing as npt
 from fxstore.config import EnvConfig
 from fxstore.train.env.market import ContractSpec, Market
 from fxstore.train.evaluate.walkforward import Fold
+
+if TYPE_CHECKING:
+    from fxstore.train.evaluate.references.linear import LinearModel
 
 __all__ = ["Reference", "ReferenceInputs", "ReferencePositions"]
 
@@ -31,6 +34,9 @@ class ReferenceInputs:
     """The run's seed (``random`` mixes it with the window's first row)."""
     planted: F64 | None = None
     """The planted signal per market row on a synthetic market; None on real data."""
+    linear: LinearModel | None = None
+    """The fold's ``linear`` model where the trainer has fitted it already (for the agent's
+    forecast); None: ``linear`` fits it."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -391,9 +391,11 @@ class _Linear:
     needs_feature: str | None = None
 
     def positions(self, inputs: ReferenceInputs) -> ReferencePositions:
-        model = fit_linear(
-            inputs.market, inputs.fold, inputs.env, inputs.spec, capital=inputs.capital
-        )
+        model = inputs.linear
+        if model is None:
+            model = fit_linear(
+                inputs.market, inputs.fold, inputs.env, inputs.spec, capital=inputs.capital
+            )
         return ReferencePositions(
             linear_positions(model, inputs.market, *inputs.fold.test),
             linear_positions(model, inputs.market, *inputs.fold.train),
