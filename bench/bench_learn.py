@@ -23,7 +23,9 @@ Run:  FXSTORE_BENCH_MACHINE=nvidia-h200 PYTHONPATH=. python bench/bench_learn.py
 ``--gpus 1,2`` trains each store once per GPU count (``train --gpus N``: N folds at once,
 one worker process per GPU), checks that every count gives the same totals, and records the
 wall time of each and its ratio to one GPU's (the target on the 9-fold year: 2 GPUs
-<= 0.55x one GPU). On a machine with two GPUs:
+<= 0.55x one GPU); ``--folds-per-gpu 1,3`` does the same for each number of worker
+processes per GPU (each GPU named K times in ``train``'s ``gpus``: K folds at once on it;
+runs keyed "NxK" where K > 1). On a machine with two GPUs:
 
       FXSTORE_BENCH_MACHINE=nvidia-h200-x2 PYTHONPATH=. python bench/bench_learn.py \
           --store signal=data/learn-signal --profile bench/profiles/learn_gpu.toml \
@@ -61,16 +63,26 @@ def main() -> None:
         default="1",
         help="GPU counts to train each store with, comma-separated (1: the serial loop)",
     )
+    parser.add_argument(
+        "--folds-per-gpu",
+        default="1",
+        help="worker processes per GPU to train each store with, comma-separated",
+    )
     args = parser.parse_args()
     config = profile_config(
         args.profile, env_steps=args.env_steps, device=args.device, seeds=args.seeds
     )
-    counts = [int(n) for n in args.gpus.split(",")]
+    counts = [
+        (n, k)
+        for n in (int(n) for n in args.gpus.split(","))
+        for k in (int(k) for k in args.folds_per_gpu.split(","))
+    ]
     visible = gpus.visible_gpus(os.environ.get("CUDA_VISIBLE_DEVICES"))
     try:
         devices = {
-            n: gpus.check_gpus(n, visible, device=config.device, executor_kind="local")
-            if n > 1
+            # K workers per GPU: each of the N GPUs named K times (train's `gpus`)
+            n: gpus.check_gpus(n[0], visible, device=config.device, executor_kind="local") * n[1]
+            if n[0] * n[1] > 1
             else ()
             for n in counts
         }
@@ -86,7 +98,7 @@ def main() -> None:
                 p: m.to_json() for p, m in result.totals.items()
             }
             if not same:
-                raise SystemExit(f"{name}: --gpus {n} gave other totals than --gpus {counts[0]}")
+                raise SystemExit(f"{name}: {_label(n)} gave other totals than {_label(counts[0])}")
         totals = {p: m.to_json() for p, m in result.totals.items()}
         per_fold = {
             p: [r.metrics.sharpe_daily for r in result.folds if r.policy == p]
@@ -122,18 +134,29 @@ def main() -> None:
             # how far each fold trained before early stopping (its last validation's step):
             # wall times compare only between runs that trained as far
             "env_steps_per_fold": _steps_per_fold(result),
-            "seconds_by_gpus": {str(n): s for n, (_, s) in timed.items()},
-            "ratio_to_one_gpu": {str(n): s / timed[1][1] for n, (_, s) in timed.items()}
-            if 1 in timed
+            "seconds_by_gpus": {_key(n): s for n, (_, s) in timed.items()},
+            "ratio_to_one_gpu": {_key(n): s / timed[1, 1][1] for n, (_, s) in timed.items()}
+            if (1, 1) in timed
             else None,
         }
         for n, (_, s) in timed.items():
-            print(f"{name}: {len(per_fold['agent'])} folds on {n} GPU(s) in {s:.0f} s")
+            print(f"{name}: {len(per_fold['agent'])} folds with {_label(n)} in {s:.0f} s")
         print(result.format_table())
     path = write_result(
         args.name, {"profile": config.profile, "config": config.to_json(), "runs": runs}
     )
     print(f"wrote {path}")
+
+
+def _key(workers: tuple[int, int]) -> str:
+    """A run's key in the result: its GPU count, and "xK" for K worker processes per GPU."""
+    n, k = workers
+    return str(n) if k == 1 else f"{n}x{k}"
+
+
+def _label(workers: tuple[int, int]) -> str:
+    n, k = workers
+    return f"--gpus {n}" + (f" --folds-per-gpu {k}" if k > 1 else "")
 
 
 def _steps_per_fold(result: BacktestResult) -> list[int | None]:

@@ -173,7 +173,8 @@ def _start_worker(
 
 
 class GpuPool:
-    """One spawned worker process per GPU, each running one task at a time.
+    """One spawned worker process per entry of `devices` (a GPU named twice gets two),
+    each running one task at a time.
 
     A worker that dies (killed, out of memory) fails its task with WorkerLostError and is
     replaced by a fresh one on the same GPU. `on_report` gets, in this process, every report

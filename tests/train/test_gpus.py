@@ -76,6 +76,18 @@ def test_train_on_two_gpus_gives_the_serial_run_folder_one_gpu_per_worker(
     assert len({(pid, device) for _, pid, device in trained}) == 2
 
 
+def test_train_with_two_workers_on_one_gpu_gives_the_serial_run_folder(
+    store: Path, serial: BacktestResult, worker_log: Path
+) -> None:
+    result = train(THREE, store, gpus=("0", "0"))
+
+    assert_same_run(serial.run_dir, result.run_dir)
+    trained = _trained(worker_log)
+    assert [fold for fold, _, _ in trained] == [0, 1, 2]
+    assert {device for _, _, device in trained} == {"0"}
+    assert len({pid for _, pid, _ in trained}) == 2  # two processes share the one GPU
+
+
 def test_train_on_gpus_shows_every_folds_progress_from_the_workers(
     store: Path, serial: BacktestResult
 ) -> None:

@@ -126,8 +126,9 @@ def train_folds_on_gpus(
     devices: Sequence[str],
     on_progress: Callable[[Any], None] | None = None,
 ) -> Iterator[tuple[Fold, dict[str, FoldResult]]]:
-    """Run `folds` as tasks of `run_fold` in local worker processes, one per GPU of
-    `devices` (``CUDA_VISIBLE_DEVICES`` values, :mod:`fxstore.gpus`); yield each (fold,
+    """Run `folds` as tasks of `run_fold` in local worker processes, one per entry of
+    `devices` (``CUDA_VISIBLE_DEVICES`` values, a GPU named once per worker it hosts:
+    :mod:`fxstore.gpus`); yield each (fold,
     results by policy) as it finishes. `on_progress` gets here the progress reports the
     tasks send (:func:`task_reporter`).
 
@@ -144,7 +145,7 @@ def train_folds_on_gpus(
         return
     tasks = _tasks(config, root, run, folds, sizes, n_folds)
     with open_gpu_pool(devices[: len(tasks)], on_progress) as pool:
-        logger.info("training %d folds on %d GPUs", len(tasks), pool.workers)
+        logger.info("training %d folds on %d GPU workers", len(tasks), pool.workers)
         yield from _run_tasks(pool, run_fold, tasks, run, stop, "a GPU worker's task")
 
 
