@@ -39,7 +39,7 @@ from fxstore.errors import InvalidInputError
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-    from fxstore.config import DeviceChoice, ForecastMode, RollMode
+    from fxstore.config import DeviceChoice, ForecastMode, ForecastModel, RollMode
     from fxstore.train.evaluate.results import BacktestResult
     from fxstore.train.runs.status import StopRequest
 
@@ -234,6 +234,7 @@ class TrainSettings(TypedDict, total=False):
     seeds: int | None
     ensemble: bool | None
     forecast: ForecastMode | None
+    forecast_model: ForecastModel | None
     horizon_discount: bool | None
     prior_trials: int | None
     signal_dir: str | None
@@ -461,6 +462,14 @@ def _stop_on_signals(stop: StopRequest) -> Iterator[None]:
     help="The fold's linear forecast (fitted on its training rows, horizon and penalty chosen "
     "on validation) as the agent's input: 'input' beside the features, 'only' in their "
     f"place [default: {FROM_PROFILE}].",
+)
+@click.option(
+    "--forecast-model",
+    type=click.Choice(["linear", "blend"]),
+    default=None,
+    help="Which forecast --forecast hands the agent: 'linear', the linear reference's model; "
+    "'blend', every target horizon's ridge averaged, each penalty chosen by "
+    f"cross-validation on the training rows [default: {FROM_PROFILE}].",
 )
 @click.option(
     "--horizon-discount/--no-horizon-discount",

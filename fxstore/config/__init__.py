@@ -34,7 +34,13 @@ from fxstore.config.ingest import (
     parse_roll_months,
 )
 from fxstore.config.synth import SYNTH_FIRST_DAY, SYNTH_LAST_DAY, SplitMode, SynthConfig
-from fxstore.config.train import AgentConfig, DeviceChoice, ForecastMode, TrainConfig
+from fxstore.config.train import (
+    AgentConfig,
+    DeviceChoice,
+    ForecastMode,
+    ForecastModel,
+    TrainConfig,
+)
 from fxstore.config.walkforward import WalkForwardConfig
 
 __all__ = [
@@ -50,6 +56,7 @@ __all__ = [
     "EnvConfig",
     "FeatureConfig",
     "ForecastMode",
+    "ForecastModel",
     "IngestConfig",
     "InstrumentSelection",
     "RewardMode",

@@ -163,6 +163,12 @@ ForecastMode = Literal["off", "input", "only"]
 """What the agent sees of its fold's supervised forecast: nothing, one more column beside the
 features, or that column alone (:mod:`fxstore.train.evaluate.forecast`)."""
 
+ForecastModel = Literal["linear", "blend"]
+"""Which supervised forecast the agent sees: the ``linear`` reference's model (horizon and
+penalty chosen on the validation slice), or the blend of every horizon's ridge, each
+penalty chosen by cross-validation on the training rows (:mod:`fxstore.train.evaluate.
+forecast`)."""
+
 
 @dataclass(frozen=True, slots=True)
 class TrainConfig:
@@ -255,6 +261,13 @@ class TrainConfig:
     The forecast is fitted on the fold's training rows (cross-fitted there), its horizon and
     penalty chosen on the validation slice, standardised by its spread on the training rows."""
 
+    forecast_model: ForecastModel = "linear"
+    """Which forecast `forecast` hands the agent: "linear", the ``linear`` reference's model
+    (one horizon and penalty, chosen on the validation slice by the Sharpe of its band
+    policy); "blend", the mean over the target horizons of each horizon's ridge prediction
+    in standard deviations, each horizon's penalty chosen by its cross-validated
+    correlation on the training rows (no horizon chosen, nothing read from validation)."""
+
     horizon_discount: bool = False
     """Each fold's agent looks as far ahead as the move its fold's ``linear`` model predicts
     (its horizon h in bars, chosen on the validation slice): the agent's `gamma` becomes
@@ -292,6 +305,7 @@ class TrainConfig:
         validate_number("seeds", self.seeds, above=0, integral=True)
         validate_bool("ensemble", self.ensemble)
         validate_choice("forecast", self.forecast, get_args(ForecastMode))
+        validate_choice("forecast_model", self.forecast_model, get_args(ForecastModel))
         validate_bool("horizon_discount", self.horizon_discount)
         if self.ensemble and self.seeds < 2:
             raise InvalidInputError(

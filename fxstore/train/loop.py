@@ -304,7 +304,14 @@ def fold_results(
     if config.forecast != "off" or config.horizon_discount:
         model = fit_linear(market, fold, config.env, spec, capital=config.capital)
     seen = forecast_market(  # what the agents observe: the features, the forecast or both
-        market, fold, config.forecast, config.env, spec, capital=config.capital, model=model
+        market,
+        fold,
+        config.forecast,
+        config.env,
+        spec,
+        capital=config.capital,
+        model=model,
+        forecast_model=config.forecast_model,
     )
     config = _with_horizon(config, model)
     trained = [

@@ -75,6 +75,7 @@ def test_config_exports_every_public_name() -> None:
         "EnvConfig",
         "FeatureConfig",
         "ForecastMode",
+        "ForecastModel",
         "IMBALANCE_BAR_TYPES",
         "IngestConfig",
         "InstrumentSelection",

@@ -1,5 +1,6 @@
-"""The agent's forecast input: the linear model's forecast per fold, cross-fitted on the
-training rows, never reading the test window, and a run that trains on it."""
+"""The agent's forecast input: the linear model's forecast per fold (or the blend of every
+horizon's), cross-fitted on the training rows, never reading the test window, and a run that
+trains on it."""
 
 from __future__ import annotations
 
@@ -10,10 +11,21 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from fxstore.config import ForecastMode, ForecastModel
 from fxstore.errors import InvalidInputError
 from fxstore.train.env.market import Market
-from fxstore.train.evaluate.forecast import FORECAST_COLUMN, fold_forecast, forecast_market
-from fxstore.train.evaluate.references.linear import fit_linear, training_moves
+from fxstore.train.evaluate.forecast import (
+    FORECAST_COLUMN,
+    blend_forecast,
+    fold_forecast,
+    forecast_market,
+)
+from fxstore.train.evaluate.references.linear import (
+    fit_linear,
+    fit_ridge_paths,
+    linear_horizons,
+    training_moves,
+)
 from fxstore.train.loop import train
 from tests.train._tiny import TINY, assert_same_run, interrupt_then_resume
 from tests.train.test_linear import BARS_PER_DAY, ENV, ES, FOLD, signal_market
@@ -73,6 +85,65 @@ def test_training_rows_get_forecasts_that_did_not_fit_their_own_moves() -> None:
     assert honest < fitted / 2
 
 
+def test_the_blend_reads_the_signal_out_of_sample_in_standard_deviations() -> None:
+    market = signal_market()
+
+    blend = blend_forecast(market, FOLD)
+
+    assert blend.dtype == np.float32 and blend.shape == (market.n_rows,)
+    lo, hi = FOLD.test
+    assert np.corrcoef(blend[lo:hi], market.features[lo:hi, 0])[0, 1] > 0.99
+    t_lo, t_hi = FOLD.train
+    assert 0.9 < float(np.std(blend[t_lo:t_hi])) < 1.1
+
+
+def test_the_blend_reads_neither_the_validation_slice_nor_the_test_window() -> None:
+    """Scrambling the validation and test rows' features and closes leaves the training
+    part's blend as it was, and elsewhere the blend stays the same linear map of the
+    features (fitted on the training part alone)."""
+    market = signal_market()
+    v_lo, t_hi = FOLD.validation[0], FOLD.test[1]
+    rng = np.random.default_rng(3)
+    features = np.array(market.features)
+    close = np.array(market.close)
+    features[v_lo:t_hi] = rng.standard_normal(features[v_lo:t_hi].shape).astype(np.float32) * 50
+    close[v_lo:t_hi] = rng.uniform(1.0, 10_000.0, t_hi - v_lo)
+    scrambled = dataclasses.replace(market, features=features, close=close)
+
+    before, after = blend_forecast(market, FOLD), blend_forecast(scrambled, FOLD)
+
+    np.testing.assert_array_equal(before[:v_lo], after[:v_lo])
+    lo, hi = FOLD.test
+
+    def linear_map(values: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        design = np.column_stack([rows.astype(np.float64), np.ones(len(rows))])
+        return np.linalg.lstsq(design, values.astype(np.float64), rcond=None)[0]
+
+    np.testing.assert_allclose(
+        linear_map(after[lo:hi], features[lo:hi]),
+        linear_map(before[lo:hi], market.features[lo:hi]),
+        rtol=1e-4,
+        atol=1e-5,
+    )
+
+
+def test_the_blends_training_rows_did_not_fit_their_own_moves() -> None:
+    """On noise, each horizon's ridge on its own rows correlates with their moves; the
+    cross-fitted blend does not, at any horizon."""
+    market = signal_market(7, strength=0.0, n_features=40)
+    horizons = linear_horizons(market)
+    rows, moves = training_moves(market, *FOLD.train, horizons)
+    fit = fit_ridge_paths(market.features[rows], moves, (1e-4,))
+
+    blend = blend_forecast(market, FOLD)[rows]
+
+    for h in range(len(horizons)):
+        fitted = np.corrcoef(fit.predict(market.features[rows], 0, h), moves[:, h])[0, 1]
+        honest = np.corrcoef(blend, moves[:, h])[0, 1]
+        assert fitted > 0.2  # 40 features on ~550 rows: each fit found noise
+        assert abs(honest) < 0.1
+
+
 def test_forecast_market_modes() -> None:
     market = signal_market()
 
@@ -89,6 +160,24 @@ def test_forecast_market_modes() -> None:
         forecast_market(market, FOLD, "both", ENV, ES, capital=1e5)  # type: ignore[arg-type]
 
 
+def test_forecast_market_hands_the_agent_the_blend_when_asked() -> None:
+    market = signal_market()
+
+    blended = forecast_market(market, FOLD, "only", ENV, ES, capital=1e5, forecast_model="blend")
+
+    np.testing.assert_array_equal(blended.features[:, 0], blend_forecast(market, FOLD))
+    with pytest.raises(InvalidInputError, match="`forecast_model` must be one of linear, blend"):
+        forecast_market(
+            market,
+            FOLD,
+            "only",
+            ENV,
+            ES,
+            capital=1e5,
+            forecast_model="ridge",  # type: ignore[arg-type]
+        )
+
+
 def test_a_fold_too_short_to_fit_forecasts_zero() -> None:
     market = signal_market().rows(0, 4 * BARS_PER_DAY)
     fold = dataclasses.replace(FOLD, train=(0, 3), validation=(3, 40), test=(40, 80))
@@ -96,29 +185,37 @@ def test_a_fold_too_short_to_fit_forecasts_zero() -> None:
     forecast = fold_forecast(market, fold, ENV, ES, capital=1e5)
 
     np.testing.assert_array_equal(forecast, np.zeros(market.n_rows, np.float32))
+    np.testing.assert_array_equal(blend_forecast(market, fold), np.zeros(market.n_rows, np.float32))
 
 
-@pytest.mark.parametrize("mode", ["only", "input"])
-def test_train_on_the_forecast_records_it(store: Path, mode: str) -> None:
-    config = dataclasses.replace(TINY, forecast=mode, max_folds=1)
+@pytest.mark.parametrize(("mode", "model"), [("only", "linear"), ("input", "blend")])
+def test_train_on_the_forecast_records_it(store: Path, mode: str, model: str) -> None:
+    config = dataclasses.replace(TINY, forecast=mode, forecast_model=model, max_folds=1)
 
     result = train(config, store)
 
     assert "agent" in result.policies and "linear" in result.policies
     saved = json.loads((result.run_dir / "config.json").read_text())
     assert saved["config"]["forecast"] == mode
+    assert saved["config"]["forecast_model"] == model
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("mode", ["only", "input"])
-def test_the_forecast_on_a_gpu_market_is_the_numpy_one(mode: str) -> None:
+@pytest.mark.parametrize(
+    ("mode", "model"), [("only", "linear"), ("input", "linear"), ("only", "blend")]
+)
+def test_the_forecast_on_a_gpu_market_is_the_numpy_one(
+    mode: ForecastMode, model: ForecastModel
+) -> None:
     pytest.importorskip("cupy")
     from tests.train.test_env_gpu import on_cupy
 
     market = signal_market()
 
-    host = forecast_market(market, FOLD, mode, ENV, ES, capital=1e5)
-    device = forecast_market(on_cupy(market), FOLD, mode, ENV, ES, capital=1e5)
+    host = forecast_market(market, FOLD, mode, ENV, ES, capital=1e5, forecast_model=model)
+    device = forecast_market(
+        on_cupy(market), FOLD, mode, ENV, ES, capital=1e5, forecast_model=model
+    )
 
     assert device.xp is not np and device.features.flags.c_contiguous
     np.testing.assert_allclose(device.features.get(), host.features, rtol=1e-5, atol=1e-5)

@@ -19,6 +19,17 @@ noise it fitted.
 The forecast is standardised with the fitted model's spread on the training rows, so the
 same threshold means the same confidence in every fold. The test window is never read
 before its forecast is made (the fit reads training and validation rows only, tested).
+
+With ``forecast_model = "blend"`` the agent sees instead the blend of every target horizon's
+ridge (:func:`blend_forecast`): each horizon's prediction of its move (its mean move
+included, as ``linear``'s), in standard deviations of its training predictions, averaged
+over the horizons. No horizon is
+chosen and the validation slice is not read: each horizon's penalty is the one whose
+cross-fitted predictions (the same blocks as above) correlate best with that horizon's
+moves on the training rows, and those cross-fitted predictions are the blend's training
+rows. Choosing one horizon and penalty by the Sharpe of a band policy on a validation slice
+of a few weeks is noisy where the signal is weak; the blend's out-of-sample correlation with
+the moves was higher on most synthetic years (docs: findings).
 """
 
 from __future__ import annotations
@@ -31,11 +42,13 @@ from typing import Final, get_args
 import numpy as np
 import numpy.typing as npt
 
-from fxstore.config import EnvConfig, ForecastMode
+from fxstore.config import EnvConfig, ForecastMode, ForecastModel
 from fxstore.errors import InvalidInputError
 from fxstore.train.env.market import ContractSpec, Market
 from fxstore.train.evaluate.references.linear import (
+    RIDGE_LAMBDAS,
     LinearModel,
+    RidgePaths,
     fit_linear,
     fit_ridge_paths,
     linear_horizons,
@@ -46,6 +59,7 @@ from fxstore.train.evaluate.walkforward import Fold
 __all__ = [
     "CROSS_FIT_BLOCKS",
     "FORECAST_COLUMN",
+    "blend_forecast",
     "fold_forecast",
     "forecast_market",
 ]
@@ -86,14 +100,89 @@ def fold_forecast(
     if spread <= 0.0:
         return np.zeros(market.n_rows, dtype=np.float32)
     out = model.predict(features) / spread
-    edges = np.linspace(lo, hi, CROSS_FIT_BLOCKS + 1).round().astype(np.int64)
-    for a, b in itertools.pairwise(int(e) for e in edges):
+    for a, b in _edges(lo, hi):
         keep = (rows + horizon < a) | (rows >= b)  # no move reaches into the block
         if b <= a or int(keep.sum()) < features.shape[1] + 2:
             continue  # too few rows: the block keeps the full fit's forecast
         fit = fit_ridge_paths(features[rows[keep]], moves[keep], (model.ridge_lambda,))
         out[a:b] = fit.predict(features[a:b]) / spread
     result: npt.NDArray[np.float32] = out.astype(np.float32)
+    return result
+
+
+def _edges(lo: int, hi: int) -> list[tuple[int, int]]:
+    """The :data:`CROSS_FIT_BLOCKS` contiguous blocks of rows ``[lo, hi)``."""
+    edges = np.linspace(lo, hi, CROSS_FIT_BLOCKS + 1).round().astype(np.int64)
+    return list(itertools.pairwise(int(e) for e in edges))
+
+
+def _correlation(a: npt.NDArray[np.float64], b: npt.NDArray[np.float64]) -> float:
+    """Pearson correlation; -inf where either side is constant or too short."""
+    if len(a) < 3 or float(np.std(a)) == 0.0 or float(np.std(b)) == 0.0:
+        return -math.inf
+    return float(np.corrcoef(a, b)[0, 1])
+
+
+def _predictions(fit: RidgePaths, features: npt.NDArray[np.floating]) -> npt.NDArray[np.float64]:
+    """``(rows, penalty, target)`` predictions of every fit of `fit` on `features`."""
+    out: npt.NDArray[np.float64] = fit.intercepts + np.einsum(
+        "nf,kfh->nkh", fit.standardise(features), fit.betas
+    )
+    return out
+
+
+def blend_forecast(market: Market, fold: Fold) -> npt.NDArray[np.float32]:
+    """The fold's blend of every target horizon's ridge forecast at every market row (host,
+    float32); see the module docstring.
+
+    For each of :func:`linear_horizons` and each penalty of :data:`RIDGE_LAMBDAS`, each
+    training block is predicted by a ridge fitted on the other blocks' rows whose moves do
+    not reach into it (the longest horizon's reach); a horizon keeps the penalty whose
+    cross-fitted predictions correlate best with its moves over the training rows. Outside
+    the training part every horizon's prediction comes from the fit on all training rows.
+    Each horizon's prediction (the fit's mean move plus its read of the features) is divided
+    by the standard deviation of its full fit's predictions on the training rows; the blend
+    is their mean, divided by its own standard deviation on the training rows. Reads the
+    training part only; zeros where it has too few rows to fit.
+    """
+    horizons = linear_horizons(market)
+    lo, hi = fold.train
+    rows, moves = training_moves(market, lo, hi, horizons)
+    features = market.features
+    n_features = features.shape[1]
+    if len(rows) < n_features + 2:
+        return np.zeros(market.n_rows, dtype=np.float32)  # nothing to fit on
+    longest = max(horizons)
+    full = fit_ridge_paths(features[rows], moves, RIDGE_LAMBDAS)
+    # (rows of the training part, penalty, horizon): the cross-fitted predictions
+    crossed = _predictions(full, features[lo:hi])
+    for a, b in _edges(lo, hi):
+        keep = (rows + longest < a) | (rows >= b)  # no move reaches into the block
+        if b <= a or int(keep.sum()) < n_features + 2:
+            continue  # too few rows: the block keeps the full fit's predictions
+        fit = fit_ridge_paths(features[rows[keep]], moves[keep], RIDGE_LAMBDAS)
+        crossed[a - lo : b - lo] = _predictions(fit, features[a:b])
+    z = full.standardise(features)
+    parts = []
+    for h in range(len(horizons)):
+        scores = [
+            _correlation(crossed[rows - lo, k, h], moves[:, h]) for k in range(len(RIDGE_LAMBDAS))
+        ]
+        k = int(np.argmax(scores))
+        beta = full.betas[k, :, h]
+        spread = math.sqrt(max(float(beta @ full.covariance @ beta), 0.0))
+        if spread <= 0.0:
+            continue  # this horizon's fit says nothing
+        part = (full.intercepts[h] + z @ beta) / spread
+        part[lo:hi] = crossed[:, k, h] / spread
+        parts.append(part)
+    if not parts:
+        return np.zeros(market.n_rows, dtype=np.float32)
+    blend = np.mean(parts, axis=0)
+    scale = float(np.std(blend[rows]))
+    if scale <= 0.0:
+        return np.zeros(market.n_rows, dtype=np.float32)
+    result: npt.NDArray[np.float32] = (blend / scale).astype(np.float32)
     return result
 
 
@@ -106,19 +195,29 @@ def forecast_market(
     *,
     capital: float,
     model: LinearModel | None = None,
+    forecast_model: ForecastModel = "linear",
 ) -> Market:
     """`market` as the fold's agent sees it: with the forecast column beside the features
-    (``"input"``), in their place (``"only"``), or unchanged (``"off"``)."""
+    (``"input"``), in their place (``"only"``), or unchanged (``"off"``); the forecast of
+    `forecast_model` ("linear": :func:`fold_forecast`; "blend": :func:`blend_forecast`)."""
     if mode not in get_args(ForecastMode):
         raise InvalidInputError(
             f"`forecast` must be one of {', '.join(get_args(ForecastMode))}, was {mode!r}."
         )
+    if forecast_model not in get_args(ForecastModel):
+        raise InvalidInputError(
+            f"`forecast_model` must be one of {', '.join(get_args(ForecastModel))}, was "
+            f"{forecast_model!r}."
+        )
     if mode == "off":
         return market
     xp = market.xp
-    column = xp.asarray(
-        fold_forecast(market, fold, env_config, spec, capital=capital, model=model).reshape(-1, 1)
+    values = (
+        blend_forecast(market, fold)
+        if forecast_model == "blend"
+        else fold_forecast(market, fold, env_config, spec, capital=capital, model=model)
     )
+    column = xp.asarray(values.reshape(-1, 1))
     names: tuple[str, ...] = (FORECAST_COLUMN,)
     features = column
     if mode == "input":
