@@ -37,6 +37,27 @@ def test_train_config_options_replace_settings_in_their_sections() -> None:
     assert config.agent.n_atoms == smoke.agent.n_atoms and config.env.roll == smoke.env.roll
 
 
+def test_train_config_forecast_options_reach_the_config() -> None:
+    config = train_config("smoke", forecast="only", forecast_model="blend")
+
+    assert (config.forecast, config.forecast_model) == ("only", "blend")
+    assert load_profile("smoke").forecast_model == "linear"
+
+
+def test_cli_train_refuses_an_unknown_forecast_model(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from fxstore.cli import cli
+
+    result = CliRunner().invoke(
+        cli, ["train", "--store", str(tmp_path), "--forecast-model", "ridge"]
+    )
+
+    assert result.exit_code == 2
+    assert "'ridge' is not one of 'linear', 'blend'" in result.output
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize(
     ("options", "message"),
     [
