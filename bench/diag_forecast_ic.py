@@ -22,6 +22,10 @@ in ``--moves`` (rows whose move crosses a roll are left out):
 - ``planted``: the planted signal itself (a store made by ``fxstore synth``), the ceiling of
   any forecast.
 
+Per fold it also records ``cv_max_t``: the largest cross-validated correlation of any
+horizon and penalty on the training rows, in standard errors (``1 / sqrt(rows / h)``), the
+statistic a guard that stands aside on weak folds would test.
+
 Beside each correlation, the test PnL of ``linear``'s band policy on that forecast (+1 or
 -1 contract beyond a band, the band chosen on validation in standard deviations of the
 forecast on the training rows), pooled over the folds.
@@ -136,6 +140,16 @@ def forecasts(
     return out
 
 
+def _cv_max_t(market: Market, fold: Fold) -> float:
+    """The largest cross-validated correlation over the horizons and penalties, in standard
+    errors of a correlation over ``rows / h`` independent moves (the training part's)."""
+    horizons = linear.linear_horizons(market)
+    rows, moves = linear.training_moves(market, *fold.train, horizons)
+    ic = _cv_ic(_clean(market.features), rows, moves, *fold.train, max(horizons))
+    errors = np.array([1.0 / np.sqrt(max(len(rows) / h, 1.0)) for h in horizons])
+    return float(np.nanmax(ic / errors))
+
+
 def _clean(features: npt.NDArray[np.floating]) -> F64:
     return np.nan_to_num(to_host(features).astype(np.float64), posinf=0.0, neginf=0.0)
 
@@ -205,6 +219,7 @@ def main() -> None:
                 "fold": fold.number,
                 "chosen_horizon": model.horizon_bars,
                 "chosen_lambda": model.ridge_lambda,
+                "cv_max_t": _cv_max_t(market, fold),
             }
             for cand, values in candidates.items():
                 row[f"{cand}:pnl"] = band_pnl(
@@ -241,7 +256,11 @@ def main() -> None:
             "mean_fold_ic": fold_mean,
             "per_fold": per_fold,
         }
-        print(name)
+        print(
+            name,
+            "  largest cross-validated t per fold:",
+            [round(r["cv_max_t"], 1) for r in per_fold],
+        )
         for cand in pooled:
             cells = "  ".join(
                 f"{h:>3}: {summary[cand][str(h)]:+.3f} ({fold_mean[cand][str(h)]:+.3f})"
