@@ -51,7 +51,7 @@ from fxstore.config import EnvConfig
 from fxstore.train.env.data import open_cache
 from fxstore.train.env.market import ContractSpec, Market, contract_spec, evaluate_positions
 from fxstore.train.evaluate.forecast import blend_forecast
-from fxstore.train.evaluate.references import linear
+from fxstore.train.evaluate.references import linear, ridge
 from fxstore.train.evaluate.references.ceiling import project_signal
 from fxstore.train.evaluate.results import load_oracle
 from fxstore.train.evaluate.walkforward import Fold, make_folds
@@ -84,36 +84,36 @@ def _cv_ic(
     moves over the training rows: :data:`BLOCKS` contiguous blocks, each predicted by a fit
     on the others' rows whose moves do not reach into it."""
     edges = np.linspace(lo, hi, BLOCKS + 1).round().astype(np.int64)
-    preds = np.full((len(rows), len(linear.RIDGE_LAMBDAS), moves.shape[1]), np.nan)
+    preds = np.full((len(rows), len(ridge.RIDGE_LAMBDAS), moves.shape[1]), np.nan)
     for a, b in itertools.pairwise(edges):
         inside = (rows >= a) & (rows < b)
         keep = (rows + longest < a) | (rows >= b)
         if not inside.any() or int(keep.sum()) < features.shape[1] + 2:
             continue
-        fit = linear.fit_ridge_paths(features[rows[keep]], moves[keep], linear.RIDGE_LAMBDAS)
+        fit = ridge.fit_ridge_paths(features[rows[keep]], moves[keep], ridge.RIDGE_LAMBDAS)
         z = fit.standardise(features[rows[inside]])
         preds[inside] = fit.intercepts + np.einsum("nf,kfh->nkh", z, fit.betas)
     ok = np.isfinite(preds[:, 0, 0])
     return np.array(
         [
             [_corr(preds[ok, k, h], moves[ok, h]) for h in range(moves.shape[1])]
-            for k in range(len(linear.RIDGE_LAMBDAS))
+            for k in range(len(ridge.RIDGE_LAMBDAS))
         ]
     )
 
 
 def forecasts(
-    market: Market, fold_train: tuple[int, int], model: linear.LinearModel
+    market: Market, fold_train: tuple[int, int], model: ridge.LinearModel
 ) -> dict[str, F64]:
     """Each candidate forecast over every row (float64), by name."""
     horizons = linear.linear_horizons(market)
     rows, moves = linear.training_moves(market, *fold_train, horizons)
     features = market.features
-    fit = linear.fit_ridge_paths(features[rows], moves, linear.RIDGE_LAMBDAS)
+    fit = ridge.fit_ridge_paths(features[rows], moves, ridge.RIDGE_LAMBDAS)
     k = (
-        linear.RIDGE_LAMBDAS.index(model.ridge_lambda)
-        if model.ridge_lambda in linear.RIDGE_LAMBDAS
-        else len(linear.RIDGE_LAMBDAS) - 1
+        ridge.RIDGE_LAMBDAS.index(model.ridge_lambda)
+        if model.ridge_lambda in ridge.RIDGE_LAMBDAS
+        else len(ridge.RIDGE_LAMBDAS) - 1
     )
     z = fit.standardise(features)
     out = {"chosen": model.predict(features)}

@@ -29,7 +29,7 @@ import numpy as np
 
 from fxstore.train import loop
 from fxstore.train.env.market import Market
-from fxstore.train.evaluate.references import linear
+from fxstore.train.evaluate.references import linear, ridge
 from fxstore.train.evaluate.walkforward import Fold
 from fxstore.train.gpu.xp import to_host
 
@@ -49,17 +49,17 @@ def forecast(market: Market, fold: Fold) -> np.ndarray:
     horizon = linear.FALLBACK_HORIZON_BARS
     rows, target = linear._training_rows(market, *fold.train, horizon)
     vrows, vtarget = linear._training_rows(market, *fold.validation, horizon)
-    best_ic, best_lambda = -np.inf, linear.RIDGE_LAMBDAS[-1]
-    for lam in linear.RIDGE_LAMBDAS:
-        pred = _predict(feats[vrows], linear.fit_ridge(feats[rows], target, lam))
+    best_ic, best_lambda = -np.inf, ridge.RIDGE_LAMBDAS[-1]
+    for lam in ridge.RIDGE_LAMBDAS:
+        pred = _predict(feats[vrows], ridge.fit_ridge(feats[rows], target, lam))
         ic = float(np.corrcoef(pred, vtarget)[0, 1]) if len(vrows) > 2 else 0.0
         if ic > best_ic:
             best_ic, best_lambda = ic, lam
-    out = _predict(feats, linear.fit_ridge(feats[rows], target, best_lambda))
+    out = _predict(feats, ridge.fit_ridge(feats[rows], target, best_lambda))
     lo, hi = fold.train
     for block in np.array_split(np.arange(lo, hi), BLOCKS):
         keep = (rows < block[0]) | (rows > block[-1])
-        fit = linear.fit_ridge(feats[rows[keep]], target[keep], best_lambda)
+        fit = ridge.fit_ridge(feats[rows[keep]], target[keep], best_lambda)
         out[block] = _predict(feats[block], fit)
     scale = float(out[lo:hi].std()) or 1.0
     close = to_host(market.close)

@@ -41,8 +41,9 @@ from fxstore.train.env.market import ContractSpec, Market, contract_spec, evalua
 from fxstore.train.env.vecenv import VecEnv
 from fxstore.train.evaluate.forecast import forecast_market
 from fxstore.train.evaluate.metrics import sharpe_per_bar
-from fxstore.train.evaluate.references.linear import LinearModel, fit_linear
+from fxstore.train.evaluate.references.linear import fit_linear
 from fxstore.train.evaluate.references.oracle import PlantedSignal
+from fxstore.train.evaluate.references.ridge import LinearModel
 from fxstore.train.evaluate.results import (
     BacktestResult,
     FoldResult,

@@ -20,12 +20,8 @@ from fxstore.train.evaluate.forecast import (
     fold_forecast,
     forecast_market,
 )
-from fxstore.train.evaluate.references.linear import (
-    fit_linear,
-    fit_ridge_paths,
-    linear_horizons,
-    training_moves,
-)
+from fxstore.train.evaluate.references.linear import fit_linear, linear_horizons, training_moves
+from fxstore.train.evaluate.references.ridge import fit_ridge_paths
 from fxstore.train.loop import train
 from tests.train._tiny import TINY, assert_same_run, interrupt_then_resume
 from tests.train.test_linear import BARS_PER_DAY, ENV, ES, FOLD, signal_market

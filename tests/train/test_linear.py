@@ -12,16 +12,14 @@ from fxstore.config import EnvConfig
 from fxstore.train.env.market import ContractSpec, Market
 from fxstore.train.evaluate.references.linear import (
     BAND_MULTIPLES,
-    RIDGE_LAMBDAS,
     band_positions,
     choose_band,
     fit_linear,
-    fit_ridge,
-    fit_ridge_paths,
     linear_horizons,
     linear_positions,
     training_moves,
 )
+from fxstore.train.evaluate.references.ridge import RIDGE_LAMBDAS, fit_ridge, fit_ridge_paths
 from fxstore.train.evaluate.results import baseline_results, choice_notes
 from fxstore.train.evaluate.walkforward import Fold
 

@@ -45,14 +45,12 @@ import numpy.typing as npt
 from fxstore.config import EnvConfig, ForecastMode, ForecastModel
 from fxstore.errors import InvalidInputError
 from fxstore.train.env.market import ContractSpec, Market
-from fxstore.train.evaluate.references.linear import (
+from fxstore.train.evaluate.references.linear import fit_linear, linear_horizons, training_moves
+from fxstore.train.evaluate.references.ridge import (
     RIDGE_LAMBDAS,
     LinearModel,
     RidgePaths,
-    fit_linear,
     fit_ridge_paths,
-    linear_horizons,
-    training_moves,
 )
 from fxstore.train.evaluate.walkforward import Fold
 

@@ -32,11 +32,11 @@ from fxstore.train.env.data import CachedMarket
 from fxstore.train.env.market import ContractSpec, Market, evaluate_positions
 from fxstore.train.evaluate.metrics import BacktestMetrics, compute_metrics, daily_pnl
 from fxstore.train.evaluate.references import REFERENCES, ReferenceInputs
-from fxstore.train.evaluate.references.linear import LinearModel
 from fxstore.train.evaluate.references.oracle import (
     PlantedSignal,
     load_planted_signal,
 )
+from fxstore.train.evaluate.references.ridge import LinearModel
 from fxstore.train.evaluate.significance import SharpeSignificance, sharpe_significance
 from fxstore.train.evaluate.walkforward import Fold
 from fxstore.train.gpu.xp import to_host

@@ -14,7 +14,7 @@ from fxstore.train.env.market import ContractSpec, Market
 from fxstore.train.evaluate.walkforward import Fold
 
 if TYPE_CHECKING:
-    from fxstore.train.evaluate.references.linear import LinearModel
+    from fxstore.train.evaluate.references.ridge import LinearModel
 
 __all__ = ["Reference", "ReferenceInputs", "ReferencePositions"]
 

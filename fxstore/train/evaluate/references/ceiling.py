@@ -4,7 +4,7 @@ On a synthetic market the oracle trades the planted signal itself; no policy tha
 the fxcache's features can do that. The ceiling trades the part of the signal the features
 carry: on the fold's training rows it fits the signal's least-squares (ridge) projection on
 the features, ``signal ≈ ȳ + z · beta`` with the features standardised on those rows, its
-penalty (from :data:`~fxstore.train.evaluate.references.linear.RIDGE_LAMBDAS`) chosen by the
+penalty (from :data:`~fxstore.train.evaluate.references.ridge.RIDGE_LAMBDAS`) chosen by the
 projection's correlation with the signal on the validation slice; then it trades that
 projection exactly as the oracle trades the signal (the band rule, the band chosen on the
 validation slice, the same costs:
@@ -27,8 +27,8 @@ import numpy.typing as npt
 
 from fxstore.train.env.market import Market
 from fxstore.train.evaluate.references.base import ReferenceInputs, ReferencePositions
-from fxstore.train.evaluate.references.linear import RIDGE_LAMBDAS, fit_ridge_paths
 from fxstore.train.evaluate.references.oracle import oracle_positions
+from fxstore.train.evaluate.references.ridge import RIDGE_LAMBDAS, fit_ridge_paths
 from fxstore.train.evaluate.walkforward import Fold
 from fxstore.train.gpu.xp import to_host
 
