@@ -14,10 +14,7 @@ import multiprocessing.forkserver
 import signal
 import warnings
 from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING, TypeVar
-
-if TYPE_CHECKING:
-    from fxstore.executor import TaskPool
+from typing import Protocol, TypeVar
 
 __all__ = ["WarningsToParent", "ignore_interrupts", "start_worker_server", "worker_context"]
 
@@ -41,12 +38,19 @@ def _raise_again(result: tuple[R, Caught]) -> R:
     return result[0]
 
 
+class _Imap(Protocol):
+    """What :class:`WarningsToParent` uses of the pool it wraps (a process pool, or
+    :class:`fxstore.executor.RayPool`): its results in submission order."""
+
+    def imap(self, fn: Callable[[T], R], items: Iterable[T], /) -> Iterator[R]: ...
+
+
 class WarningsToParent:
     """A task pool whose tasks' warnings are raised again in this process, as each result
     arrives: a worker's stderr would print them raw (with its source line), past the
     command's own display of warnings."""
 
-    def __init__(self, pool: TaskPool) -> None:
+    def __init__(self, pool: _Imap) -> None:
         self._pool = pool
 
     def imap(self, fn: Callable[[T], R], items: Iterable[T], /) -> Iterator[R]:
