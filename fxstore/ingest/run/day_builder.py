@@ -40,7 +40,8 @@ from fxstore.market.master import contract_expiry
 from fxstore.market.plausible import plausible_range
 
 if TYPE_CHECKING:
-    from fxstore.ingest.run.objects import ObjectIO
+    from fxstore.remote import InputObject
+    from fxstore.remote.s3 import StoreUrl
 
 #: Instrument ids to keep on a day, given the symbols listed that day; None keeps all.
 Chooser = Callable[[dt.date, dict[int, str]], set[int] | None]
@@ -53,6 +54,23 @@ class RecordSource(Protocol):
     def symbology(self) -> Symbology: ...
 
     def iter_chunks(self, *, chunk_records: int) -> Iterator[Mbp10Chunk]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectIO:
+    """What a task needs to do its I/O in S3 from any node (no folder shared with the driver):
+    :func:`fxstore.ingest.run.objects.build_group_in_task` reads it."""
+
+    #: The task's inputs kept in object storage (its paths name them:
+    #: :func:`fxstore.ingest.run.objects.object_path`).
+    inputs: tuple[InputObject, ...] = ()
+    #: The store's bucket and prefix, where the task puts its day files; None: into the
+    #: task's parts folder (a folder the driver shares).
+    store: StoreUrl | None = None
+    #: The store's S3-compatible endpoint (None: AWS, or ``AWS_ENDPOINT_URL`` of the node).
+    endpoint: str | None = None
+    #: The store-relative folder of the task's parts folder (the version's parts folder).
+    parts_rel: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,17 +24,15 @@ import functools
 import os
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from fxstore.errors import FxStoreError
 from fxstore.ingest.dbn.reader import DbnSource, open_dbn_heads
-from fxstore.ingest.run.day_builder import GroupResult, GroupTask, build_group
+from fxstore.ingest.run.day_builder import GroupResult, GroupTask, ObjectIO, build_group
 from fxstore.remote import InputObject
 from fxstore.remote.s3 import CommitConflictError, S3Bucket, StoreUrl
 
 __all__ = [
-    "ObjectIO",
     "StagedParts",
     "build_group_in_task",
     "download_definitions",
@@ -82,21 +80,6 @@ def download_definitions(
         os.utime(dest, ns=(item.mtime_ns, item.mtime_ns))
         paths.append(dest)
     return paths
-
-
-@dataclass(frozen=True, slots=True)
-class ObjectIO:
-    """What a task needs to do its I/O in S3 from any node (no folder shared with the driver)."""
-
-    #: The task's inputs kept in object storage (its paths name them: :func:`object_path`).
-    inputs: tuple[InputObject, ...] = ()
-    #: The store's bucket and prefix, where the task puts its day files; None: into the
-    #: task's parts folder (a folder the driver shares).
-    store: StoreUrl | None = None
-    #: The store's S3-compatible endpoint (None: AWS, or ``AWS_ENDPOINT_URL`` of the node).
-    endpoint: str | None = None
-    #: The store-relative folder of the task's parts folder (the version's parts folder).
-    parts_rel: str = ""
 
 
 def build_group_in_task(task: GroupTask) -> GroupResult:

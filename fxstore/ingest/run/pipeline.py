@@ -48,6 +48,7 @@ from fxstore.ingest.run.day_builder import (
     DayResult,
     GroupResult,
     GroupTask,
+    ObjectIO,
     build_group,
 )
 from fxstore.ingest.run.day_files import (
@@ -66,7 +67,6 @@ from fxstore.ingest.run.manifest import (
 )
 from fxstore.ingest.run.manifest import fingerprint as series_fingerprint
 from fxstore.ingest.run.objects import (
-    ObjectIO,
     StagedParts,
     build_group_in_task,
     download_definitions,

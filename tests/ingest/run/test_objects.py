@@ -10,8 +10,8 @@ import pytest
 from fxstore.config import BarConfig, IngestConfig
 from fxstore.errors import SchemaError
 from fxstore.ingest import open_dbn
-from fxstore.ingest.run.day_builder import GroupTask, build_group
-from fxstore.ingest.run.objects import ObjectIO, build_group_in_task, object_path
+from fxstore.ingest.run.day_builder import GroupTask, ObjectIO, build_group
+from fxstore.ingest.run.objects import build_group_in_task, object_path
 from fxstore.ingest.run.plan import plan_ingest
 from fxstore.remote import InputObject
 from tests.conftest import SynthMarket
