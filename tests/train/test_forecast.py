@@ -29,6 +29,16 @@ from tests.train.test_linear import BARS_PER_DAY, ENV, ES, FOLD, signal_market
 pytestmark = pytest.mark.quick
 
 
+def _scrambled(market: Market, lo: int, hi: int) -> Market:
+    """`market` with rows ``[lo, hi)``'s features and closes replaced by wild noise."""
+    rng = np.random.default_rng(3)
+    features = np.array(market.features)
+    close = np.array(market.close)
+    features[lo:hi] = rng.standard_normal(features[lo:hi].shape).astype(np.float32) * 50
+    close[lo:hi] = rng.uniform(1.0, 10_000.0, hi - lo)
+    return dataclasses.replace(market, features=features, close=close)
+
+
 def _forecast(market: Market) -> np.ndarray:
     return fold_forecast(market, FOLD, ENV, ES, capital=100_000.0)
 
@@ -49,12 +59,8 @@ def test_the_forecast_reads_the_signal_out_of_sample_in_standard_deviations() ->
 def test_the_forecast_never_reads_the_test_window() -> None:
     market = signal_market()
     lo, hi = FOLD.test
-    rng = np.random.default_rng(3)
-    features = np.array(market.features)
-    close = np.array(market.close)
-    features[lo:hi] = rng.standard_normal(features[lo:hi].shape).astype(np.float32) * 50
-    close[lo:hi] = rng.uniform(1.0, 10_000.0, hi - lo)
-    scrambled = dataclasses.replace(market, features=features, close=close)
+    scrambled = _scrambled(market, lo, hi)
+    features = scrambled.features
 
     before, after = _forecast(market), _forecast(scrambled)
 
@@ -99,12 +105,8 @@ def test_the_blend_reads_neither_the_validation_slice_nor_the_test_window() -> N
     features (fitted on the training part alone)."""
     market = signal_market()
     v_lo, t_hi = FOLD.validation[0], FOLD.test[1]
-    rng = np.random.default_rng(3)
-    features = np.array(market.features)
-    close = np.array(market.close)
-    features[v_lo:t_hi] = rng.standard_normal(features[v_lo:t_hi].shape).astype(np.float32) * 50
-    close[v_lo:t_hi] = rng.uniform(1.0, 10_000.0, t_hi - v_lo)
-    scrambled = dataclasses.replace(market, features=features, close=close)
+    scrambled = _scrambled(market, v_lo, t_hi)
+    features = scrambled.features
 
     before, after = blend_forecast(market, FOLD), blend_forecast(scrambled, FOLD)
 

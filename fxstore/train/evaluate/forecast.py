@@ -37,6 +37,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
+from dataclasses import dataclass
 from typing import Final, get_args
 
 import numpy as np
@@ -50,6 +51,7 @@ from fxstore.train.evaluate.references.ridge import (
     RIDGE_LAMBDAS,
     LinearModel,
     RidgePaths,
+    correlation,
     fit_ridge_paths,
 )
 from fxstore.train.evaluate.walkforward import Fold
@@ -57,7 +59,9 @@ from fxstore.train.evaluate.walkforward import Fold
 __all__ = [
     "CROSS_FIT_BLOCKS",
     "FORECAST_COLUMN",
+    "CrossFit",
     "blend_forecast",
+    "cross_fit",
     "fold_forecast",
     "forecast_market",
 ]
@@ -114,70 +118,96 @@ def _edges(lo: int, hi: int) -> list[tuple[int, int]]:
     return list(itertools.pairwise(int(e) for e in edges))
 
 
-def _correlation(a: npt.NDArray[np.float64], b: npt.NDArray[np.float64]) -> float:
-    """Pearson correlation; -inf where either side is constant or too short."""
-    if len(a) < 3 or float(np.std(a)) == 0.0 or float(np.std(b)) == 0.0:
-        return -math.inf
-    return float(np.corrcoef(a, b)[0, 1])
+@dataclass(frozen=True, slots=True, eq=False)
+class CrossFit:
+    """Every target horizon's ridge, at every penalty, on a fold's training rows, with its
+    cross-fitted predictions there (:func:`cross_fit`)."""
+
+    horizons: tuple[int, ...]
+    lo: int
+    """The training part's first row (row ``lo + i`` is ``crossed[i]``)."""
+    rows: npt.NDArray[np.int64]
+    """The fitted rows (those of the longest horizon's moves)."""
+    moves: npt.NDArray[np.float64]
+    """``(rows, horizon)`` their moves (index points)."""
+    full: RidgePaths
+    """The fits on every training row."""
+    crossed: npt.NDArray[np.float64]
+    """``(training rows, penalty, horizon)`` each block's predictions by the fits on the
+    other blocks' rows."""
+
+    def correlations(self) -> npt.NDArray[np.float64]:
+        """``(penalty, horizon)`` correlation of the cross-fitted predictions with the moves
+        over the fitted rows."""
+        at = self.rows - self.lo
+        n_penalties, n_horizons = self.crossed.shape[1:]
+        out = np.empty((n_penalties, n_horizons))
+        for k in range(n_penalties):
+            for h in range(n_horizons):
+                out[k, h] = correlation(self.crossed[at, k, h], self.moves[:, h])
+        return out
 
 
-def _predictions(fit: RidgePaths, features: npt.NDArray[np.floating]) -> npt.NDArray[np.float64]:
-    """``(rows, penalty, target)`` predictions of every fit of `fit` on `features`."""
-    out: npt.NDArray[np.float64] = fit.intercepts + np.einsum(
-        "nf,kfh->nkh", fit.standardise(features), fit.betas
-    )
-    return out
-
-
-def blend_forecast(market: Market, fold: Fold) -> npt.NDArray[np.float32]:
-    """The fold's blend of every target horizon's ridge forecast at every market row (host,
-    float32); see the module docstring.
-
-    For each of :func:`linear_horizons` and each penalty of :data:`RIDGE_LAMBDAS`, each
-    training block is predicted by a ridge fitted on the other blocks' rows whose moves do
-    not reach into it (the longest horizon's reach); a horizon keeps the penalty whose
-    cross-fitted predictions correlate best with its moves over the training rows. Outside
-    the training part every horizon's prediction comes from the fit on all training rows.
-    Each horizon's prediction (the fit's mean move plus its read of the features) is divided
-    by the standard deviation of its full fit's predictions on the training rows; the blend
-    is their mean, divided by its own standard deviation on the training rows. Reads the
-    training part only; zeros where it has too few rows to fit.
-    """
+def cross_fit(market: Market, fold: Fold) -> CrossFit | None:
+    """Every target horizon (:func:`linear_horizons`) and penalty (:data:`RIDGE_LAMBDAS`)
+    fitted on the fold's training rows, and cross-fitted there: each of the
+    :data:`CROSS_FIT_BLOCKS` blocks is predicted by the fits on the other blocks' rows whose
+    moves do not reach into it (the longest horizon's reach), or by the fits on every row
+    where too few are left. Reads the training part only; None where it has too few rows to
+    fit."""
     horizons = linear_horizons(market)
     lo, hi = fold.train
     rows, moves = training_moves(market, lo, hi, horizons)
     features = market.features
     n_features = features.shape[1]
     if len(rows) < n_features + 2:
-        return np.zeros(market.n_rows, dtype=np.float32)  # nothing to fit on
+        return None
     longest = max(horizons)
     full = fit_ridge_paths(features[rows], moves, RIDGE_LAMBDAS)
-    # (rows of the training part, penalty, horizon): the cross-fitted predictions
-    crossed = _predictions(full, features[lo:hi])
+    crossed = np.empty((hi - lo, len(RIDGE_LAMBDAS), len(horizons)))
     for a, b in _edges(lo, hi):
+        if b <= a:
+            continue
         keep = (rows + longest < a) | (rows >= b)  # no move reaches into the block
-        if b <= a or int(keep.sum()) < n_features + 2:
-            continue  # too few rows: the block keeps the full fit's predictions
-        fit = fit_ridge_paths(features[rows[keep]], moves[keep], RIDGE_LAMBDAS)
-        crossed[a - lo : b - lo] = _predictions(fit, features[a:b])
-    z = full.standardise(features)
+        fit = full
+        if int(keep.sum()) >= n_features + 2:
+            fit = fit_ridge_paths(features[rows[keep]], moves[keep], RIDGE_LAMBDAS)
+        crossed[a - lo : b - lo] = fit.predict_all(features[a:b])
+    return CrossFit(tuple(horizons), lo, rows, moves, full, crossed)
+
+
+def blend_forecast(market: Market, fold: Fold) -> npt.NDArray[np.float32]:
+    """The fold's blend of every target horizon's ridge forecast at every market row (host,
+    float32); see the module docstring.
+
+    A horizon keeps the penalty whose cross-fitted predictions (:func:`cross_fit`) correlate
+    best with its moves over the training rows; those predictions are its training rows',
+    the fit on every training row gives the others'. Each horizon's prediction (the fit's
+    mean move plus its read of the features) is divided by the standard deviation of its
+    full fit's predictions on the training rows; the blend is their mean, divided by its
+    own standard deviation on the training rows. Reads the training part only; zeros where
+    it has too few rows to fit.
+    """
+    fit = cross_fit(market, fold)
+    if fit is None:
+        return np.zeros(market.n_rows, dtype=np.float32)  # nothing to fit on
+    full, lo = fit.full, fit.lo
+    hi = lo + len(fit.crossed)
+    scores = fit.correlations()
+    z = full.standardise(market.features)
     parts = []
-    for h in range(len(horizons)):
-        scores = [
-            _correlation(crossed[rows - lo, k, h], moves[:, h]) for k in range(len(RIDGE_LAMBDAS))
-        ]
-        k = int(np.argmax(scores))
-        beta = full.betas[k, :, h]
-        spread = math.sqrt(max(float(beta @ full.covariance @ beta), 0.0))
+    for h in range(len(fit.horizons)):
+        k = int(np.argmax(scores[:, h]))
+        spread = full.spread(k, h)
         if spread <= 0.0:
             continue  # this horizon's fit says nothing
-        part = (full.intercepts[h] + z @ beta) / spread
-        part[lo:hi] = crossed[:, k, h] / spread
+        part = (full.intercepts[h] + z @ full.betas[k, :, h]) / spread
+        part[lo:hi] = fit.crossed[:, k, h] / spread
         parts.append(part)
     if not parts:
         return np.zeros(market.n_rows, dtype=np.float32)
     blend = np.mean(parts, axis=0)
-    scale = float(np.std(blend[rows]))
+    scale = float(np.std(blend[fit.rows]))
     if scale <= 0.0:
         return np.zeros(market.n_rows, dtype=np.float32)
     result: npt.NDArray[np.float32] = (blend / scale).astype(np.float32)

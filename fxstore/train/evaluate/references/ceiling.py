@@ -18,7 +18,6 @@ planted signal and the reports say the ceiling is absent.
 from __future__ import annotations
 
 import logging
-import math
 from dataclasses import dataclass
 from typing import Final
 
@@ -28,7 +27,7 @@ import numpy.typing as npt
 from fxstore.train.env.market import Market
 from fxstore.train.evaluate.references.base import ReferenceInputs, ReferencePositions
 from fxstore.train.evaluate.references.oracle import oracle_positions
-from fxstore.train.evaluate.references.ridge import RIDGE_LAMBDAS, fit_ridge_paths
+from fxstore.train.evaluate.references.ridge import RIDGE_LAMBDAS, correlation, fit_ridge_paths
 from fxstore.train.evaluate.walkforward import Fold
 from fxstore.train.gpu.xp import to_host
 
@@ -37,12 +36,6 @@ __all__ = ["CEILING", "project_signal"]
 logger = logging.getLogger(__name__)
 
 F64 = npt.NDArray[np.float64]
-
-
-def _corr(a: F64, b: F64) -> float:
-    if len(a) < 3 or np.std(a) == 0 or np.std(b) == 0:
-        return -math.inf
-    return float(np.corrcoef(a, b)[0, 1])
 
 
 def project_signal(signal: F64, market: Market, fold: Fold) -> F64:
@@ -69,7 +62,7 @@ def project_signal(signal: F64, market: Market, fold: Fold) -> F64:
     chosen = 0
     if len(lambdas) > 1:
         val = features[v_lo:v_hi]
-        scores = [_corr(fit.predict(val, k), signal[v_lo:v_hi]) for k in range(len(lambdas))]
+        scores = [correlation(fit.predict(val, k), signal[v_lo:v_hi]) for k in range(len(lambdas))]
         chosen = int(np.argmax(scores))
     return fit.predict(features, chosen)
 

@@ -187,7 +187,7 @@ def _choose(
     for h, horizon in enumerate(horizons):
         for k, ridge_lambda in enumerate(RIDGE_LAMBDAS):
             beta, intercept = fit.betas[k, :, h], float(fit.intercepts[h])
-            spread = math.sqrt(max(float(beta @ fit.covariance @ beta), 0.0))
+            spread = fit.spread(k, h)
             band, score = choose_band(
                 validation,
                 intercept + z @ beta,

@@ -12,6 +12,7 @@ infinities read as 0).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
@@ -21,7 +22,14 @@ import numpy.typing as npt
 
 from fxstore.train.gpu.xp import to_host
 
-__all__ = ["RIDGE_LAMBDAS", "LinearModel", "RidgePaths", "fit_ridge", "fit_ridge_paths"]
+__all__ = [
+    "RIDGE_LAMBDAS",
+    "LinearModel",
+    "RidgePaths",
+    "correlation",
+    "fit_ridge",
+    "fit_ridge_paths",
+]
 
 #: Ridge penalties tried (per row: λ n on the standardised features' Gram matrix).
 RIDGE_LAMBDAS: Final = (1e-4, 1e-3, 1e-2, 1e-1, 1.0, 10.0)
@@ -98,6 +106,27 @@ class RidgePaths:
         """The fit of column `target` at penalty number `k`, read on `features`."""
         out: F64 = self.intercepts[target] + self.standardise(features) @ self.betas[k, :, target]
         return out
+
+    def predict_all(self, features: npt.NDArray[np.floating]) -> F64:
+        """``(rows, penalty, target)``: every fit read on `features`."""
+        out: F64 = self.intercepts + np.einsum(
+            "nf,kft->nkt", self.standardise(features), self.betas
+        )
+        return out
+
+    def spread(self, k: int = 0, target: int = 0) -> float:
+        """Standard deviation of the fit of column `target` at penalty number `k` over the
+        fitted rows (``sqrt(betaᵀ C beta)``); 0 for a fit that reads nothing."""
+        beta = self.betas[k, :, target]
+        return math.sqrt(max(float(beta @ self.covariance @ beta), 0.0))
+
+
+def correlation(a: npt.NDArray[np.floating], b: npt.NDArray[np.floating]) -> float:
+    """Pearson correlation of `a` and `b`; -inf where either is constant or has fewer than 3
+    values (so a choice by the largest never picks it)."""
+    if len(a) < 3 or float(np.std(a)) == 0.0 or float(np.std(b)) == 0.0:
+        return -math.inf
+    return float(np.corrcoef(a, b)[0, 1])
 
 
 def fit_ridge_paths(
