@@ -14,7 +14,8 @@ in ``--moves`` (rows whose move crosses a roll are left out):
 - ``mean``: the mean over the target horizons of each one's prediction in standard
   deviations of its training predictions, at the chosen λ (no horizon chosen at all);
 - ``cv-mean`` (``cv-mean+int`` with the intercepts): the same with each horizon's λ chosen
-  by its cross-validated correlation on the training rows (:data:`BLOCKS` blocks);
+  by its cross-validated correlation on the training rows
+  (:func:`fxstore.train.evaluate.forecast.cross_fit`);
   ``cv-best``: the one horizon whose cross-validated correlation is the highest;
 - ``blend``: what ``forecast_model = "blend"`` hands the agent
   (:func:`fxstore.train.evaluate.forecast.blend_forecast`, cross-fitted on training rows);
@@ -40,7 +41,6 @@ of several fxcaches)::
 from __future__ import annotations
 
 import argparse
-import itertools
 from pathlib import Path
 
 import numpy as np
@@ -50,7 +50,7 @@ from _common import profile_config, write_result
 from fxstore.config import EnvConfig
 from fxstore.train.env.data import open_cache
 from fxstore.train.env.market import ContractSpec, Market, contract_spec, evaluate_positions
-from fxstore.train.evaluate.forecast import blend_forecast
+from fxstore.train.evaluate.forecast import CrossFit, blend_forecast, cross_fit
 from fxstore.train.evaluate.references import linear, ridge
 from fxstore.train.evaluate.references.ceiling import project_signal
 from fxstore.train.evaluate.results import load_oracle
@@ -58,100 +58,57 @@ from fxstore.train.evaluate.walkforward import Fold, make_folds
 from fxstore.train.gpu.xp import to_host
 
 F64 = npt.NDArray[np.float64]
-#: Contiguous blocks of the training part for the cross-validated choice of λ.
-BLOCKS = 5
 
 
 def _moves(market: Market, lo: int, hi: int, h: int) -> tuple[npt.NDArray[np.int64], F64]:
     """Rows t in [lo, hi - h) whose next h bars are one contract, and close[t+h] - close[t]."""
-    close = to_host(market.close).astype(np.float64)
-    rolls = np.cumsum(to_host(market.is_roll).astype(np.int64))
-    rows = np.arange(lo, max(lo, hi - h))
-    rows = rows[rolls[rows + h] == rolls[rows]]
-    return rows, close[rows + h] - close[rows]
+    rows, moves = linear.training_moves(market, lo, hi, (h,))
+    return rows, moves[:, 0]
 
 
 def _corr(a: F64, b: F64) -> float:
-    if len(a) < 3 or np.std(a) == 0 or np.std(b) == 0:
-        return float("nan")
-    return float(np.corrcoef(a, b)[0, 1])
+    """:func:`ridge.correlation`, NaN (not -inf) where it is undefined, for the record."""
+    value = ridge.correlation(a, b)
+    return value if np.isfinite(value) else float("nan")
 
 
-def _cv_ic(
-    features: F64, rows: npt.NDArray[np.int64], moves: F64, lo: int, hi: int, longest: int
-) -> F64:
-    """``(n_lambdas, n_horizons)`` correlation of out-of-block ridge predictions with the
-    moves over the training rows: :data:`BLOCKS` contiguous blocks, each predicted by a fit
-    on the others' rows whose moves do not reach into it."""
-    edges = np.linspace(lo, hi, BLOCKS + 1).round().astype(np.int64)
-    preds = np.full((len(rows), len(ridge.RIDGE_LAMBDAS), moves.shape[1]), np.nan)
-    for a, b in itertools.pairwise(edges):
-        inside = (rows >= a) & (rows < b)
-        keep = (rows + longest < a) | (rows >= b)
-        if not inside.any() or int(keep.sum()) < features.shape[1] + 2:
-            continue
-        fit = ridge.fit_ridge_paths(features[rows[keep]], moves[keep], ridge.RIDGE_LAMBDAS)
-        z = fit.standardise(features[rows[inside]])
-        preds[inside] = fit.intercepts + np.einsum("nf,kfh->nkh", z, fit.betas)
-    ok = np.isfinite(preds[:, 0, 0])
-    return np.array(
-        [
-            [_corr(preds[ok, k, h], moves[ok, h]) for h in range(moves.shape[1])]
-            for k in range(len(ridge.RIDGE_LAMBDAS))
-        ]
-    )
-
-
-def forecasts(
-    market: Market, fold_train: tuple[int, int], model: ridge.LinearModel
-) -> dict[str, F64]:
+def forecasts(market: Market, fit: CrossFit, model: ridge.LinearModel) -> dict[str, F64]:
     """Each candidate forecast over every row (float64), by name."""
-    horizons = linear.linear_horizons(market)
-    rows, moves = linear.training_moves(market, *fold_train, horizons)
-    features = market.features
-    fit = ridge.fit_ridge_paths(features[rows], moves, ridge.RIDGE_LAMBDAS)
+    full = fit.full
     k = (
         ridge.RIDGE_LAMBDAS.index(model.ridge_lambda)
         if model.ridge_lambda in ridge.RIDGE_LAMBDAS
         else len(ridge.RIDGE_LAMBDAS) - 1
     )
-    z = fit.standardise(features)
-    out = {"chosen": model.predict(features)}
+    z = full.standardise(market.features)
+    out = {"chosen": model.predict(market.features)}
     scaled = []
-    for h, horizon in enumerate(horizons):
-        beta = fit.betas[k, :, h]
-        pred = fit.intercepts[h] + z @ beta
+    for h, horizon in enumerate(fit.horizons):
+        pred = full.intercepts[h] + z @ full.betas[k, :, h]
         out[f"h{horizon}"] = pred
-        spread = np.sqrt(max(float(beta @ fit.covariance @ beta), 1e-300))
-        scaled.append((pred - fit.intercepts[h]) / spread)
+        scaled.append((pred - full.intercepts[h]) / max(full.spread(k, h), 1e-150))
     out["mean"] = np.mean(scaled, axis=0)
     out["chosen-noint"] = out["chosen"] - model.intercept
     # λ per horizon by the training part's cross-validated correlation (no validation read)
-    ic = _cv_ic(_clean(features), rows, moves, *fold_train, max(horizons))
+    ic = fit.correlations()
     cv_scaled = []
-    for h in range(len(horizons)):
-        k_h = int(np.nanargmax(ic[:, h])) if np.isfinite(ic[:, h]).any() else len(ic) - 1
-        beta = fit.betas[k_h, :, h]
-        spread = np.sqrt(max(float(beta @ fit.covariance @ beta), 1e-300))
-        cv_scaled.append((z @ beta / spread, float(ic[k_h, h]), fit.intercepts[h] / spread))
+    for h in range(len(fit.horizons)):
+        k_h = int(np.argmax(ic[:, h]))
+        spread = max(full.spread(k_h, h), 1e-150)
+        cv_scaled.append(
+            (z @ full.betas[k_h, :, h] / spread, float(ic[k_h, h]), full.intercepts[h] / spread)
+        )
     out["cv-mean"] = np.mean([p for p, _, _ in cv_scaled], axis=0)
     out["cv-mean+int"] = np.mean([p + c for p, _, c in cv_scaled], axis=0)
     out["cv-best"] = max(cv_scaled, key=lambda entry: entry[1])[0]
     return out
 
 
-def _cv_max_t(market: Market, fold: Fold) -> float:
+def _cv_max_t(fit: CrossFit) -> float:
     """The largest cross-validated correlation over the horizons and penalties, in standard
     errors of a correlation over ``rows / h`` independent moves (the training part's)."""
-    horizons = linear.linear_horizons(market)
-    rows, moves = linear.training_moves(market, *fold.train, horizons)
-    ic = _cv_ic(_clean(market.features), rows, moves, *fold.train, max(horizons))
-    errors = np.array([1.0 / np.sqrt(max(len(rows) / h, 1.0)) for h in horizons])
-    return float(np.nanmax(ic / errors))
-
-
-def _clean(features: npt.NDArray[np.floating]) -> F64:
-    return np.nan_to_num(to_host(features).astype(np.float64), posinf=0.0, neginf=0.0)
+    errors = np.array([1.0 / np.sqrt(max(len(fit.rows) / h, 1.0)) for h in fit.horizons])
+    return float(np.max(fit.correlations() / errors))
 
 
 def _blend(market: Market, fold: Fold) -> F64:
@@ -210,7 +167,10 @@ def main() -> None:
         per_fold = []
         for fold in folds:
             model = linear.fit_linear(market, fold, config.env, spec, capital=config.capital)
-            candidates = forecasts(market, fold.train, model)
+            fit = cross_fit(market, fold)
+            if fit is None:
+                continue  # too few training rows to fit anything
+            candidates = forecasts(market, fit, model)
             candidates["blend"] = _blend(market, fold)
             if planted is not None:
                 candidates["ceiling"] = project_signal(planted, market, fold)
@@ -219,7 +179,7 @@ def main() -> None:
                 "fold": fold.number,
                 "chosen_horizon": model.horizon_bars,
                 "chosen_lambda": model.ridge_lambda,
-                "cv_max_t": _cv_max_t(market, fold),
+                "cv_max_t": _cv_max_t(fit),
             }
             for cand, values in candidates.items():
                 row[f"{cand}:pnl"] = band_pnl(
