@@ -17,7 +17,7 @@ without ``--sync`` that wait hides in whichever call finds CUDA's launch queue f
 
 Run:  FXSTORE_BENCH_MACHINE=nvidia-h200 PYTHONPATH=. python bench/diag_loop_phases.py \
           --store S --profile bench/profiles/learn_gpu.toml [--max-folds 1] [--env-steps N]
-          [--sync] [--name loop_phases]
+          [--sync] [--fine] [--name loop_phases]
 """
 
 from __future__ import annotations
@@ -59,6 +59,36 @@ try:
     PARTS.append(("learner step", _learner.LearnerStep, "__call__"))
 except ImportError:
     pass
+
+
+def _fine_parts() -> list[tuple[str, Any, str]]:
+    """A fold's work outside the loop (the forecast's and linear's fits, the scoring, the
+    ensemble) and, on CuPy, the pieces of acting and of the learner step (the Q-values'
+    layers, the ε-greedy kernel and its draws, the sampler's host part) (``--fine``)."""
+    parts: list[tuple[str, Any, str]] = [
+        ("act: Q-values (host side)", Agent, "q_values"),
+        ("fold: the forecast's fit", loop_module, "forecast_market"),
+        ("fold: linear's fit", loop_module, "fit_linear"),
+        ("fold: scoring with the references", loop_module, "evaluate_fold"),
+        ("fold: the seeds' scores", loop_module, "_score"),
+        ("fold: the ensemble", loop_module, "_ensemble"),
+        ("run: the baselines", loop_module, "baseline_results"),
+    ]
+    try:
+        from fxstore.train.gpu import act, env_kernels, rng, update_kernels
+    except ImportError:  # no CuPy: the numpy path has none of these pieces
+        return parts
+    return [
+        *parts,
+        ("act: dense+ReLU layer", update_kernels.CupyOps, "dense_relu"),
+        ("act: head GEMM", update_kernels.CupyOps, "matmul"),
+        ("act: expected-Q kernel", update_kernels.CupyOps, "q_values"),
+        ("act: epsilon-greedy kernel", act, "epsilon_greedy"),
+        ("act: counter draws", rng.CounterRng, "next_bases"),
+        ("environment: step kernel", env_kernels.CupyEnvKernels, "step"),
+        ("learner: sampler's host part", PrioritizedReplay, "stage_sample"),
+        ("learner: agent input buffers", Agent, "input_buffers"),
+    ]
 
 
 class Timers:
@@ -123,8 +153,13 @@ def main() -> None:
     parser.add_argument("--env-steps", type=int, default=None)
     parser.add_argument("--device", default=None)
     parser.add_argument("--sync", action="store_true", help="wait for the device before act")
+    parser.add_argument(
+        "--fine", action="store_true", help="also time the pieces of acting and learning"
+    )
     parser.add_argument("--name", default="loop_phases")
     args = parser.parse_args()
+    if args.fine:
+        PARTS.extend(_fine_parts())
     config = profile_config(
         args.profile, max_folds=args.max_folds, env_steps=args.env_steps, device=args.device
     )
@@ -156,6 +191,7 @@ def main() -> None:
             "config": config.to_json(),
             "wall_s": wall,
             "sync_before_act": args.sync,
+            "fine": args.fine,
             "parts_s": timed,
             "parts": parts,
         },
