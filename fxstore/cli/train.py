@@ -233,6 +233,7 @@ class TrainSettings(TypedDict, total=False):
     seed: int | None
     seeds: int | None
     ensemble: bool | None
+    concurrent_seeds: bool | None
     forecast: ForecastMode | None
     forecast_model: ForecastModel | None
     horizon_discount: bool | None
@@ -454,6 +455,13 @@ def _stop_on_signals(stop: StopRequest) -> Iterator[None]:
     default=None,
     help="With --seeds N > 1, also trade the seeds' average action values, reported as "
     f"'ensemble' beside them [default: {FROM_PROFILE}].",
+)
+@click.option(
+    "--concurrent-seeds/--no-concurrent-seeds",
+    default=None,
+    help="With --seeds N > 1, train a fold's seeds side by side, a step each in turn (on a "
+    "GPU each on its own CUDA stream): the same results, sooner where one seed leaves the "
+    f"GPU room; every seed's replay is in memory at once [default: {FROM_PROFILE}].",
 )
 @click.option(
     "--forecast",

@@ -254,6 +254,13 @@ class TrainConfig:
     seed's kept weights (seeds that stood aside left out), its no-trade band chosen on the
     validation slice, reported as policy ``ensemble`` beside the single seeds."""
 
+    concurrent_seeds: bool = False
+    """With `seeds` > 1, train a fold's seeds side by side instead of one after another: each
+    takes a training step in turn, on a GPU each on its own CUDA stream, so the GPU runs one
+    seed's small kernels while it would wait between another's. The results are the same
+    bits (each seed's arrays, draws and kernels are its own); every seed's replay is in
+    memory at once."""
+
     forecast: ForecastMode = "off"
     """The fold's ``linear`` forecast as the agent's input (:mod:`fxstore.train.evaluate.
     forecast`): "input" adds it as one more observation column beside the features, "only"
@@ -304,6 +311,7 @@ class TrainConfig:
         validate_number("prior_trials", self.prior_trials, above=0, integral=True)
         validate_number("seeds", self.seeds, above=0, integral=True)
         validate_bool("ensemble", self.ensemble)
+        validate_bool("concurrent_seeds", self.concurrent_seeds)
         validate_choice("forecast", self.forecast, get_args(ForecastMode))
         validate_choice("forecast_model", self.forecast_model, get_args(ForecastModel))
         validate_bool("horizon_discount", self.horizon_discount)

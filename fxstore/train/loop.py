@@ -16,13 +16,15 @@ state is checkpointed, so ``--resume`` continues to the same result as an uninte
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from types import ModuleType
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -30,7 +32,7 @@ import numpy.typing as npt
 from fxstore.config import AgentConfig, TrainConfig
 from fxstore.config.executor import ExecutorConfig
 from fxstore.config.train import MAX_HORIZON_N_STEP
-from fxstore.errors import InvalidInputError
+from fxstore.errors import InvalidInputError, RunInterruptedError
 from fxstore.train.agent.dqn import Agent
 from fxstore.train.agent.learner import LearnerStep
 from fxstore.train.agent.memory import check_host_memory, resolve_sizes
@@ -101,6 +103,10 @@ class KeptValues:
     test: npt.NDArray[np.float32]
     train: npt.NDArray[np.float32]
     band: float
+
+
+FoldSteps = Generator[None, None, "KeptValues | None"]
+"""One seed's training of a fold, a step per ``next()``, what it keeps as its return value."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -315,9 +321,17 @@ def fold_results(
         forecast_model=config.forecast_model,
     )
     config = _with_horizon(config, model)
-    trained = [
-        _train_seed(seen, fold, config, spec, sizes, run, on_progress, n_folds, k, stop)
+    runs = [
+        _seed_steps(seen, fold, config, spec, sizes, run, on_progress, n_folds, k, stop)
         for k in range(config.seeds)
+    ]
+    if config.concurrent_seeds and config.seeds > 1:
+        kept_values = _side_by_side(runs, seen.xp)
+    else:
+        kept_values = [_run_to_end(steps) for steps in runs]
+    trained = [
+        (_score(seen, fold, config, spec, kept, agent_policies(config.seeds)[k]), kept)
+        for k, kept in enumerate(kept_values)
     ]
     agents = [result for result, _ in trained]
     if config.ensemble:
@@ -362,7 +376,7 @@ def run_fold_task(task: FoldTask) -> dict[str, FoldResult]:
     )
 
 
-def _train_seed(
+def _seed_steps(
     market: Market,
     fold: Fold,
     config: TrainConfig,
@@ -373,17 +387,67 @@ def _train_seed(
     n_folds: int,
     seed_index: int,
     stop: StopRequest | None,
-) -> tuple[FoldResult, KeptValues | None]:
-    """Train the fold's agent of seed `seed_index` and score it on the test window; also
-    return its kept weights' action values (None: it stands aside)."""
+) -> FoldSteps:
+    """The training of the fold's agent of seed `seed_index`, a step at a time
+    (:func:`_fold_steps`)."""
     seeded = config
     if seed_index:
         seeded = dataclasses.replace(
             config, seed=crng.derive_key(config.seed, _STREAM_SEEDS, seed_index) % (1 << 31)
         )
-    kept = _run_fold(market, fold, seeded, spec, sizes, run, on_progress, n_folds, seed_index, stop)
-    policy = agent_policies(config.seeds)[seed_index]
-    return _score(market, fold, config, spec, kept, policy), kept
+    return _fold_steps(
+        market, fold, seeded, spec, sizes, run, on_progress, n_folds, seed_index, stop
+    )
+
+
+def _run_to_end(steps: FoldSteps) -> KeptValues | None:
+    """Drive one seed's training to its end; what it kept."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            kept: KeptValues | None = done.value
+            return kept
+
+
+def _side_by_side(runs: list[FoldSteps], xp: ModuleType) -> list[KeptValues | None]:
+    """Drive the seeds' trainings a step each in turn until all have ended; on CuPy each on
+    its own non-blocking CUDA stream (work queued on one runs while the host serves the
+    others). Each seed's arrays, draws and kernels are its own, so what each keeps is what it
+    keeps alone. A stop request stops every seed at its next step's end, its checkpoint
+    saved; any other error ends them all at once. Then the first seed's error is raised."""
+    streams: list[Any] = [None] * len(runs)
+    if xp is not np:
+        xp.cuda.Device().synchronize()  # what the fold set up on other streams is done
+        streams = [xp.cuda.Stream(non_blocking=True) for _ in runs]
+    kept: list[KeptValues | None] = [None] * len(runs)
+    errors: dict[int, BaseException] = {}
+    pending = list(range(len(runs)))
+    try:
+        while pending:
+            for k in list(pending):
+                with contextlib.nullcontext() if streams[k] is None else streams[k]:
+                    try:
+                        next(runs[k])
+                    except StopIteration as done:
+                        kept[k] = done.value
+                        pending.remove(k)
+                    except RunInterruptedError as err:  # the others stop at their next step
+                        errors[k] = err
+                        pending.remove(k)
+                    except BaseException as err:
+                        errors[k] = err
+                        pending.clear()
+                        break
+    finally:
+        for steps in runs:
+            steps.close()
+        for stream in streams:
+            if stream is not None:
+                stream.synchronize()
+    if errors:
+        raise errors[min(errors)]
+    return kept
 
 
 def _score(
@@ -445,7 +509,7 @@ def _ensemble(
     return _score(market, fold, config, spec, average, "ensemble")
 
 
-def _run_fold(
+def _fold_steps(
     market: Market,
     fold: Fold,
     config: TrainConfig,
@@ -456,10 +520,12 @@ def _run_fold(
     n_folds: int,
     seed_index: int = 0,
     stop: StopRequest | None = None,
-) -> KeptValues | None:
-    """Learn on one fold; return the kept weights' action values on its test window and on
-    its training part (for the in-sample Sharpe), and on its validation slice for an
-    ensemble; None where no weights earned on validation (the agent stands aside).
+) -> FoldSteps:
+    """Learn on one fold, a training step per ``next()`` (the first also sets up, the last
+    also chooses the weights); its return value (StopIteration's): the kept weights' action
+    values on its test window and on its training part (for the in-sample Sharpe), and on
+    its validation slice for an ensemble; None where no weights earned on validation (the
+    agent stands aside).
 
     When `stop` is set, the fold saves its checkpoint after the step in progress and raises
     RunInterruptedError."""
@@ -543,6 +609,7 @@ def _run_fold(
         if stop is not None and stop.signum is not None:  # a safe point: the step is whole
             save_fold(checkpoint, learner, state, obs)
             raise interrupted(run, stop.signum, f"fold {fold.number} step {state.step}")
+        yield
     sync_losses(agent, state)
     if not has_validation:  # nothing to select on: the last weights trade
         chosen = "last"

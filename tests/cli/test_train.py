@@ -44,6 +44,27 @@ def test_train_config_forecast_options_reach_the_config() -> None:
     assert load_profile("smoke").forecast_model == "linear"
 
 
+def test_train_config_concurrent_seeds_option_reaches_the_config() -> None:
+    config = train_config("smoke", seeds=3, concurrent_seeds=True)
+
+    assert (config.seeds, config.concurrent_seeds) == (3, True)
+    assert load_profile("smoke").concurrent_seeds is False
+
+
+def test_cli_train_concurrent_seeds_is_a_setting_resume_refuses(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from fxstore.cli import cli
+
+    result = CliRunner().invoke(
+        cli, ["train", "--store", str(tmp_path), "--resume", "r1", "--concurrent-seeds"]
+    )
+
+    assert result.exit_code == 2
+    assert "drop --concurrent-seeds" in result.output
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_cli_train_refuses_an_unknown_forecast_model(tmp_path: Path) -> None:
     from click.testing import CliRunner
 

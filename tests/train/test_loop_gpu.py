@@ -17,6 +17,11 @@ import pytest
 from fxstore.train.evaluate.results import BacktestResult
 from fxstore.train.loop import train
 from tests.train._tiny import TINY, interrupt_then_resume
+from tests.train.test_concurrent_seeds import (
+    SEEDS,
+    assert_a_stop_saves_every_seed,
+    assert_side_by_side_is_serial,
+)
 
 pytestmark = pytest.mark.gpu
 
@@ -73,3 +78,11 @@ def test_train_cuda_pushes_each_step_into_the_replay_in_one_kernel(
     config = dataclasses.replace(GPU, env_steps=30, eval_every=30, max_folds=1)
     train(config, store)
     assert calls == {"kernel": 30, "add": 0}
+
+
+def test_train_cuda_seeds_side_by_side_on_their_streams_give_the_serial_run(store: Path) -> None:
+    """Each seed on its own CUDA stream, its graphs captured while the others' work runs:
+    the same bits as the seeds one after another, a stop included."""
+    config = dataclasses.replace(SEEDS, device="cuda", batch_size=64)
+    assert_side_by_side_is_serial(config, store)
+    assert_a_stop_saves_every_seed(config, store)
