@@ -91,6 +91,8 @@ _STREAM_ENV: Final = 1
 _STREAM_ACT: Final = 2
 _STREAM_SEEDS: Final = 3
 _LOG_EVERY: Final = 100
+#: The seeds' CUDA streams by (device, seed index), made once (see _seed_stream).
+_SEED_STREAMS: dict[tuple[int, int], Any] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -419,7 +421,7 @@ def _side_by_side(runs: list[FoldSteps], xp: ModuleType) -> list[KeptValues | No
     streams: list[Any] = [None] * len(runs)
     if xp is not np:
         xp.cuda.Device().synchronize()  # what the fold set up on other streams is done
-        streams = [xp.cuda.Stream(non_blocking=True) for _ in runs]
+        streams = [_seed_stream(xp, k) for k in range(len(runs))]
     kept: list[KeptValues | None] = [None] * len(runs)
     errors: dict[int, BaseException] = {}
     pending = list(range(len(runs)))
@@ -448,6 +450,17 @@ def _side_by_side(runs: list[FoldSteps], xp: ModuleType) -> list[KeptValues | No
     if errors:
         raise errors[min(errors)]
     return kept
+
+
+def _seed_stream(xp: ModuleType, k: int) -> Any:
+    """Seed `k`'s CUDA stream on the current device, the same for every fold. CuPy's memory
+    pool keeps the memory a stream's arrays freed for that stream alone: with new streams
+    for every fold, the last fold's replays' memory would stay cached for streams gone."""
+    key = (xp.cuda.Device().id, k)
+    stream = _SEED_STREAMS.get(key)
+    if stream is None:
+        stream = _SEED_STREAMS[key] = xp.cuda.Stream(non_blocking=True)
+    return stream
 
 
 def _score(
