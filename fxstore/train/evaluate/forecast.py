@@ -37,6 +37,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final, get_args
 
@@ -102,20 +103,35 @@ def fold_forecast(
     if spread <= 0.0:
         return np.zeros(market.n_rows, dtype=np.float32)
     out = model.predict(features) / spread
-    for a, b in _edges(lo, hi):
-        keep = (rows + horizon < a) | (rows >= b)  # no move reaches into the block
-        if b <= a or int(keep.sum()) < features.shape[1] + 2:
-            continue  # too few rows: the block keeps the full fit's forecast
-        fit = fit_ridge_paths(features[rows[keep]], moves[keep], (model.ridge_lambda,))
-        out[a:b] = fit.predict(features[a:b]) / spread
+    for a, b, fit in _block_fits(market, rows, moves, fold, horizon, (model.ridge_lambda,)):
+        if fit is not None:  # else the block keeps the full fit's forecast
+            out[a:b] = fit.predict(features[a:b]) / spread
     result: npt.NDArray[np.float32] = out.astype(np.float32)
     return result
 
 
-def _edges(lo: int, hi: int) -> list[tuple[int, int]]:
-    """The :data:`CROSS_FIT_BLOCKS` contiguous blocks of rows ``[lo, hi)``."""
+def _block_fits(
+    market: Market,
+    rows: npt.NDArray[np.int64],
+    moves: npt.NDArray[np.float64],
+    fold: Fold,
+    reach: int,
+    ridge_lambdas: tuple[float, ...],
+) -> Iterator[tuple[int, int, RidgePaths | None]]:
+    """Each of the :data:`CROSS_FIT_BLOCKS` contiguous blocks ``[a, b)`` of the fold's
+    training part, with the ridge fits of `moves` on the fitted `rows` outside it whose
+    moves (`reach` bars long) do not reach into it; None where too few rows are left."""
+    lo, hi = fold.train
+    features = market.features
     edges = np.linspace(lo, hi, CROSS_FIT_BLOCKS + 1).round().astype(np.int64)
-    return list(itertools.pairwise(int(e) for e in edges))
+    for a, b in itertools.pairwise(int(e) for e in edges):
+        if b <= a:
+            continue
+        keep = (rows + reach < a) | (rows >= b)  # no move reaches into the block
+        if int(keep.sum()) < features.shape[1] + 2:
+            yield a, b, None
+        else:
+            yield a, b, fit_ridge_paths(features[rows[keep]], moves[keep], ridge_lambdas)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -162,17 +178,10 @@ def cross_fit(market: Market, fold: Fold) -> CrossFit | None:
     n_features = features.shape[1]
     if len(rows) < n_features + 2:
         return None
-    longest = max(horizons)
     full = fit_ridge_paths(features[rows], moves, RIDGE_LAMBDAS)
     crossed = np.empty((hi - lo, len(RIDGE_LAMBDAS), len(horizons)))
-    for a, b in _edges(lo, hi):
-        if b <= a:
-            continue
-        keep = (rows + longest < a) | (rows >= b)  # no move reaches into the block
-        fit = full
-        if int(keep.sum()) >= n_features + 2:
-            fit = fit_ridge_paths(features[rows[keep]], moves[keep], RIDGE_LAMBDAS)
-        crossed[a - lo : b - lo] = fit.predict_all(features[a:b])
+    for a, b, fit in _block_fits(market, rows, moves, fold, max(horizons), RIDGE_LAMBDAS):
+        crossed[a - lo : b - lo] = (full if fit is None else fit).predict_all(features[a:b])
     return CrossFit(tuple(horizons), lo, rows, moves, full, crossed)
 
 
