@@ -61,8 +61,7 @@ class LinearModel:
 
     def predict(self, features: npt.NDArray[np.floating]) -> F64:
         """Predicted move over the next :attr:`horizon_bars` bars (index points)."""
-        z = (_clean(features) - self.mean) / self.scale
-        out: F64 = self.intercept + z @ self.beta
+        out: F64 = self.intercept + _standardise(features, self.mean, self.scale) @ self.beta
         return out
 
     @property
@@ -79,6 +78,12 @@ class LinearModel:
 
 def _clean(features: npt.NDArray[np.floating]) -> F64:
     return np.nan_to_num(to_host(features).astype(np.float64), nan=0.0, posinf=0.0, neginf=0.0)
+
+
+def _standardise(features: npt.NDArray[np.floating], mean: F64, scale: F64) -> F64:
+    """`features` (NaN and infinities read as 0) less `mean`, over `scale`."""
+    z: F64 = (_clean(features) - mean) / scale
+    return z
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -99,8 +104,7 @@ class RidgePaths:
 
     def standardise(self, features: npt.NDArray[np.floating]) -> F64:
         """`features` standardised as the fit's were (NaN and infinities read as 0)."""
-        z: F64 = (_clean(features) - self.mean) / self.scale
-        return z
+        return _standardise(features, self.mean, self.scale)
 
     def predict(self, features: npt.NDArray[np.floating], k: int = 0, target: int = 0) -> F64:
         """The fit of column `target` at penalty number `k`, read on `features`."""
