@@ -52,13 +52,14 @@ def host_bytes_needed(
     transition = 2 * n_obs * _F32 + 8 + 3 * _F32
     # Online and target forward passes over obs and next obs, kept for the backward pass.
     activations = 3 * sizes["batch_size"] * (layers * hidden + head) * _F32 * 2
-    agents = config.seeds if config.concurrent_seeds else 1
-    return {
-        "hidden": agents * _PARAM_COPIES * params * _F32,
-        "batch_size": agents * (activations + sizes["batch_size"] * transition),
-        "n_envs": agents * sizes["n_envs"] * ((agent.n_step + 2) * (n_obs * _F32 + 16) + 64),
-        "replay_size": agents * sizes["replay_size"] * (transition + 2 * _F32),
+    one = {
+        "hidden": _PARAM_COPIES * params * _F32,
+        "batch_size": activations + sizes["batch_size"] * transition,
+        "n_envs": sizes["n_envs"] * ((agent.n_step + 2) * (n_obs * _F32 + 16) + 64),
+        "replay_size": sizes["replay_size"] * (transition + 2 * _F32),
     }
+    agents = config.seeds if config.concurrent_seeds else 1
+    return {option: agents * size for option, size in one.items()}
 
 
 def available_host_bytes() -> int | None:
@@ -92,14 +93,13 @@ def check_host_memory(
         return
     option = max(needed, key=lambda k: needed[k])
     value = config.agent.hidden if option == "hidden" else sizes[option]
-    side = config.concurrent_seeds and config.seeds > 1
+    whole, fix = f"{_human(total)} for the whole run", f"lower --{option.replace('_', '-')}"
+    if config.concurrent_seeds and config.seeds > 1:
+        whole += f", {config.seeds} seeds side by side"
+        fix += " or train the seeds one after another (--no-concurrent-seeds)"
     raise InvalidInputError(
-        f"`{option}` {value} needs about {_human(needed[option])} of host memory "
-        f"({_human(total)} for the whole run"
-        + (f", {config.seeds} seeds side by side" if side else "")
-        + f"), more than the {_human(available)} available; "
-        f"lower --{option.replace('_', '-')}"
-        + (" or train the seeds one after another (--no-concurrent-seeds)." if side else ".")
+        f"`{option}` {value} needs about {_human(needed[option])} of host memory ({whole}), "
+        f"more than the {_human(available)} available; {fix}."
     )
 
 
