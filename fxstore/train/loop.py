@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import logging
 import time
 from collections.abc import Callable, Generator
@@ -91,8 +92,6 @@ _STREAM_ENV: Final = 1
 _STREAM_ACT: Final = 2
 _STREAM_SEEDS: Final = 3
 _LOG_EVERY: Final = 100
-#: The seeds' CUDA streams by (device, seed index), made once (see _seed_stream).
-_SEED_STREAMS: dict[tuple[int, int], Any] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -404,12 +403,12 @@ def _seed_steps(
 
 def _run_to_end(steps: FoldSteps) -> KeptValues | None:
     """Drive one seed's training to its end; what it kept."""
-    while True:
-        try:
+    try:
+        while True:
             next(steps)
-        except StopIteration as done:
-            kept: KeptValues | None = done.value
-            return kept
+    except StopIteration as done:
+        kept: KeptValues | None = done.value
+        return kept
 
 
 def _side_by_side(runs: list[FoldSteps], xp: ModuleType) -> list[KeptValues | None]:
@@ -418,49 +417,49 @@ def _side_by_side(runs: list[FoldSteps], xp: ModuleType) -> list[KeptValues | No
     others). Each seed's arrays, draws and kernels are its own, so what each keeps is what it
     keeps alone. A stop request stops every seed at its next step's end, its checkpoint
     saved; any other error ends them all at once. Then the first seed's error is raised."""
-    streams: list[Any] = [None] * len(runs)
-    if xp is not np:
+    on_gpu = xp is not np
+    if on_gpu:
         xp.cuda.Device().synchronize()  # what the fold set up on other streams is done
-        streams = [_seed_stream(xp, k) for k in range(len(runs))]
+    places: list[Any] = [
+        _seed_stream(xp, xp.cuda.Device().id, k) if on_gpu else contextlib.nullcontext()
+        for k in range(len(runs))
+    ]
     kept: list[KeptValues | None] = [None] * len(runs)
     errors: dict[int, BaseException] = {}
     pending = list(range(len(runs)))
     try:
         while pending:
             for k in list(pending):
-                with contextlib.nullcontext() if streams[k] is None else streams[k]:
-                    try:
+                try:
+                    with places[k]:
                         next(runs[k])
-                    except StopIteration as done:
-                        kept[k] = done.value
-                        pending.remove(k)
-                    except RunInterruptedError as err:  # the others stop at their next step
-                        errors[k] = err
-                        pending.remove(k)
-                    except BaseException as err:
-                        errors[k] = err
-                        pending.clear()
-                        break
+                    continue
+                except StopIteration as done:
+                    kept[k] = done.value
+                except RunInterruptedError as err:  # the others stop at their next step
+                    errors[k] = err
+                except BaseException as err:
+                    errors[k] = err
+                    pending.clear()
+                    break
+                pending.remove(k)
     finally:
         for steps in runs:
             steps.close()
-        for stream in streams:
-            if stream is not None:
-                stream.synchronize()
+        for stream in places if on_gpu else ():
+            stream.synchronize()
     if errors:
         raise errors[min(errors)]
     return kept
 
 
-def _seed_stream(xp: ModuleType, k: int) -> Any:
-    """Seed `k`'s CUDA stream on the current device, the same for every fold. CuPy's memory
-    pool keeps the memory a stream's arrays freed for that stream alone: with new streams
-    for every fold, the last fold's replays' memory would stay cached for streams gone."""
-    key = (xp.cuda.Device().id, k)
-    stream = _SEED_STREAMS.get(key)
-    if stream is None:
-        stream = _SEED_STREAMS[key] = xp.cuda.Stream(non_blocking=True)
-    return stream
+@functools.cache
+def _seed_stream(xp: ModuleType, device: int, k: int) -> Any:
+    """Seed `k`'s CUDA stream on `device` (the current one), the same for every fold. CuPy's
+    memory pool keeps the memory a stream's arrays freed for that stream alone: with new
+    streams for every fold, the last fold's replays' memory would stay cached for streams
+    gone."""
+    return xp.cuda.Stream(non_blocking=True)
 
 
 def _score(
