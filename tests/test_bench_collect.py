@@ -1,0 +1,73 @@
+"""bench/collect_runs.py: runs' totals pooled over markets, seeds and shares of the ceiling."""
+
+from __future__ import annotations
+
+import importlib
+import math
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.quick
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+
+
+@pytest.fixture()
+def collect(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    monkeypatch.syspath_prepend(str(BENCH))
+    sys.modules.pop("collect_runs", None)
+    return importlib.import_module("collect_runs")
+
+
+def _metrics(pnl: dict[str, float], days: int = 20) -> dict[str, Any]:
+    totals = {
+        p: {
+            "total_pnl": v,
+            "n_trades": 3,
+            "n_days": days,
+            "sharpe_daily": 0.1,
+            "pnl_per_day": v / days,
+        }
+        for p, v in pnl.items()
+    }
+    significance = [
+        {"policy": p, "psr_p_value": 0.4, "dsr_p_value": 0.9, "n_trials": 7}
+        for p in ("agent", "ensemble")
+    ]
+    return {"folds": [{}, {}], "totals": totals, "significance": significance}
+
+
+def test_one_run_keeps_its_seeds_and_shares(collect: ModuleType) -> None:
+    run = collect.summarise(
+        _metrics({"agent": 100.0, "agent-s1": 300.0, "ensemble": 50.0, "ceiling": 400.0})
+    )
+    assert run["n_folds"] == 2
+    assert run["seeds_pnl_mean_std"] == [200.0, pytest.approx(math.sqrt(20000.0))]
+    assert run["share_of_ceiling"] == {"agent": 0.25, "agent-s1": 0.75, "ensemble": 0.125}
+    assert run["significance"]["ensemble"] == {"psr_p": 0.4, "dsr_p": 0.9, "n_trials": 7}
+
+
+def test_a_losing_ceiling_gives_no_share(collect: ModuleType) -> None:
+    run = collect.summarise(_metrics({"agent": 100.0, "ceiling": -10.0}))
+    assert math.isnan(run["share_of_ceiling"]["agent"])
+    assert math.isnan(run["seeds_pnl_mean_std"][1])  # one seed has no spread
+
+
+def test_pooling_adds_each_seed_over_markets_before_the_spread(collect: ModuleType) -> None:
+    a = collect.summarise(
+        _metrics({"agent": 100.0, "agent-s1": -100.0, "ceiling": 100.0, "linear": 5.0}, 20)
+    )
+    b = collect.summarise(
+        _metrics({"agent": -100.0, "agent-s1": 100.0, "ceiling": 300.0, "oracle": 9.0}, 40)
+    )
+    pooled = collect.pooled({"x": a, "y": b})
+    assert pooled["n_days"] == 60
+    assert pooled["pnl"] == {"agent": 0.0, "agent-s1": 0.0, "ceiling": 400.0}
+    # each seed pooled to 0: no spread, although every run on its own had one
+    assert pooled["seeds_pnl_mean_std"] == [0.0, 0.0]
+    assert pooled["seeds_share_of_ceiling"] == 0.0
+    assert "linear" not in pooled["share_of_ceiling"]  # only policies every run has
