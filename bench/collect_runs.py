@@ -9,7 +9,9 @@ the seeds' mean and the ensemble's share of the pooled ceiling. Runs are named b
 market (IC and market seed), e.g.
 
     python bench/collect_runs.py --run ic0.05-s1231=STORE/runs/RUN_ID \
-        --run ic0.05-s1249=STORE2/runs/RUN_ID --name years3_cpu_forecast
+        --run ic0.05-s1249=STORE2/runs/RUN_ID --pool ic0.05 --name years3_cpu_forecast
+
+`--result results/NAME.json` takes the runs of a bench_learn result instead of a run folder.
 
 Nothing is trained here: train the runs first (`fxstore train --store ROOT --profile P
 --seeds 3 --ensemble`), and say in `--note` how.
@@ -88,6 +90,24 @@ def pooled(runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def _from_bench(path: Path) -> dict[str, dict[str, Any]]:
+    """The runs of a bench_learn result file, as :func:`summarise` gives a run folder's."""
+    try:
+        result = json.loads(path.read_text())
+        runs = result["runs"]
+    except (OSError, ValueError, KeyError) as err:
+        raise SystemExit(f"Error: cannot read the runs of {path}: {err}") from err
+    machine = result.get("machine", {}).get("hostname_kind")
+    return {
+        name: {
+            "result": str(path),
+            "machine": machine,
+            **summarise({**run, "folds": [None] * run["n_folds"]}),
+        }
+        for name, run in runs.items()
+    }
+
+
 def _money(value: float) -> str:
     return f"-${-value:,.0f}" if value < 0 else f"${value:,.0f}"
 
@@ -105,7 +125,13 @@ def _row(name: str, r: dict[str, Any]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--run", action="append", required=True, help="NAME=RUN_DIR, repeatable")
+    parser.add_argument("--run", action="append", default=[], help="NAME=RUN_DIR, repeatable")
+    parser.add_argument(
+        "--result",
+        action="append",
+        default=[],
+        help="a bench_learn result (results/NAME.json): each of its runs, repeatable",
+    )
     parser.add_argument(
         "--pool",
         action="append",
@@ -124,6 +150,10 @@ def main() -> None:
         except (OSError, ValueError) as err:
             raise SystemExit(f"Error: cannot read {path}: {err}; is the run finished?") from err
         runs[name] = {"run_dir": run_dir, **summarise(metrics)}
+    for result in args.result:
+        runs.update(_from_bench(Path(result)))
+    if not runs:
+        raise SystemExit("Error: no runs given; pass --run NAME=RUN_DIR or --result FILE")
     pools = {
         prefix: pooled({n: r for n, r in runs.items() if n.startswith(prefix)})
         for prefix in args.pool

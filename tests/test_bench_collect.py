@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import json
 import math
 import sys
 from pathlib import Path
@@ -71,3 +72,17 @@ def test_pooling_adds_each_seed_over_markets_before_the_spread(collect: ModuleTy
     assert pooled["seeds_pnl_mean_std"] == [0.0, 0.0]
     assert pooled["seeds_share_of_ceiling"] == 0.0
     assert "linear" not in pooled["share_of_ceiling"]  # only policies every run has
+
+
+def test_a_bench_result_gives_its_runs_and_machine(collect: ModuleType, tmp_path: Path) -> None:
+    metrics = _metrics({"agent": 10.0, "agent-s1": 30.0, "ceiling": 40.0})
+    run = {"n_folds": 9, "totals": metrics["totals"], "significance": metrics["significance"]}
+    path = tmp_path / "learn.json"
+    path.write_text(json.dumps({"machine": {"hostname_kind": "box"}, "runs": {"m": run}}))
+    runs = collect._from_bench(path)
+    assert runs["m"]["machine"] == "box"
+    assert runs["m"]["n_folds"] == 9
+    assert runs["m"]["seeds_pnl_mean_std"][0] == 20.0
+    (tmp_path / "bad.json").write_text("{}")
+    with pytest.raises(SystemExit, match="cannot read the runs of"):
+        collect._from_bench(tmp_path / "bad.json")
