@@ -190,6 +190,10 @@ def test_train_on_the_forecast_records_it(store: Path, mode: str, model: str) ->
     saved = json.loads((result.run_dir / "config.json").read_text())
     assert saved["config"]["forecast"] == mode
     assert saved["config"]["forecast_model"] == model
+    # the report says how closely the agent traded the forecast (linear's positions)
+    (follow,) = [n for n in result.notes if n.startswith("correlation with linear's")]
+    assert "test bars" in follow and "agent " in follow
+    assert follow in json.loads((result.run_dir / "metrics.json").read_text())["notes"]
 
 
 @pytest.mark.gpu
@@ -250,3 +254,6 @@ def test_the_linear_row_is_the_same_whether_the_agent_reads_its_forecast(store: 
 
     np.testing.assert_array_equal(rows[0].pnl, rows[1].pnl)
     assert rows[0].choice == rows[1].choice
+    # only an agent handed a forecast is asked how closely it traded it
+    follows = [[n for n in run.notes if n.startswith("correlation with linear's")] for run in runs]
+    assert [len(f) for f in follows] == [0, 1]

@@ -20,7 +20,12 @@ from fxstore.train.evaluate.references.linear import (
     training_moves,
 )
 from fxstore.train.evaluate.references.ridge import RIDGE_LAMBDAS, fit_ridge, fit_ridge_paths
-from fxstore.train.evaluate.results import baseline_results, choice_notes
+from fxstore.train.evaluate.results import (
+    FoldResult,
+    baseline_results,
+    choice_notes,
+    follow_notes,
+)
 from fxstore.train.evaluate.walkforward import Fold
 
 pytestmark = pytest.mark.quick
@@ -358,6 +363,43 @@ def test_choice_notes_list_each_folds_choice() -> None:
         f"linear's choice on validation, by fold: 1: {horizon:.0f} bars, λ {lam:g}, "
         f"band {band:g} sd; 2: flat (nothing beat standing aside)"
     )
+
+
+def test_follow_notes_correlate_each_agent_with_linear_over_every_fold() -> None:
+    market = signal_market()
+    (linear,) = baseline_results(market, FOLD, ["linear"], ENV, ES, capital=100_000.0, seed=0)
+    second = dataclasses.replace(
+        linear, fold=dataclasses.replace(FOLD, index=1), positions=-linear.positions
+    )
+    rng = np.random.default_rng(3)
+
+    def agent(name: str, held: np.ndarray, fold: Fold = FOLD) -> FoldResult:
+        return dataclasses.replace(linear, policy=name, fold=fold, positions=held, choice=None)
+
+    noise = rng.choice([-1.0, 0.0, 1.0], size=(2, linear.positions.size))
+    results = [
+        linear,
+        second,
+        agent("agent", linear.positions),  # follows linear on both folds
+        agent("agent", -linear.positions, second.fold),
+        agent("agent-s1", noise[0]),
+        agent("agent-s1", noise[1], second.fold),
+        agent("ensemble", np.zeros(linear.positions.size)),
+        agent("ensemble", np.zeros(linear.positions.size), second.fold),
+    ]
+
+    (line,) = follow_notes(results, ("agent", "agent-s1", "agent-s2", "ensemble"))
+
+    both = np.concatenate([linear.positions, second.positions])
+    rows = f"{both.size:,}"
+    s1 = np.corrcoef(noise.ravel(), both)[0, 1]
+    assert abs(s1) < 0.2
+    assert line == (
+        f"correlation with linear's positions over {rows} test bars (near 0: the agent does "
+        f"not trade its forecast): agent 1.00, agent-s1 {s1:.2f}, "
+        "ensemble n/a (never changed position)"
+    )
+    assert follow_notes(results[2:], ("agent",)) == ()  # no linear, nothing to compare
 
 
 def test_linear_books_each_contract_at_its_own_facts_on_validation_and_test() -> None:

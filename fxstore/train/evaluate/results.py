@@ -49,6 +49,7 @@ __all__ = [
     "choice_notes",
     "evaluate_fold",
     "fold_result",
+    "follow_notes",
     "in_sample_sharpe",
     "load_oracle",
     "policy_totals",
@@ -527,6 +528,32 @@ def choice_notes(results: Sequence[FoldResult]) -> tuple[str, ...]:
     return tuple(
         f"{policy}'s choice on validation, by fold: {'; '.join(folds)}"
         for policy, folds in by_policy.items()
+    )
+
+
+def follow_notes(results: Sequence[FoldResult], policies: Sequence[str]) -> tuple[str, ...]:
+    """How closely each of `policies` (the agents trading a forecast) held ``linear``'s
+    positions: their correlation over every test row of every fold. Near 0, a policy does
+    not trade the forecast it was handed. None without ``linear``."""
+
+    def pooled(policy: str) -> F64:
+        rows = [r.positions for r in results if r.policy == policy]
+        return np.concatenate(rows) if rows else np.zeros(0)
+
+    reference = pooled("linear")
+    mine = [p for p in policies if any(r.policy == p for r in results)]
+    if reference.size < 2 or not mine:
+        return ()
+    cells = []
+    for policy in mine:
+        held = pooled(policy)  # every policy trades every fold's test rows
+        if held.std() == 0 or reference.std() == 0:
+            cells.append(f"{policy} n/a (never changed position)")
+        else:
+            cells.append(f"{policy} {np.corrcoef(held, reference)[0, 1]:.2f}")
+    return (
+        f"correlation with linear's positions over {reference.size:,} test bars (near 0: "
+        f"the agent does not trade its forecast): {', '.join(cells)}",
     )
 
 

@@ -29,6 +29,7 @@ from fxstore.train.evaluate.results import (
     BacktestResult,
     FoldResult,
     choice_notes,
+    follow_notes,
     policy_totals,
     pooled_significance,
     reference_notes,
@@ -148,6 +149,11 @@ def write_run_result(
             *reference_notes(planted, config.baselines, totals),
             *feature_notes(config.baselines, market.feature_names),
             *seed_notes(totals, agent_policies(config.seeds)),
+            *(
+                follow_notes(results, (*agent_policies(config.seeds), *ensemble))
+                if config.forecast != "off"
+                else ()
+            ),
             *choice_notes(results),
         ),
     )
