@@ -400,6 +400,10 @@ def test_follow_notes_correlate_each_agent_with_linear_over_every_fold() -> None
         "ensemble n/a (never changed position)"
     )
     assert follow_notes(results[2:], ("agent",)) == ()  # no linear, nothing to compare
+    still = [dataclasses.replace(r, positions=np.zeros(r.positions.size)) for r in results[:2]]
+    assert follow_notes([*still, *results[2:]], ("agent",)) == (
+        "correlation with linear's positions: n/a (linear never changed position)",
+    )
 
 
 def test_linear_books_each_contract_at_its_own_facts_on_validation_and_test() -> None:

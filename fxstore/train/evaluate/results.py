@@ -544,10 +544,12 @@ def follow_notes(results: Sequence[FoldResult], policies: Sequence[str]) -> tupl
     mine = [p for p in policies if any(r.policy == p for r in results)]
     if reference.size < 2 or not mine:
         return ()
+    if reference.std() == 0:
+        return ("correlation with linear's positions: n/a (linear never changed position)",)
     cells = []
     for policy in mine:
         held = pooled(policy)  # every policy trades every fold's test rows
-        if held.std() == 0 or reference.std() == 0:
+        if held.std() == 0:
             cells.append(f"{policy} n/a (never changed position)")
         else:
             cells.append(f"{policy} {np.corrcoef(held, reference)[0, 1]:.2f}")
