@@ -237,6 +237,7 @@ class TrainSettings(TypedDict, total=False):
     forecast: ForecastMode | None
     forecast_model: ForecastModel | None
     horizon_discount: bool | None
+    reward_forecast: float | None
     prior_trials: int | None
     signal_dir: str | None
 
@@ -484,6 +485,15 @@ def _stop_on_signals(stop: StopRequest) -> Iterator[None]:
     default=None,
     help="Set each fold's discount and n-step from the horizon of its linear model (chosen "
     f"on validation): a reward that many bars ahead counts half [default: {FROM_PROFILE}].",
+)
+@click.option(
+    "--reward-forecast",
+    type=float,
+    default=None,
+    metavar="W",
+    help="Share (0..1) of each training reward that is the move the fold's forecast expects "
+    "instead of the move that happened; validation and test book the real moves "
+    f"[default: {FROM_PROFILE}].",
 )
 @click.option(
     "--prior-trials",

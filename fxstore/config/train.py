@@ -281,6 +281,14 @@ class TrainConfig:
     ``0.5 ** (1 / h)`` (a reward h bars ahead counts half) and its `n_step` becomes h, at
     most :data:`MAX_HORIZON_N_STEP`; the profile's `gamma` and `n_step` are not used."""
 
+    reward_forecast: float = 0.0
+    """How much of each training step's reward is the move the fold's forecast expects
+    instead of the move that happened (0..1): inside the training part a bar's move becomes
+    ``(1 - w) * the move + w * slope * forecast``, the slope that of the next bar's move on the
+    forecast over the training rows, where the forecast (`forecast_model`'s) is cross-fitted
+    (:func:`fxstore.train.evaluate.forecast.reward_path`). Costs, validation, the kept weights
+    and every test result book the real moves. 0: the real moves only."""
+
     signal_dir: str | None = None
     """Folder of the planted signal's side files for the 'oracle' baseline; None: the store's
     synthetic market folder ``<root>/synth/<symbol>``."""
@@ -315,6 +323,12 @@ class TrainConfig:
         validate_choice("forecast", self.forecast, get_args(ForecastMode))
         validate_choice("forecast_model", self.forecast_model, get_args(ForecastModel))
         validate_bool("horizon_discount", self.horizon_discount)
+        validate_at_least("reward_forecast", self.reward_forecast, 0.0)
+        if self.reward_forecast > 1.0:
+            raise InvalidInputError(
+                f"`reward_forecast` must be in 0..1 (the share of the forecast's expected move "
+                f"in the training reward), was {self.reward_forecast}."
+            )
         if self.ensemble and self.seeds < 2:
             raise InvalidInputError(
                 f"`ensemble` averages several seeds' agents; it needs `seeds` >= 2, was "

@@ -40,9 +40,15 @@ from fxstore.train.agent.memory import check_host_memory, resolve_sizes
 from fxstore.train.agent.policy import action_values, banded_positions
 from fxstore.train.agent.replay import NStepAccumulator, PrioritizedReplay
 from fxstore.train.env.data import CachedMarket, open_cache
-from fxstore.train.env.market import ContractSpec, Market, contract_spec, evaluate_positions
+from fxstore.train.env.market import (
+    F64,
+    ContractSpec,
+    Market,
+    contract_spec,
+    evaluate_positions,
+)
 from fxstore.train.env.vecenv import VecEnv
-from fxstore.train.evaluate.forecast import forecast_market
+from fxstore.train.evaluate.forecast import forecast_market, forecast_values, reward_path
 from fxstore.train.evaluate.metrics import sharpe_per_bar
 from fxstore.train.evaluate.references.linear import fit_linear
 from fxstore.train.evaluate.references.oracle import PlantedSignal
@@ -309,8 +315,19 @@ def fold_results(
     """Train one fold's agents (every seed) and score them and the baselines on its test
     window, by policy (in this process, or in a Ray task: :mod:`fxstore.train.runs.fold_tasks`)."""
     model = None  # the fold's linear model, where the agents read its forecast or horizon
-    if config.forecast != "off" or config.horizon_discount:
+    values = None  # its forecast, where the agents read it or are rewarded by it
+    if config.forecast != "off" or config.horizon_discount or config.reward_forecast:
         model = fit_linear(market, fold, config.env, spec, capital=config.capital)
+    if config.forecast != "off" or config.reward_forecast:
+        values = forecast_values(
+            market,
+            fold,
+            config.env,
+            spec,
+            capital=config.capital,
+            model=model,
+            forecast_model=config.forecast_model,
+        )
     seen = forecast_market(  # what the agents observe: the features, the forecast or both
         market,
         fold,
@@ -320,10 +337,34 @@ def fold_results(
         capital=config.capital,
         model=model,
         forecast_model=config.forecast_model,
+        values=values,
     )
+    reward_close = None
+    if config.reward_forecast and values is not None:
+        path = reward_path(market, fold, values, config.reward_forecast)
+        reward_close = path.close
+        logger.info(
+            "fold %d: training rewards book %g of the forecast's expected move (%.4g points "
+            "a bar per standard deviation)",
+            fold.index,
+            config.reward_forecast,
+            path.slope,
+        )
     config = _with_horizon(config, model)
     runs = [
-        _seed_steps(seen, fold, config, spec, sizes, run, on_progress, n_folds, k, stop)
+        _seed_steps(
+            seen,
+            fold,
+            config,
+            spec,
+            sizes,
+            run,
+            on_progress,
+            n_folds,
+            k,
+            stop,
+            reward_close=reward_close,
+        )
         for k in range(config.seeds)
     ]
     if config.concurrent_seeds and config.seeds > 1:
@@ -388,6 +429,8 @@ def _seed_steps(
     n_folds: int,
     seed_index: int,
     stop: StopRequest | None,
+    *,
+    reward_close: F64 | None = None,
 ) -> FoldSteps:
     """The training of the fold's agent of seed `seed_index`, a step at a time
     (:func:`_fold_steps`)."""
@@ -397,7 +440,17 @@ def _seed_steps(
             config, seed=crng.derive_key(config.seed, _STREAM_SEEDS, seed_index) % (1 << 31)
         )
     return _fold_steps(
-        market, fold, seeded, spec, sizes, run, on_progress, n_folds, seed_index, stop
+        market,
+        fold,
+        seeded,
+        spec,
+        sizes,
+        run,
+        on_progress,
+        n_folds,
+        seed_index,
+        stop,
+        reward_close=reward_close,
     )
 
 
@@ -532,6 +585,8 @@ def _fold_steps(
     n_folds: int,
     seed_index: int = 0,
     stop: StopRequest | None = None,
+    *,
+    reward_close: F64 | None = None,
 ) -> FoldSteps:
     """Learn on one fold, a training step per ``next()`` (the first also sets up, the last
     also chooses the weights); its return value (StopIteration's): the kept weights' action
@@ -540,7 +595,8 @@ def _fold_steps(
     agent stands aside).
 
     When `stop` is set, the fold saves its checkpoint after the step in progress and raises
-    RunInterruptedError."""
+    RunInterruptedError. `reward_close`: the closes whose moves the training rewards book
+    (:func:`~fxstore.train.evaluate.forecast.reward_path`); None: the market's."""
     xp = market.xp
     agent_config = _fold_agent_config(config, sizes, fold.index)
     lo, hi = fold.train
@@ -552,6 +608,7 @@ def _fold_steps(
         window=(lo, hi),
         episode_bars=min(config.episode_bars, hi - lo),
         seed=crng.derive_key(config.seed, fold.index, _STREAM_ENV) % (1 << 31),
+        reward_close=reward_close,
     )
     agent = Agent(agent_config, env.n_obs, env.n_actions, xp=xp)
     replay = PrioritizedReplay(

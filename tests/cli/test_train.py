@@ -44,6 +44,14 @@ def test_train_config_forecast_options_reach_the_config() -> None:
     assert load_profile("smoke").forecast_model == "linear"
 
 
+def test_train_config_reward_forecast_reaches_the_config_and_names_its_option() -> None:
+    assert train_config("smoke", reward_forecast=0.5).reward_forecast == 0.5
+    assert load_profile("smoke").reward_forecast == 0.0
+
+    with pytest.raises(InvalidInputError, match=r"^`--reward-forecast` must be in 0\.\.1 .*was 2"):
+        train_config("smoke", reward_forecast=2.0)
+
+
 def test_train_config_concurrent_seeds_option_reaches_the_config() -> None:
     config = train_config("smoke", seeds=3, concurrent_seeds=True)
 

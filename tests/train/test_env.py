@@ -811,3 +811,52 @@ def test_rows_of_a_market_book_each_contract_as_the_whole_market_does(
 
     assert part.contract_runs[0][0] == 0 and part.n_rows == hi - lo
     np.testing.assert_array_equal(got.pnl, want.pnl)
+
+
+@pytest.mark.parametrize("reward", ["dollars", "vol"])
+def test_vecenv_with_a_reward_close_books_its_moves_at_the_real_costs_and_units(
+    reward: str,
+) -> None:
+    """A shaped training reward: the steps book the given closes' moves, while the costs,
+    the reward units (the real market's volatility) and the episodes are the market's."""
+    market = random_market(120, seed=8, rolls=(40, 77))
+    config = EnvConfig(slippage_ticks=0.5, reward=reward, vol_window=7)  # type: ignore[arg-type]
+    drift = 0.5  # every bar of the reward's path moves half a point more
+    shaped = np.asarray(market.close) + drift * np.arange(120)
+    envs = [
+        VecEnv(market, config, ES, n_envs=6, window=(10, 110), episode_bars=15, seed=3, **kw)
+        for kw in ({}, {"reward_close": shaped})
+    ]
+    unit = _costs(market, config, ES).unit
+    values = np.asarray(config.positions, dtype=np.float64)
+    rng = np.random.default_rng(9)
+    np.testing.assert_array_equal(envs[0].reset(), envs[1].reset())
+    booked = 0.0
+    for _ in range(100):
+        action = rng.integers(0, 5, 6)
+        rows = envs[0].rows.copy()
+        real, moved = (env.step(action) for env in envs)
+        extra = np.where(market.is_roll[rows + 1], 0.0, values[action] * drift * ES.multiplier)
+        np.testing.assert_allclose(moved.pnl - real.pnl, extra, rtol=0, atol=1e-9)
+        np.testing.assert_allclose(
+            moved.reward - real.reward, extra / unit[rows], rtol=1e-5, atol=1e-5
+        )
+        np.testing.assert_array_equal(moved.obs, real.obs)
+        np.testing.assert_array_equal(moved.done, real.done)
+        booked += float(np.abs(extra).sum())
+    assert booked > 0.0  # positions were held over the path's extra moves
+
+
+def test_vecenv_refuses_a_reward_close_of_the_wrong_length() -> None:
+    market = random_market(30, seed=1)
+
+    with pytest.raises(InvalidInputError, match=r"`reward_close` must have one close per .*30"):
+        VecEnv(
+            market,
+            CONFIG,
+            ES,
+            n_envs=2,
+            window=(0, 30),
+            episode_bars=5,
+            reward_close=np.zeros(29),
+        )

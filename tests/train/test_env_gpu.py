@@ -173,3 +173,34 @@ print("fxstore.train.gpu.env_kernels" in sys.modules)
     )
 
     assert out.stdout.strip() == "False"
+
+
+@pytest.mark.gpu
+def test_vecenv_cupy_with_a_reward_close_steps_equal_numpy() -> None:
+    import cupy
+
+    config = EnvConfig(slippage_ticks=0.5, vol_window=7)
+    market = random_market(300, seed=5, rolls=(40, 120))
+    shaped = np.asarray(market.close) + 0.25 * np.sin(np.arange(300.0))
+
+    def make(m: Market, close: object) -> VecEnv:
+        return VecEnv(
+            m,
+            config,
+            ES,
+            n_envs=N_ENVS,
+            window=WINDOW,
+            episode_bars=17,
+            seed=4,
+            reward_close=close,  # type: ignore[arg-type]
+        )
+
+    host, device = make(market, shaped), make(on_cupy(market), cupy.asarray(shaped))
+    actions = np.random.default_rng(1).integers(0, 5, (100, N_ENVS))
+    np.testing.assert_array_equal(cupy.asnumpy(device.reset()), host.reset())
+    for action in actions:
+        want, got = host.step(action), device.step(cupy.asarray(action))
+        np.testing.assert_allclose(cupy.asnumpy(got.pnl), want.pnl, rtol=0, atol=1e-9)
+        np.testing.assert_allclose(cupy.asnumpy(got.reward), want.reward, rtol=1e-6, atol=1e-7)
+        np.testing.assert_array_equal(cupy.asnumpy(got.done), want.done)
+    assert_same_state(host, device)

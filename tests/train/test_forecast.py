@@ -19,6 +19,7 @@ from fxstore.train.evaluate.forecast import (
     blend_forecast,
     fold_forecast,
     forecast_market,
+    reward_path,
 )
 from fxstore.train.evaluate.references.linear import fit_linear, linear_horizons, training_moves
 from fxstore.train.evaluate.references.ridge import fit_ridge_paths
@@ -257,3 +258,93 @@ def test_the_linear_row_is_the_same_whether_the_agent_reads_its_forecast(store: 
     # only an agent handed a forecast is asked how closely it traded it
     follows = [[n for n in run.notes if n.startswith("correlation with linear's")] for run in runs]
     assert [len(f) for f in follows] == [0, 1]
+
+
+def test_the_reward_path_mixes_the_real_moves_with_the_forecast_s_expected_move() -> None:
+    market = signal_market()
+    forecast = _forecast(market)
+    lo, hi = FOLD.train
+    close = np.asarray(market.close)
+    moves = np.diff(close)
+
+    real, half, expected = (reward_path(market, FOLD, forecast, w) for w in (0.0, 0.5, 1.0))
+
+    np.testing.assert_array_equal(real.close, close)
+    # the slope of the next bar's move on the (cross-fitted) forecast over the training rows
+    f = forecast[lo : hi - 1].astype(np.float64)
+    assert expected.slope == pytest.approx(float(f @ moves[lo : hi - 1] / (f @ f)), rel=1e-9)
+    assert expected.slope > 0.5  # the move is feature 0 plus noise: the forecast is worth it
+    np.testing.assert_allclose(np.diff(expected.close[lo:hi]), expected.slope * f, atol=1e-9)
+    np.testing.assert_allclose(
+        np.diff(half.close[lo:hi]), 0.5 * moves[lo : hi - 1] + 0.5 * expected.slope * f, atol=1e-9
+    )
+    # the expected moves keep the signal and drop the noise: they follow the real moves
+    assert np.corrcoef(np.diff(expected.close[lo:hi]), moves[lo : hi - 1])[0, 1] > 0.7
+    for path in (half, expected):  # only the training part's moves are shaped
+        np.testing.assert_array_equal(path.close[: lo + 1], close[: lo + 1])
+        np.testing.assert_array_equal(path.close[hi:], close[hi:])
+
+
+def test_the_reward_path_reads_the_training_part_only_and_skips_rolls() -> None:
+    market = signal_market()
+    forecast = _forecast(market)
+    lo, hi = FOLD.train
+    scrambled = _scrambled(market, hi, market.n_rows)
+    roll = lo + 50  # a roll's gap is no move: it does not tilt the slope
+    is_roll = np.zeros(market.n_rows, dtype=bool)
+    is_roll[roll] = True
+    close = np.array(market.close)
+    close[roll:] += 3000.0
+    rolled = dataclasses.replace(market, close=close, is_roll=is_roll)
+    unrolled = dataclasses.replace(rolled, is_roll=np.zeros(market.n_rows, dtype=bool))
+
+    base = reward_path(market, FOLD, forecast, 1.0)
+    same = reward_path(scrambled, FOLD, forecast, 1.0)
+    with_roll = reward_path(rolled, FOLD, forecast, 1.0)
+    without = reward_path(unrolled, FOLD, forecast, 1.0)
+
+    assert same.slope == base.slope
+    np.testing.assert_array_equal(same.close[:hi], base.close[:hi])
+    moves = np.diff(np.asarray(market.close)[lo:hi])
+    keep = np.arange(lo, hi - 1) + 1 != roll
+    f = forecast[lo : hi - 1][keep].astype(np.float64)
+    assert with_roll.slope == pytest.approx(float(f @ moves[keep] / (f @ f)), rel=1e-9)
+    assert abs(without.slope - with_roll.slope) > 0.01  # counted, the gap would tilt it
+
+
+@pytest.mark.parametrize("weight", [-0.1, 1.5, float("nan")])
+def test_a_reward_forecast_outside_0_to_1_is_refused(weight: float) -> None:
+    market = signal_market()
+    with pytest.raises(InvalidInputError, match=r"`reward_forecast` must be in 0\.\.1"):
+        reward_path(market, FOLD, _forecast(market), weight)
+    with pytest.raises(InvalidInputError, match="`reward_forecast` must be"):
+        dataclasses.replace(TINY, reward_forecast=weight)
+
+
+@pytest.mark.parametrize(("mode", "weight"), [("off", 1.0), ("only", 0.5)])
+def test_a_run_rewarded_by_the_forecast_records_it_and_books_the_real_market(
+    store: Path, mode: str, weight: float, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Only the training environment books the forecast's moves: the references are the same
+    rows as a run without it, and the agent's test result is its positions booked on the
+    real market."""
+    from fxstore.train.env.data import open_cache
+    from fxstore.train.env.market import contract_spec, evaluate_positions
+
+    config = dataclasses.replace(TINY, forecast=mode, reward_forecast=weight, max_folds=1)
+    plain = train(dataclasses.replace(config, reward_forecast=0.0), store)
+
+    with caplog.at_level("INFO", logger="fxstore.train.loop"):
+        result = train(config, store)
+
+    saved = json.loads((result.run_dir / "config.json").read_text())
+    assert saved["config"]["reward_forecast"] == weight
+    assert f"training rewards book {weight:g} of the forecast's expected move" in caplog.text
+    for policy in ("linear", "flat", "long"):
+        rows = [next(r for r in run.folds if r.policy == policy) for run in (plain, result)]
+        np.testing.assert_array_equal(rows[0].pnl, rows[1].pnl)
+    cache = open_cache(store, config.symbol, config.featureset, "cpu")
+    spec = contract_spec(config.symbol, config.env, cache.contracts)
+    agent = next(r for r in result.folds if r.policy == "agent")
+    book = evaluate_positions(cache.market, agent.positions, *agent.fold.test, config.env, spec)
+    np.testing.assert_allclose(agent.pnl, book.pnl, rtol=0, atol=1e-9)

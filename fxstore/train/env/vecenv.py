@@ -8,6 +8,7 @@ The accounting (costs, rolls, the close-out at a window's end) is :mod:`fxstore.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, NamedTuple
@@ -47,7 +48,8 @@ class Step(NamedTuple):
     reward: F32
     """float32 ``(n_envs,)``: PnL of the step in reward units (see EnvConfig.reward)."""
     pnl: F64
-    """float64 ``(n_envs,)``: PnL of the step in dollars, net of costs."""
+    """float64 ``(n_envs,)``: PnL of the step in dollars, net of costs (of the moves of
+    `reward_close` where the env was given one)."""
     done: Bool
     """bool ``(n_envs,)``: the episode ended with this step (its position closed out)."""
 
@@ -59,6 +61,10 @@ class VecEnv:
     where the position is closed out; finished episodes restart at a new random row within
     the same step (the returned observation is the new episode's). Observation = the row's
     features, then the held position over `max_position` (float32).
+
+    `reward_close`: ``(n_rows,)`` closes whose moves the steps book in place of the market's
+    (a shaped training reward: :func:`fxstore.train.evaluate.forecast.reward_path`); costs and
+    reward units stay the real market's.
     """
 
     def __init__(
@@ -71,6 +77,7 @@ class VecEnv:
         window: tuple[int, int],
         episode_bars: int,
         seed: int = 0,
+        reward_close: F64 | None = None,
     ) -> None:
         lo, hi = window
         _check_window(market, lo, hi)
@@ -81,6 +88,14 @@ class VecEnv:
                 f"`episode_bars` must be in 2..{hi - lo} (the window's rows), was {episode_bars}."
             )
         xp = market.xp
+        self._costs = _costs(market, config, spec)  # the real market's costs and units
+        if reward_close is not None:
+            if getattr(reward_close, "shape", None) != (market.n_rows,):
+                raise InvalidInputError(
+                    f"`reward_close` must have one close per market row ({market.n_rows}), "
+                    f"was shape {getattr(reward_close, 'shape', None)}."
+                )
+            market = dataclasses.replace(market, close=xp.asarray(reward_close, xp.float64))
         self.market, self.config, self.spec = market, config, spec
         self.xp = xp
         self.n_envs = n_envs
@@ -89,7 +104,6 @@ class VecEnv:
         self.n_obs = market.features.shape[1] + 1
         self.n_actions = len(config.positions)
         self._values = xp.asarray(config.positions, dtype=xp.float64)
-        self._costs = _costs(market, config, spec)
         self._key = derive_key(seed)
         self._draws = 0  # restarts so far: the counter of the start draws
         self._t: I64 = xp.zeros(n_envs, dtype=xp.int64)
