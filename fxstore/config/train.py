@@ -284,9 +284,10 @@ class TrainConfig:
     reward_forecast: float = 0.0
     """How much of each training step's reward is the move the fold's forecast expects
     instead of the move that happened (0..1): inside the training part a bar's move becomes
-    ``(1 - w) * the move + w * slope * forecast``, the slope that of the next bar's move on the
-    forecast over the training rows, where the forecast (`forecast_model`'s) is cross-fitted
-    (:func:`fxstore.train.evaluate.forecast.reward_path`). Costs, validation, the kept weights
+    ``(1 - w) * the move + w * slope * (forecast - its mean)``, the slope that of the next
+    bar's move on the forecast over the training rows, where the forecast (`forecast_model`'s)
+    is cross-fitted (:func:`fxstore.train.evaluate.forecast.reward_path`); the training
+    part's drift is not rewarded. Costs, validation, the kept weights
     and every test result book the real moves. 0: the real moves only."""
 
     signal_dir: str | None = None

@@ -271,9 +271,11 @@ def test_the_reward_path_mixes_the_real_moves_with_the_forecast_s_expected_move(
 
     np.testing.assert_array_equal(real.close, close)
     # the slope of the next bar's move on the (cross-fitted) forecast over the training rows
-    f = forecast[lo : hi - 1].astype(np.float64)
-    assert expected.slope == pytest.approx(float(f @ moves[lo : hi - 1] / (f @ f)), rel=1e-9)
+    slope, _ = np.polyfit(forecast[lo : hi - 1].astype(np.float64), moves[lo : hi - 1], 1)
+    assert expected.slope == pytest.approx(slope, rel=1e-9)
     assert expected.slope > 0.5  # the move is feature 0 plus noise: the forecast is worth it
+    f = forecast[lo : hi - 1].astype(np.float64) - expected.centre
+    assert expected.centre == pytest.approx(float(np.mean(forecast[lo : hi - 1])), abs=1e-6)
     np.testing.assert_allclose(np.diff(expected.close[lo:hi]), expected.slope * f, atol=1e-9)
     np.testing.assert_allclose(
         np.diff(half.close[lo:hi]), 0.5 * moves[lo : hi - 1] + 0.5 * expected.slope * f, atol=1e-9
@@ -283,6 +285,24 @@ def test_the_reward_path_mixes_the_real_moves_with_the_forecast_s_expected_move(
     for path in (half, expected):  # only the training part's moves are shaped
         np.testing.assert_array_equal(path.close[: lo + 1], close[: lo + 1])
         np.testing.assert_array_equal(path.close[hi:], close[hi:])
+
+
+def test_the_reward_path_does_not_reward_the_training_part_s_drift() -> None:
+    """A market rising 2 points a bar on top of the signal, and a forecast carrying that
+    mean move: the expected moves sum to nothing over the training rows, and still follow
+    the signal."""
+    market = signal_market()
+    lo, hi = FOLD.train
+    close = np.asarray(market.close) + 2.0 * np.arange(market.n_rows)
+    drifting = dataclasses.replace(market, close=close)
+    forecast = _forecast(market) + np.float32(5.0)  # an intercept: the drift in sd units
+
+    path = reward_path(drifting, FOLD, forecast, 1.0)
+
+    expected = np.diff(path.close[lo:hi])
+    assert abs(float(expected.sum())) < 1e-6 * float(np.abs(expected).sum())
+    assert path.slope > 0.5
+    assert np.corrcoef(expected, np.diff(close[lo:hi]))[0, 1] > 0.7
 
 
 def test_the_reward_path_reads_the_training_part_only_and_skips_rolls() -> None:
@@ -307,8 +327,8 @@ def test_the_reward_path_reads_the_training_part_only_and_skips_rolls() -> None:
     np.testing.assert_array_equal(same.close[:hi], base.close[:hi])
     moves = np.diff(np.asarray(market.close)[lo:hi])
     keep = np.arange(lo, hi - 1) + 1 != roll
-    f = forecast[lo : hi - 1][keep].astype(np.float64)
-    assert with_roll.slope == pytest.approx(float(f @ moves[keep] / (f @ f)), rel=1e-9)
+    slope, _ = np.polyfit(forecast[lo : hi - 1][keep].astype(np.float64), moves[keep], 1)
+    assert with_roll.slope == pytest.approx(slope, rel=1e-9)
     assert abs(without.slope - with_roll.slope) > 0.01  # counted, the gap would tilt it
 
 

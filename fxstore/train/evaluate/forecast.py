@@ -304,6 +304,8 @@ class RewardPath(NamedTuple):
     slope: float
     """Index points of next-bar move per standard deviation of the forecast, fitted on the
     training rows."""
+    centre: float
+    """The forecast's mean over the training rows (its expected move there is 0)."""
 
 
 def reward_path(
@@ -311,8 +313,13 @@ def reward_path(
 ) -> RewardPath:
     """The close path whose moves a fold's training rewards book with ``reward_forecast =
     weight``: inside the training part each bar's move is ``(1 - weight) * the move that
-    happened + weight * slope * forecast``, where `slope` is the least-squares slope (through
-    the origin) of the next bar's move on the forecast over the training rows.
+    happened + weight * slope * (forecast - centre)``, where `slope` is the least-squares
+    slope of the next bar's move on the forecast over the training rows and `centre` the
+    forecast's mean there.
+
+    The expected move is the forecast's variation only: the training part's drift (the mean
+    move, which a forecast's intercept carries) is not rewarded, as it says nothing of the
+    next window's; an agent rewarded for it learns to hold one side for weeks.
 
     On the training rows the forecast is cross-fitted, so the slope is what the forecast is
     worth out of sample, not what a fit on its own rows claims. A bar's move is mostly noise
@@ -335,11 +342,13 @@ def reward_path(
     rows = np.arange(lo, hi - 1)
     rows = rows[~to_host(market.is_roll)[rows + 1]]
     moves = close[rows + 1] - close[rows]
-    f = forecast[rows].astype(np.float64)
+    centre = float(np.mean(forecast[rows], dtype=np.float64)) if len(rows) else 0.0
+    f = forecast[rows].astype(np.float64) - centre
     power = float(f @ f)
-    slope = float(f @ moves) / power if power > 0.0 else 0.0
+    slope = float(f @ (moves - np.mean(moves))) / power if power > 0.0 else 0.0
     move = np.diff(close[lo:hi])
-    mixed = (1.0 - weight) * move + weight * slope * forecast[lo : hi - 1].astype(np.float64)
+    expected = slope * (forecast[lo : hi - 1].astype(np.float64) - centre)
+    mixed = (1.0 - weight) * move + weight * expected
     path = close.copy()
     path[lo + 1 : hi] = close[lo] + np.cumsum(mixed)
-    return RewardPath(market.xp.asarray(path), slope)
+    return RewardPath(market.xp.asarray(path), slope, centre)
