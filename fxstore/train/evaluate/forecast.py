@@ -319,7 +319,7 @@ def reward_path(
 
     The expected move is the forecast's variation only: the training part's drift (the mean
     move, which a forecast's intercept carries) is not rewarded, as it says nothing of the
-    next window's; an agent rewarded for it learns to hold one side for weeks.
+    next window's.
 
     On the training rows the forecast is cross-fitted, so the slope is what the forecast is
     worth out of sample, not what a fit on its own rows claims. A bar's move is mostly noise
