@@ -368,3 +368,11 @@ def test_a_run_rewarded_by_the_forecast_records_it_and_books_the_real_market(
     agent = next(r for r in result.folds if r.policy == "agent")
     book = evaluate_positions(cache.market, agent.positions, *agent.fold.test, config.env, spec)
     np.testing.assert_allclose(agent.pnl, book.pnl, rtol=0, atol=1e-9)
+
+
+def test_a_run_rewarded_by_the_forecast_resumes_to_the_same_result(store: Path) -> None:
+    config = dataclasses.replace(TINY, forecast="input", reward_forecast=0.75)
+
+    whole, resumed = interrupt_then_resume(config, store)
+
+    assert_same_run(whole.run_dir, resumed.run_dir)
