@@ -324,12 +324,7 @@ class TrainConfig:
         validate_choice("forecast", self.forecast, get_args(ForecastMode))
         validate_choice("forecast_model", self.forecast_model, get_args(ForecastModel))
         validate_bool("horizon_discount", self.horizon_discount)
-        validate_at_least("reward_forecast", self.reward_forecast, 0.0)
-        if self.reward_forecast > 1.0:
-            raise InvalidInputError(
-                f"`reward_forecast` must be in 0..1 (the share of the forecast's expected move "
-                f"in the training reward), was {self.reward_forecast}."
-            )
+        validate_in_range("reward_forecast", self.reward_forecast, 0.0, 1.0)
         if self.ensemble and self.seeds < 2:
             raise InvalidInputError(
                 f"`ensemble` averages several seeds' agents; it needs `seeds` >= 2, was "

@@ -48,7 +48,9 @@ def test_train_config_reward_forecast_reaches_the_config_and_names_its_option() 
     assert train_config("smoke", reward_forecast=0.5).reward_forecast == 0.5
     assert load_profile("smoke").reward_forecast == 0.0
 
-    with pytest.raises(InvalidInputError, match=r"^`--reward-forecast` must be in 0\.\.1 .*was 2"):
+    with pytest.raises(
+        InvalidInputError, match=r"^`--reward-forecast` must be in \[0, 1\], was 2\.0\.$"
+    ):
         train_config("smoke", reward_forecast=2.0)
 
 

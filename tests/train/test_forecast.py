@@ -332,12 +332,19 @@ def test_the_reward_path_reads_the_training_part_only_and_skips_rolls() -> None:
     assert abs(without.slope - with_roll.slope) > 0.01  # counted, the gap would tilt it
 
 
-@pytest.mark.parametrize("weight", [-0.1, 1.5, float("nan")])
-def test_a_reward_forecast_outside_0_to_1_is_refused(weight: float) -> None:
+@pytest.mark.parametrize(
+    ("weight", "message"),
+    [
+        (-0.1, r"must be in \[0, 1\], was -0\.1\."),
+        (1.5, r"must be in \[0, 1\], was 1\.5\."),
+        (float("nan"), r"must be a finite number, was nan\."),
+    ],
+)
+def test_a_reward_forecast_outside_0_to_1_is_refused(weight: float, message: str) -> None:
     market = signal_market()
-    with pytest.raises(InvalidInputError, match=r"`reward_forecast` must be in 0\.\.1"):
+    with pytest.raises(InvalidInputError, match=rf"^`reward_forecast` {message}$"):
         reward_path(market, FOLD, _forecast(market), weight)
-    with pytest.raises(InvalidInputError, match="`reward_forecast` must be"):
+    with pytest.raises(InvalidInputError, match=rf"^`reward_forecast` {message}$"):
         dataclasses.replace(TINY, reward_forecast=weight)
 
 

@@ -90,10 +90,10 @@ class VecEnv:
         xp = market.xp
         self._costs = _costs(market, config, spec)  # the real market's costs and units
         if reward_close is not None:
-            if getattr(reward_close, "shape", None) != (market.n_rows,):
+            if reward_close.shape != (market.n_rows,):
                 raise InvalidInputError(
                     f"`reward_close` must have one close per market row ({market.n_rows}), "
-                    f"was shape {getattr(reward_close, 'shape', None)}."
+                    f"was shape {reward_close.shape}."
                 )
             market = dataclasses.replace(market, close=xp.asarray(reward_close, xp.float64))
         self.market, self.config, self.spec = market, config, spec

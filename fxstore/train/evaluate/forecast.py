@@ -45,6 +45,7 @@ import numpy as np
 import numpy.typing as npt
 
 from fxstore.config import EnvConfig, ForecastMode, ForecastModel
+from fxstore.config._validate import validate_in_range
 from fxstore.errors import InvalidInputError
 from fxstore.train.env.market import F64, ContractSpec, Market
 from fxstore.train.evaluate.references.linear import fit_linear, linear_horizons, training_moves
@@ -330,22 +331,20 @@ def reward_path(
     slope. Reads the training part only; the closes elsewhere (validation, test) are the
     real ones, and nothing but the training environment books this path.
     """
-    if not 0.0 <= weight <= 1.0:
-        raise InvalidInputError(f"`reward_forecast` must be in 0..1, was {weight!r}.")
-    lo, hi = fold.train
-    close = to_host(market.close).astype(np.float64)
+    validate_in_range("reward_forecast", weight, 0.0, 1.0)
     if forecast.shape != (market.n_rows,):
         raise InvalidInputError(
             f"the forecast must have one value per market row ({market.n_rows}), was "
             f"{forecast.shape}."
         )
-    rows = np.arange(lo, hi - 1)
-    rows = rows[~to_host(market.is_roll)[rows + 1]]
-    moves = close[rows + 1] - close[rows]
+    lo, hi = fold.train
+    rows, next_moves = training_moves(market, lo, hi, (1,))  # within one contract
+    moves = next_moves[:, 0]
     centre = float(np.mean(forecast[rows], dtype=np.float64)) if len(rows) else 0.0
     f = forecast[rows].astype(np.float64) - centre
     power = float(f @ f)
     slope = float(f @ (moves - np.mean(moves))) / power if power > 0.0 else 0.0
+    close = to_host(market.close).astype(np.float64)
     move = np.diff(close[lo:hi])
     expected = slope * (forecast[lo : hi - 1].astype(np.float64) - centre)
     mixed = (1.0 - weight) * move + weight * expected
