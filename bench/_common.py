@@ -1,4 +1,5 @@
-"""Shared helpers of the benchmark scripts: timing, machine facts, result files."""
+"""Shared helpers of the benchmark scripts: timing, machine facts, result files, and the
+moves and correlations the learning diagnostics read."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import contextlib
 import dataclasses
 import json
 import logging
+import math
 import os
 import platform
 import statistics
@@ -17,7 +19,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
     from fxstore.config import TrainConfig
+    from fxstore.train.env.market import Market
+
+    F64 = npt.NDArray[np.float64]
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -76,6 +84,24 @@ def profile_config(profile: str, **overrides: object) -> TrainConfig:
 
     changes = {key: value for key, value in overrides.items() if value is not None}
     return dataclasses.replace(load_profile(profile), **changes)  # type: ignore[arg-type]
+
+
+def next_moves(market: Market, lo: int, hi: int, h: int) -> tuple[npt.NDArray[np.int64], F64]:
+    """Rows t in [lo, hi - h) whose next h bars are one contract, and close[t+h] - close[t]
+    (:func:`fxstore.train.evaluate.references.linear.training_moves`)."""
+    from fxstore.train.evaluate.references.linear import training_moves
+
+    rows, moves = training_moves(market, lo, hi, (h,))
+    return rows, moves[:, 0]
+
+
+def correlation(a: F64, b: F64) -> float:
+    """:func:`fxstore.train.evaluate.references.ridge.correlation`, NaN (not -inf) where it
+    is undefined (fewer than 3 values, or either constant), for the record."""
+    from fxstore.train.evaluate.references.ridge import correlation as ridge_correlation
+
+    value = ridge_correlation(a, b)
+    return value if math.isfinite(value) else float("nan")
 
 
 def median_seconds(func: Callable[[], object], repeat: int) -> tuple[float, list[float]]:

@@ -27,7 +27,7 @@ from typing import Any
 
 from _common import write_result
 
-from fxstore.train.evaluate.seeds import agent_policies
+from fxstore.train.evaluate.seeds import agent_policies, mean_std
 
 _KEPT = ("total_pnl", "n_trades", "n_days", "sharpe_daily", "pnl_per_day")
 
@@ -35,13 +35,6 @@ _KEPT = ("total_pnl", "n_trades", "n_days", "sharpe_daily", "pnl_per_day")
 def _seeds(totals: dict[str, dict[str, float]]) -> list[str]:
     n = sum(1 for p in totals if p == "agent" or p.startswith("agent-s"))
     return list(agent_policies(n))
-
-
-def _mean_std(values: list[float]) -> tuple[float, float]:
-    mean = sum(values) / len(values)
-    if len(values) < 2:
-        return mean, math.nan
-    return mean, math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
 
 
 def _share(pnl: float, ceiling: float) -> float:
@@ -64,7 +57,7 @@ def summarise(metrics: dict[str, Any]) -> dict[str, Any]:
     return {
         "n_folds": len(metrics["folds"]),
         "totals": {p: {k: m[k] for k in _KEPT} for p, m in totals.items()},
-        "seeds_pnl_mean_std": list(_mean_std([totals[p]["total_pnl"] for p in seeds])),
+        "seeds_pnl_mean_std": list(mean_std([totals[p]["total_pnl"] for p in seeds])),
         "share_of_ceiling": {
             p: _share(m["total_pnl"], ceiling) for p, m in totals.items() if p != "ceiling"
         },
@@ -78,7 +71,7 @@ def pooled(runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
     names = set.intersection(*(set(r["totals"]) for r in runs.values()))
     pnl = {p: sum(r["totals"][p]["total_pnl"] for r in runs.values()) for p in names}
     days = {p: sum(r["totals"][p]["n_days"] for r in runs.values()) for p in names}
-    seeds = _mean_std([pnl[p] for p in _seeds({p: {} for p in names})])
+    seeds = mean_std([pnl[p] for p in _seeds({p: {} for p in names})])
     ceiling = pnl.get("ceiling", math.nan)
     return {
         "runs": sorted(runs),

@@ -45,7 +45,7 @@ from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
-from _common import profile_config, write_result
+from _common import correlation, next_moves, profile_config, write_result
 
 from fxstore.config import EnvConfig
 from fxstore.train.env.data import open_cache
@@ -58,18 +58,6 @@ from fxstore.train.evaluate.walkforward import Fold, make_folds
 from fxstore.train.gpu.xp import to_host
 
 F64 = npt.NDArray[np.float64]
-
-
-def _moves(market: Market, lo: int, hi: int, h: int) -> tuple[npt.NDArray[np.int64], F64]:
-    """Rows t in [lo, hi - h) whose next h bars are one contract, and close[t+h] - close[t]."""
-    rows, moves = linear.training_moves(market, lo, hi, (h,))
-    return rows, moves[:, 0]
-
-
-def _corr(a: F64, b: F64) -> float:
-    """:func:`ridge.correlation`, NaN (not -inf) where it is undefined, for the record."""
-    value = ridge.correlation(a, b)
-    return value if np.isfinite(value) else float("nan")
 
 
 def forecasts(market: Market, fit: CrossFit, model: ridge.LinearModel) -> dict[str, F64]:
@@ -186,14 +174,14 @@ def main() -> None:
                     market, values, fold, config.env, spec, config.capital
                 )
             for h in move_horizons:
-                rows, moves = _moves(market, *fold.test, h)
+                rows, moves = next_moves(market, *fold.test, h)
                 for cand, values in candidates.items():
-                    row[f"{cand}@{h}"] = _corr(values[rows], moves)
+                    row[f"{cand}@{h}"] = correlation(values[rows], moves)
                     pooled.setdefault(cand, {}).setdefault(h, []).append((values[rows], moves))
             per_fold.append(row)
         summary = {
             cand: {
-                str(h): _corr(
+                str(h): correlation(
                     np.concatenate([v for v, _ in parts]), np.concatenate([m for _, m in parts])
                 )
                 for h, parts in by_h.items()

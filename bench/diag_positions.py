@@ -14,7 +14,7 @@ import argparse
 from pathlib import Path
 
 import numpy as np
-from _common import write_result
+from _common import correlation, write_result
 
 _POLICIES = ("agent", "agent-s1", "agent-s2", "ensemble", "linear", "ceiling", "oracle")
 _AGAINST = ("linear", "ceiling", "oracle")
@@ -38,11 +38,6 @@ def describe(pos: dict[str, np.ndarray]) -> dict[str, dict[str, float]]:
     """Per policy: bars per position change, mean |position|, mean position, and the
     correlation of its positions with each of `_AGAINST`'s (NaN where one never moves)."""
 
-    def corr(a: np.ndarray, b: np.ndarray) -> float:
-        if a.std() == 0 or b.std() == 0:
-            return float("nan")
-        return float(np.corrcoef(a, b)[0, 1])
-
     out = {}
     for p in (q for q in _POLICIES if q in pos):
         x = pos[p]
@@ -52,7 +47,7 @@ def describe(pos: dict[str, np.ndarray]) -> dict[str, dict[str, float]]:
             "bars_per_change": len(x) / changes if changes else float("inf"),
             "mean_abs_position": float(np.abs(x).mean()),
             "mean_position": float(x.mean()),
-            **{f"corr_{q}": corr(x, pos[q]) for q in _AGAINST if q in pos},
+            **{f"corr_{q}": correlation(x, pos[q]) for q in _AGAINST if q in pos},
         }
     return out
 

@@ -15,9 +15,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-import numpy as np
-import numpy.typing as npt
-from _common import write_result
+from _common import correlation, next_moves, profile_config, write_result
 
 from fxstore.config import ForecastModel, TrainConfig
 from fxstore.train.env.market import ContractSpec, Market
@@ -28,21 +26,6 @@ _HORIZONS = (1, 16)
 _MODELS: tuple[ForecastModel, ...] = ("linear", "blend")
 
 
-def _correlation(
-    forecast: npt.NDArray[np.float32], close: np.ndarray, lo: int, hi: int, h: int
-) -> float:
-    """Correlation of the forecast at rows [lo, hi - h) with the next `h` bars' move (NaN
-    where too few rows or either does not move)."""
-    rows = np.arange(lo, hi - h)
-    if len(rows) < 3:
-        return float("nan")
-    f = forecast[rows].astype(np.float64)
-    move = close[rows + h] - close[rows]
-    if np.std(f) == 0.0 or np.std(move) == 0.0:
-        return float("nan")
-    return float(np.corrcoef(f, move)[0, 1])
-
-
 def fold_slopes(
     market: Market,
     folds: list[Fold],
@@ -51,7 +34,6 @@ def fold_slopes(
     model: ForecastModel,
 ) -> list[dict[str, float]]:
     """Per fold: the reward path's slope and centre, and the forecast's correlations."""
-    close = np.asarray(market.close, dtype=np.float64)
     out = []
     for fold in folds:
         forecast = forecast_values(
@@ -62,7 +44,8 @@ def fold_slopes(
         for part in ("train", "validation", "test"):
             lo, hi = getattr(fold, part)
             for h in _HORIZONS:
-                row[f"{part}_ic{h}"] = _correlation(forecast, close, lo, hi, h)
+                rows, moves = next_moves(market, lo, hi, h)
+                row[f"{part}_ic{h}"] = correlation(forecast[rows], moves)
         out.append(row)
     return out
 
@@ -71,14 +54,13 @@ def main() -> None:
     from fxstore.train.env.data import open_cache
     from fxstore.train.env.market import contract_spec
     from fxstore.train.evaluate.walkforward import make_folds
-    from fxstore.train.profiles import load_profile
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--store", action="append", required=True, help="NAME=ROOT, repeatable")
     parser.add_argument("--profile", required=True, help="the profile whose folds to read")
     parser.add_argument("--name", required=True, help="results/<name>.json")
     args = parser.parse_args()
-    config = load_profile(args.profile)
+    config = profile_config(args.profile, device="cpu")
     stores = {}
     for entry in args.store:
         name, root = entry.split("=", 1)

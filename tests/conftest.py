@@ -1,11 +1,16 @@
-"""Shared fixtures: small synthetic markets spanning two quarterly rolls (made once per session)."""
+"""Shared fixtures: small synthetic markets spanning two quarterly rolls (made once per session),
+and the benchmark scripts of bench/ as modules."""
 
 from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import importlib
+import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -18,6 +23,22 @@ if TYPE_CHECKING:
 
 # The ingest stack (numba, zstandard) is imported inside the fixtures, so that the GPU
 # tests can run on a machine that has only CuPy, numpy and pyarrow.
+
+#: The benchmark scripts' folder.
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+
+
+@pytest.fixture()
+def bench_script(monkeypatch: pytest.MonkeyPatch) -> Callable[[str], ModuleType]:
+    """Import ``bench/<name>.py`` afresh, with bench/ on the path for its own imports."""
+    monkeypatch.syspath_prepend(str(BENCH))
+
+    def load(name: str) -> ModuleType:
+        sys.modules.pop(name, None)
+        return importlib.import_module(name)
+
+    return load
+
 
 #: Two quarterly rolls: March 2024 (roll date Mon 03-11) and June 2024 (roll date Mon 06-17).
 TWO_ROLLS = SynthConfig(

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import importlib
 import json
 import math
-import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -14,14 +13,10 @@ import pytest
 
 pytestmark = pytest.mark.quick
 
-BENCH = Path(__file__).resolve().parent.parent / "bench"
-
 
 @pytest.fixture()
-def collect(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
-    monkeypatch.syspath_prepend(str(BENCH))
-    sys.modules.pop("collect_runs", None)
-    return importlib.import_module("collect_runs")
+def collect(bench_script: Callable[[str], ModuleType]) -> ModuleType:
+    return bench_script("collect_runs")
 
 
 def _metrics(pnl: dict[str, float], days: int = 20) -> dict[str, Any]:

@@ -2,23 +2,17 @@
 
 from __future__ import annotations
 
-import importlib
-import sys
-from pathlib import Path
+from collections.abc import Callable
 from types import ModuleType
 
 import pytest
 
 pytestmark = pytest.mark.quick
 
-BENCH = Path(__file__).resolve().parent.parent / "bench"
-
 
 @pytest.fixture()
-def common(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
-    monkeypatch.syspath_prepend(str(BENCH))
-    sys.modules.pop("_common", None)
-    return importlib.import_module("_common")
+def common(bench_script: Callable[[str], ModuleType]) -> ModuleType:
+    return bench_script("_common")
 
 
 def test_the_kind_follows_the_gpus(common: ModuleType) -> None:

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import importlib
 import math
-import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
@@ -13,14 +12,10 @@ import pytest
 
 pytestmark = pytest.mark.quick
 
-BENCH = Path(__file__).resolve().parent.parent / "bench"
-
 
 @pytest.fixture()
-def diag(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
-    monkeypatch.syspath_prepend(str(BENCH))
-    sys.modules.pop("diag_positions", None)
-    return importlib.import_module("diag_positions")
+def diag(bench_script: Callable[[str], ModuleType]) -> ModuleType:
+    return bench_script("diag_positions")
 
 
 def _fold(path: Path, **positions: list[float]) -> None:

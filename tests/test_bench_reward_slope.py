@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import importlib
+import dataclasses
 import math
-import sys
-from pathlib import Path
+from collections.abc import Callable
 from types import ModuleType
 
 import numpy as np
@@ -16,14 +15,10 @@ from tests.train.test_linear import ES, FOLD, signal_market
 
 pytestmark = pytest.mark.quick
 
-BENCH = Path(__file__).resolve().parent.parent / "bench"
-
 
 @pytest.fixture()
-def diag(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
-    monkeypatch.syspath_prepend(str(BENCH))
-    sys.modules.pop("diag_reward_slope", None)
-    return importlib.import_module("diag_reward_slope")
+def diag(bench_script: Callable[[str], ModuleType]) -> ModuleType:
+    return bench_script("diag_reward_slope")
 
 
 @pytest.mark.parametrize("model", ["linear", "blend"])
@@ -48,9 +43,31 @@ def test_on_noise_the_slope_and_the_correlations_are_near_zero(diag: ModuleType)
     assert abs(row["slope"]) < 0.05
 
 
-def test_too_few_rows_give_nan(diag: ModuleType) -> None:
-    close = np.arange(10.0)
-    forecast = np.ones(10, np.float32)
+def test_a_part_too_short_to_correlate_gives_nan(diag: ModuleType) -> None:
+    """Two rows of validation: too few for a correlation at 1 bar, none at 16."""
+    lo = FOLD.validation[0]
+    fold = dataclasses.replace(FOLD, validation=(lo, lo + 3))
 
-    assert math.isnan(diag._correlation(forecast, close, 0, 3, 1))
-    assert math.isnan(diag._correlation(forecast, close, 0, 10, 1))  # the forecast is flat
+    (row,) = diag.fold_slopes(signal_market(), [fold], TINY, ES, "linear")
+
+    assert math.isnan(row["validation_ic1"]) and math.isnan(row["validation_ic16"])
+    assert row["test_ic1"] > 0.5
+
+
+def test_a_move_across_a_roll_is_no_move(diag: ModuleType) -> None:
+    """A roll's gap inside the test window: the correlations read moves within a contract,
+    so a huge gap there changes nothing."""
+    market = signal_market()
+    roll = FOLD.test[0] + 40
+    is_roll = np.zeros(market.n_rows, dtype=bool)
+    is_roll[roll] = True
+    close = np.array(market.close)
+    close[roll:] += 5000.0
+    rolled = dataclasses.replace(market, close=close, is_roll=is_roll)
+    plain = dataclasses.replace(market, is_roll=is_roll)
+
+    (gapped,) = diag.fold_slopes(rolled, [FOLD], TINY, ES, "linear")
+    (same,) = diag.fold_slopes(plain, [FOLD], TINY, ES, "linear")
+
+    assert gapped["test_ic1"] == pytest.approx(same["test_ic1"], abs=1e-12)
+    assert gapped["test_ic16"] == pytest.approx(same["test_ic16"], abs=1e-12)

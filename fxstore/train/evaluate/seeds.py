@@ -17,7 +17,7 @@ import numpy as np
 
 from fxstore.train.evaluate.metrics import BacktestMetrics
 
-__all__ = ["SeedSummary", "agent_policies", "seed_notes", "summarize_seeds"]
+__all__ = ["SeedSummary", "agent_policies", "mean_std", "seed_notes", "summarize_seeds"]
 
 logger = logging.getLogger(__name__)
 
@@ -27,7 +27,9 @@ def agent_policies(n_seeds: int) -> tuple[str, ...]:
     return ("agent", *(f"agent-s{k}" for k in range(1, n_seeds)))
 
 
-def _mean_std(values: Sequence[float]) -> tuple[float, float]:
+def mean_std(values: Sequence[float]) -> tuple[float, float]:
+    """Mean and sample standard deviation (ddof 1) of the finite `values`; the std is NaN
+    for one value, both are NaN for none."""
     finite = [v for v in values if math.isfinite(v)]
     if not finite:
         return math.nan, math.nan
@@ -69,9 +71,9 @@ def summarize_seeds(totals: Mapping[str, BacktestMetrics], policies: Sequence[st
     shares = [m.total_pnl / oracle_pnl if oracle_pnl > 0 else math.nan for m in mine]
     return SeedSummary(
         n_seeds=len(mine),
-        pnl=_mean_std([m.total_pnl for m in mine]),
-        sharpe_daily=_mean_std([m.sharpe_daily for m in mine]),
-        share_of_oracle=_mean_std(shares),
+        pnl=mean_std([m.total_pnl for m in mine]),
+        sharpe_daily=mean_std([m.sharpe_daily for m in mine]),
+        share_of_oracle=mean_std(shares),
     )
 
 
