@@ -3,7 +3,8 @@ over more test days than one market gives?
 
 Reads each run folder's `metrics.json` (the totals `train` printed) and records, per run,
 every policy's out-of-sample PnL, trades and daily Sharpe, the seeds' mean ± std, the
-agent's and the ensemble's PSR and deflated Sharpe, and their shares of the ceiling; then,
+agent's and the ensemble's PSR and deflated Sharpe, their shares of the ceiling, and how
+many folds each seed and the ensemble traded once (a position held through); then,
 pooled over the runs given (their test days added up), each policy's PnL and the agent's,
 the seeds' mean and the ensemble's share of the pooled ceiling. Runs are named by their
 market (IC and market seed), e.g.
@@ -62,7 +63,20 @@ def summarise(metrics: dict[str, Any]) -> dict[str, Any]:
             p: _share(m["total_pnl"], ceiling) for p, m in totals.items() if p != "ceiling"
         },
         "significance": significance,
+        "folds_with_one_trade": _one_trade_folds(metrics["folds"], [*seeds, "ensemble"]),
     }
+
+
+def _one_trade_folds(folds: list[Any], policies: list[str]) -> dict[str, int]:
+    """Per policy, the folds whose test window it traded once: a position taken and held
+    through (from each fold's metrics; none where the folds' metrics are not recorded)."""
+    out: dict[str, int] = {}
+    for fold in folds:
+        for policy in policies:
+            metrics = (fold or {}).get("policies", {}).get(policy)
+            if metrics is not None:
+                out[policy] = out.get(policy, 0) + int(metrics["n_trades"] == 1)
+    return out
 
 
 def pooled(runs: dict[str, dict[str, Any]]) -> dict[str, Any]:

@@ -6,6 +6,9 @@ A policy whose positions hardly move with the forecast it was handed trades some
 else: a few long holds whose PnL is the market's drift over them.
 
     python bench/diag_positions.py --run ic0.05-s1231=STORE/runs/RUN_ID --name positions_3y
+
+`--pool PREFIX` also records the mean over the runs so named of their agents' (every seed's
+and the ensemble's) correlations.
 """
 
 from __future__ import annotations
@@ -52,10 +55,29 @@ def describe(pos: dict[str, np.ndarray]) -> dict[str, dict[str, float]]:
     return out
 
 
+def pooled(runs: dict[str, dict[str, dict[str, float]]]) -> dict[str, object]:
+    """The mean over `runs` and their agents (every seed and the ensemble) of each
+    correlation with `_AGAINST`'s positions (NaN ones left out)."""
+    agents = [
+        d for r in runs.values() for p, d in r.items() if p.startswith("agent") or p == "ensemble"
+    ]
+    out: dict[str, object] = {"runs": sorted(runs), "agents": len(agents)}
+    for q in _AGAINST:
+        values = [d[f"corr_{q}"] for d in agents if np.isfinite(d.get(f"corr_{q}", np.nan))]
+        out[f"corr_{q}"] = float(np.mean(values)) if values else float("nan")
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--run", action="append", required=True, help="NAME=RUN_DIR, repeatable")
     parser.add_argument("--name", required=True, help="results/<name>.json")
+    parser.add_argument(
+        "--pool",
+        action="append",
+        default=[],
+        help="a prefix of run names whose agents' correlations to average, repeatable",
+    )
     args = parser.parse_args()
     runs = {}
     for entry in args.run:
@@ -69,7 +91,13 @@ def main() -> None:
                 f"{d.get('corr_linear', np.nan):+.2f}, ceiling "
                 f"{d.get('corr_ceiling', np.nan):+.2f}, oracle {d.get('corr_oracle', np.nan):+.2f}"
             )
-    path = write_result(args.name, {"runs": runs})
+    pools = {
+        prefix: pooled({n: r for n, r in runs.items() if n.startswith(prefix)})
+        for prefix in args.pool
+    }
+    for prefix, pool in pools.items():
+        print(f"{prefix}: the agents' mean correlation with linear {pool['corr_linear']:+.2f}")
+    path = write_result(args.name, {"runs": runs, "pooled": pools})
     print(f"wrote {path}")
 
 

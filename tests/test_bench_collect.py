@@ -47,6 +47,17 @@ def test_one_run_keeps_its_seeds_and_shares(collect: ModuleType) -> None:
     assert run["significance"]["ensemble"] == {"psr_p": 0.4, "dsr_p": 0.9, "n_trials": 7}
 
 
+def test_folds_traded_once_are_counted_per_agent(collect: ModuleType) -> None:
+    metrics = _metrics({"agent": 100.0, "agent-s1": 300.0, "ensemble": 50.0, "ceiling": 400.0})
+    trades = [{"agent": 1, "agent-s1": 0, "ensemble": 1, "linear": 1}, {"agent": 1, "agent-s1": 7}]
+    metrics["folds"] = [{"policies": {p: {"n_trades": n} for p, n in t.items()}} for t in trades]
+
+    run = collect.summarise(metrics)
+
+    assert run["folds_with_one_trade"] == {"agent": 2, "agent-s1": 0, "ensemble": 1}
+    assert collect.summarise(_metrics({"agent": 1.0}))["folds_with_one_trade"] == {}
+
+
 def test_a_losing_ceiling_gives_no_share(collect: ModuleType) -> None:
     run = collect.summarise(_metrics({"agent": 100.0, "ceiling": -10.0}))
     assert math.isnan(run["share_of_ceiling"]["agent"])

@@ -51,3 +51,20 @@ def test_a_policy_that_never_moves_has_no_correlation(diag: ModuleType, tmp_path
 def test_a_folder_without_folds_is_refused(diag: ModuleType, tmp_path: Path) -> None:
     with pytest.raises(SystemExit, match="no fold"):
         diag.positions(tmp_path)
+
+
+def test_a_pool_averages_the_agents_correlations_over_its_runs(diag: ModuleType) -> None:
+    nan = float("nan")
+    runs = {
+        "w1/a": {"agent": {"corr_linear": 0.2}, "ensemble": {"corr_linear": 0.4}},
+        "w1/b": {"agent-s1": {"corr_linear": 0.6}, "linear": {"corr_linear": 1.0}},
+        "w1/c": {"agent": {"corr_linear": nan, "corr_oracle": 0.1}},
+    }
+
+    pool = diag.pooled(runs)
+
+    assert pool["agents"] == 4  # linear is no agent
+    assert pool["corr_linear"] == pytest.approx(0.4)  # the NaN one left out
+    assert pool["corr_oracle"] == pytest.approx(0.1)
+    assert math.isnan(pool["corr_ceiling"])
+    assert pool["runs"] == ["w1/a", "w1/b", "w1/c"]
