@@ -303,6 +303,27 @@ def test_example_slow_set_builds_and_is_listed(store: Path) -> None:
     assert "    f_flow_day_ema32     = ema(trade_imb, 32)  (reset session)\n" in info.output
 
 
+def test_example_flow_set_builds_beside_the_default_one(store: Path) -> None:
+    example = Path(__file__).parents[2] / "examples" / "features_flow.toml"
+    args = ["--store", str(store)]
+
+    built = CliRunner().invoke(
+        cli,
+        ["precompute", "--symbol", "ES.FUT", "--features", str(example), "--json", *args],
+        catch_exceptions=False,
+    )
+    key = Path(json.loads(built.output)["out_dir"]).name
+    info = CliRunner().invoke(
+        cli, ["info", "ES.FUT", "--featureset", key, *args], catch_exceptions=False
+    )
+
+    assert built.exit_code == info.exit_code == 0
+    assert json.loads(built.output)["n_features"] == 22
+    assert json.loads(built.output)["n_targets"] == 5
+    assert "    f_signed_vol_ema256" in info.output
+    assert "f_ret_1" not in info.output
+
+
 @pytest.mark.parametrize("horizon", [0, 300])
 def test_precompute_bad_target_horizon_is_one_error_line_before_any_work(
     store: Path, tmp_path: Path, horizon: int

@@ -311,6 +311,20 @@ def test_examples_slow_set_is_the_defaults_plus_fourteen_expressions() -> None:
     assert example.warmup_rows == 200 + 127
 
 
+def test_examples_flow_set_is_the_default_sets_flow_views_alone() -> None:
+    from fxstore.features.definitions import default_featureset, load_featureset
+
+    example = load_featureset(Path(__file__).parents[2] / "examples" / "features_flow.toml")
+    default = default_featureset()
+    views = tuple(d for d in default.features if isinstance(d, ExprDef))
+
+    assert len(views) == 21 and len(example.features) == 22
+    assert example.features[1:] == views
+    assert example.features[0] == next(d for d in default.features if d.name == "trade_imb")
+    assert example.targets == default.targets
+    assert example.settings == default.settings
+
+
 def test_first_defined_bars_of_an_unchecked_set_raises_instead_of_looping() -> None:
     from fxstore.features.algebra import first_defined_bars
 
