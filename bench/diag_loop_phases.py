@@ -67,7 +67,7 @@ def _fine_parts() -> list[tuple[str, Any, str]]:
     layers, the ε-greedy kernel and its draws, the sampler's host part) (``--fine``)."""
     parts: list[tuple[str, Any, str]] = [
         ("act: Q-values (host side)", Agent, "q_values"),
-        ("fold: the forecast's fit", loop_module, "forecast_market"),
+        ("fold: the forecast's fit", loop_module, "forecast_values"),
         ("fold: linear's fit", loop_module, "fit_linear"),
         ("fold: scoring with the references", loop_module, "evaluate_fold"),
         ("fold: the seeds' scores", loop_module, "_score"),

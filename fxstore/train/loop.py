@@ -328,17 +328,7 @@ def fold_results(
             model=model,
             forecast_model=config.forecast_model,
         )
-    seen = forecast_market(  # what the agents observe: the features, the forecast or both
-        market,
-        fold,
-        config.forecast,
-        config.env,
-        spec,
-        capital=config.capital,
-        model=model,
-        forecast_model=config.forecast_model,
-        values=values,
-    )
+    seen = forecast_market(market, config.forecast, values)  # what the agents observe
     reward_close = None
     if config.reward_forecast and values is not None:
         path = reward_path(market, fold, values, config.reward_forecast)

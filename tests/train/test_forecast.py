@@ -19,6 +19,7 @@ from fxstore.train.evaluate.forecast import (
     blend_forecast,
     fold_forecast,
     forecast_market,
+    forecast_values,
     reward_path,
 )
 from fxstore.train.evaluate.references.linear import fit_linear, linear_horizons, training_moves
@@ -139,31 +140,38 @@ def test_the_blends_training_rows_did_not_fit_their_own_moves() -> None:
 
 def test_forecast_market_modes() -> None:
     market = signal_market()
+    values = _forecast(market)
 
-    only = forecast_market(market, FOLD, "only", ENV, ES, capital=1e5)
-    beside = forecast_market(market, FOLD, "input", ENV, ES, capital=1e5)
+    only = forecast_market(market, "only", values)
+    beside = forecast_market(market, "input", values)
 
-    assert forecast_market(market, FOLD, "off", ENV, ES, capital=1e5) is market
+    assert forecast_market(market, "off", None) is market
     assert only.feature_names == (FORECAST_COLUMN,) and only.features.shape == (market.n_rows, 1)
     assert beside.feature_names == (*market.feature_names, FORECAST_COLUMN)
     np.testing.assert_array_equal(beside.features[:, :-1], market.features)
     np.testing.assert_array_equal(beside.features[:, -1], only.features[:, 0])
+    np.testing.assert_array_equal(only.features[:, 0], values)
     np.testing.assert_array_equal(only.close, market.close)
     with pytest.raises(InvalidInputError, match="`forecast` must be one of off, input, only"):
-        forecast_market(market, FOLD, "both", ENV, ES, capital=1e5)  # type: ignore[arg-type]
+        forecast_market(market, "both", values)  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError, match=r"one value per market row \(\d+\), was None"):
+        forecast_market(market, "only", None)
+    with pytest.raises(InvalidInputError, match=r"one value per market row \(\d+\), was \(3,\)"):
+        forecast_market(market, "input", values[:3])
 
 
-def test_forecast_market_hands_the_agent_the_blend_when_asked() -> None:
+def test_forecast_values_are_the_blend_when_asked() -> None:
     market = signal_market()
 
-    blended = forecast_market(market, FOLD, "only", ENV, ES, capital=1e5, forecast_model="blend")
+    blended = forecast_values(market, FOLD, ENV, ES, capital=1e5, forecast_model="blend")
+    linear = forecast_values(market, FOLD, ENV, ES, capital=1e5)
 
-    np.testing.assert_array_equal(blended.features[:, 0], blend_forecast(market, FOLD))
+    np.testing.assert_array_equal(blended, blend_forecast(market, FOLD))
+    np.testing.assert_array_equal(linear, _forecast(market))
     with pytest.raises(InvalidInputError, match="`forecast_model` must be one of linear, blend"):
-        forecast_market(
+        forecast_values(
             market,
             FOLD,
-            "only",
             ENV,
             ES,
             capital=1e5,
@@ -209,10 +217,12 @@ def test_the_forecast_on_a_gpu_market_is_the_numpy_one(
 
     market = signal_market()
 
-    host = forecast_market(market, FOLD, mode, ENV, ES, capital=1e5, forecast_model=model)
-    device = forecast_market(
-        on_cupy(market), FOLD, mode, ENV, ES, capital=1e5, forecast_model=model
-    )
+    def seen(m: Market) -> Market:
+        return forecast_market(
+            m, mode, forecast_values(m, FOLD, ENV, ES, capital=1e5, forecast_model=model)
+        )
+
+    host, device = seen(market), seen(on_cupy(market))
 
     assert device.xp is not np and device.features.flags.c_contiguous
     np.testing.assert_allclose(device.features.get(), host.features, rtol=1e-5, atol=1e-5)
@@ -383,3 +393,9 @@ def test_a_run_rewarded_by_the_forecast_resumes_to_the_same_result(store: Path) 
     whole, resumed = interrupt_then_resume(config, store)
 
     assert_same_run(whole.run_dir, resumed.run_dir)
+
+
+def test_a_reward_path_of_a_forecast_of_other_rows_is_refused() -> None:
+    market = signal_market()
+    with pytest.raises(InvalidInputError, match=r"one value per market row \(\d+\), was \(5,\)"):
+        reward_path(market, FOLD, _forecast(market)[:5], 1.0)

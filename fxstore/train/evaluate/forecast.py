@@ -240,44 +240,29 @@ def forecast_values(
 ) -> npt.NDArray[np.float32]:
     """The fold's forecast of `forecast_model` at every market row (host, float32): "linear",
     :func:`fold_forecast`; "blend", :func:`blend_forecast`."""
-    _check_model(forecast_model)
+    if forecast_model not in get_args(ForecastModel):
+        raise InvalidInputError(
+            f"`forecast_model` must be one of {', '.join(get_args(ForecastModel))}, was "
+            f"{forecast_model!r}."
+        )
     if forecast_model == "blend":
         return blend_forecast(market, fold)
     return fold_forecast(market, fold, env_config, spec, capital=capital, model=model)
 
 
 def forecast_market(
-    market: Market,
-    fold: Fold,
-    mode: ForecastMode,
-    env_config: EnvConfig,
-    spec: ContractSpec,
-    *,
-    capital: float,
-    model: LinearModel | None = None,
-    forecast_model: ForecastModel = "linear",
-    values: npt.NDArray[np.float32] | None = None,
+    market: Market, mode: ForecastMode, values: npt.NDArray[np.float32] | None
 ) -> Market:
-    """`market` as the fold's agent sees it: with the forecast column beside the features
-    (``"input"``), in their place (``"only"``), or unchanged (``"off"``); the forecast of
-    `forecast_model` (:func:`forecast_values`), or `values` where the caller has it."""
+    """`market` as the fold's agent sees it: with the fold's forecast `values`
+    (:func:`forecast_values`) as a column beside the features (``"input"``), in their place
+    (``"only"``), or unchanged (``"off"``, where `values` may be None)."""
     if mode not in get_args(ForecastMode):
         raise InvalidInputError(
             f"`forecast` must be one of {', '.join(get_args(ForecastMode))}, was {mode!r}."
         )
-    _check_model(forecast_model)
     if mode == "off":
         return market
-    if values is None:
-        values = forecast_values(
-            market,
-            fold,
-            env_config,
-            spec,
-            capital=capital,
-            model=model,
-            forecast_model=forecast_model,
-        )
+    values = _checked_forecast(market, values)
     xp = market.xp
     column = xp.asarray(values.reshape(-1, 1))
     names: tuple[str, ...] = (FORECAST_COLUMN,)
@@ -288,12 +273,16 @@ def forecast_market(
     return dataclasses.replace(market, features=features, feature_names=names)
 
 
-def _check_model(forecast_model: str) -> None:
-    if forecast_model not in get_args(ForecastModel):
+def _checked_forecast(
+    market: Market, values: npt.NDArray[np.float32] | None
+) -> npt.NDArray[np.float32]:
+    """`values`, refused unless they are one forecast per market row."""
+    if values is None or values.shape != (market.n_rows,):
+        shape = None if values is None else values.shape
         raise InvalidInputError(
-            f"`forecast_model` must be one of {', '.join(get_args(ForecastModel))}, was "
-            f"{forecast_model!r}."
+            f"the forecast must have one value per market row ({market.n_rows}), was {shape}."
         )
+    return values
 
 
 class RewardPath(NamedTuple):
@@ -332,11 +321,7 @@ def reward_path(
     real ones, and nothing but the training environment books this path.
     """
     validate_in_range("reward_forecast", weight, 0.0, 1.0)
-    if forecast.shape != (market.n_rows,):
-        raise InvalidInputError(
-            f"the forecast must have one value per market row ({market.n_rows}), was "
-            f"{forecast.shape}."
-        )
+    forecast = _checked_forecast(market, forecast)
     lo, hi = fold.train
     rows, next_moves = training_moves(market, lo, hi, (1,))  # within one contract
     moves = next_moves[:, 0]
