@@ -281,8 +281,31 @@ def test_precompute_bad_expression_is_one_error_line_before_any_work(
     assert not (store / "fxcache").exists()
 
 
-def test_example_slow_set_builds_and_is_listed(store: Path) -> None:
-    example = Path(__file__).parents[2] / "examples" / "features_slow.toml"
+@pytest.mark.parametrize(
+    ("name", "n_features", "n_targets", "shown", "absent"),
+    [
+        (
+            "features_slow.toml",
+            44,
+            5,
+            (
+                "    f_flow_ema128        = ema(trade_imb, 128)\n",
+                "    f_flow_day_ema32     = ema(trade_imb, 32)  (reset session)\n",
+            ),
+            (),
+        ),
+        ("features_flow.toml", 22, 5, ("    f_signed_vol_ema256",), ("f_ret_1",)),
+    ],
+)
+def test_an_example_set_builds_and_is_listed(
+    store: Path,
+    name: str,
+    n_features: int,
+    n_targets: int,
+    shown: tuple[str, ...],
+    absent: tuple[str, ...],
+) -> None:
+    example = Path(__file__).parents[2] / "examples" / name
     args = ["--store", str(store)]
 
     built = CliRunner().invoke(
@@ -297,31 +320,11 @@ def test_example_slow_set_builds_and_is_listed(store: Path) -> None:
     )
 
     assert built.exit_code == listing.exit_code == info.exit_code == 0
-    assert json.loads(built.output)["n_features"] == 44
+    assert json.loads(built.output)["n_features"] == n_features
+    assert json.loads(built.output)["n_targets"] == n_targets
     assert f"ES.FUT  {key}  " in listing.output
-    assert "    f_flow_ema128        = ema(trade_imb, 128)\n" in info.output
-    assert "    f_flow_day_ema32     = ema(trade_imb, 32)  (reset session)\n" in info.output
-
-
-def test_example_flow_set_builds_beside_the_default_one(store: Path) -> None:
-    example = Path(__file__).parents[2] / "examples" / "features_flow.toml"
-    args = ["--store", str(store)]
-
-    built = CliRunner().invoke(
-        cli,
-        ["precompute", "--symbol", "ES.FUT", "--features", str(example), "--json", *args],
-        catch_exceptions=False,
-    )
-    key = Path(json.loads(built.output)["out_dir"]).name
-    info = CliRunner().invoke(
-        cli, ["info", "ES.FUT", "--featureset", key, *args], catch_exceptions=False
-    )
-
-    assert built.exit_code == info.exit_code == 0
-    assert json.loads(built.output)["n_features"] == 22
-    assert json.loads(built.output)["n_targets"] == 5
-    assert "    f_signed_vol_ema256" in info.output
-    assert "f_ret_1" not in info.output
+    assert all(line in info.output for line in shown)
+    assert not any(text in info.output for text in absent)
 
 
 @pytest.mark.parametrize("horizon", [0, 300])
