@@ -80,8 +80,9 @@ def _one_trade_folds(folds: list[Any], policies: list[str]) -> dict[str, int]:
 
 
 def pooled(runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """Every policy's PnL and test days added over `runs`, the seeds' pooled mean ± std (each
-    seed's PnL added over the runs first) and each policy's share of the pooled ceiling."""
+    """Every policy's PnL and test days added over `runs`, its PnL per test day (where there
+    is no signal, set against a round trip's cost), the seeds' pooled mean ± std (each seed's
+    PnL added over the runs first) and each policy's share of the pooled ceiling."""
     names = set.intersection(*(set(r["totals"]) for r in runs.values()))
     pnl = {p: sum(r["totals"][p]["total_pnl"] for r in runs.values()) for p in names}
     days = {p: sum(r["totals"][p]["n_days"] for r in runs.values()) for p in names}
@@ -91,6 +92,7 @@ def pooled(runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
         "runs": sorted(runs),
         "n_days": days.get("agent"),
         "pnl": pnl,
+        "pnl_per_day": {p: v / days[p] if days[p] else math.nan for p, v in pnl.items()},
         "seeds_pnl_mean_std": list(seeds),
         "seeds_share_of_ceiling": _share(seeds[0], ceiling),
         "share_of_ceiling": {p: _share(v, ceiling) for p, v in pnl.items() if p != "ceiling"},
@@ -176,7 +178,9 @@ def main() -> None:
             f"pooled {prefix} ({len(p['runs'])} runs, {p['n_days']} test days), share of the "
             f"ceiling's {_money(p['pnl'].get('ceiling', math.nan))}: the seeds' mean "
             f"{p['seeds_share_of_ceiling']:.0%}, the ensemble "
-            f"{share.get('ensemble', math.nan):.0%}, linear {share.get('linear', math.nan):.0%}"
+            f"{share.get('ensemble', math.nan):.0%}, linear {share.get('linear', math.nan):.0%}; "
+            f"a test day: the seeds' mean {_money(p['seeds_pnl_mean_std'][0] / p['n_days'])}, "
+            f"the ensemble {_money(p['pnl_per_day'].get('ensemble', math.nan))}"
         )
     path = write_result(args.name, {"note": args.note, "runs": runs, "pooled": pools})
     print(f"wrote {path}")

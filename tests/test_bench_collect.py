@@ -74,6 +74,7 @@ def test_pooling_adds_each_seed_over_markets_before_the_spread(collect: ModuleTy
     pooled = collect.pooled({"x": a, "y": b})
     assert pooled["n_days"] == 60
     assert pooled["pnl"] == {"agent": 0.0, "agent-s1": 0.0, "ceiling": 400.0}
+    assert pooled["pnl_per_day"] == {"agent": 0.0, "agent-s1": 0.0, "ceiling": 400.0 / 60}
     # each seed pooled to 0: no spread, although every run on its own had one
     assert pooled["seeds_pnl_mean_std"] == [0.0, 0.0]
     assert pooled["seeds_share_of_ceiling"] == 0.0
